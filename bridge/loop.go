@@ -1,0 +1,349 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
+)
+
+// The room goroutine's work while connected: frames in, frames out, requests, housekeeping.
+
+// errReconnect ends a connection on purpose (conflict, reset needed); the loop reconnects.
+var errReconnect = errors.New("bridge: reconnecting")
+
+func (l *roomLoop) serve(ctx context.Context) error {
+	tick := time.NewTicker(l.r.opts.TickInterval)
+	defer tick.Stop()
+	for {
+		var outc chan []byte
+		var next []byte
+		if len(l.outbox) > 0 {
+			outc, next = l.link.out, l.outbox[0]
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case in := <-l.link.in:
+			if err := l.receive(in); err != nil {
+				l.dropLink()
+				return err
+			}
+		case err := <-l.link.errc:
+			l.dropLink()
+			return l.classifyClose(err)
+		case outc <- next:
+			l.outbox[0] = nil
+			l.outbox = l.outbox[1:]
+		case fn := <-l.r.reqs:
+			fn(l)
+		case <-tick.C:
+			l.tick(l.r.opts.Now())
+		}
+	}
+}
+
+// classifyClose turns a connection error into the loop's decision: reset and retry, retry, or
+// give up.
+func (l *roomLoop) classifyClose(err error) error {
+	var ce closeError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	switch ce.CloseCode() {
+	case closeSessionProblem:
+		var reason struct {
+			Reason     string `json:"reason"`
+			Reloadable *bool  `json:"reloadable"`
+			Detail     string `json:"errorReason"`
+		}
+		_ = json.Unmarshal([]byte(ce.CloseReason()), &reason)
+		if reason.Reason == "initialization_error" || (reason.Reloadable != nil && !*reason.Reloadable) {
+			msg := "the server could not load the document"
+			if reason.Detail != "" {
+				msg += ": " + reason.Detail
+			}
+			return &RoomError{Path: l.r.opts.Path, Err: fmt.Errorf("%s (close %d)", msg, ce.CloseCode())}
+		}
+		l.requestReset("the server closed the session (" + nonEmpty(reason.Reason, ce.CloseReason()) + ")")
+		return err
+	case closeFileNotFound:
+		return &RoomError{Path: l.r.opts.Path, Err: fmt.Errorf("file not found (close %d)", ce.CloseCode())}
+	case closeBadRequest:
+		return &RoomError{Path: l.r.opts.Path, Err: fmt.Errorf("the server refused to load the document as a %s (close %d: %s)", l.r.opts.Kind, ce.CloseCode(), ce.CloseReason())}
+	}
+	return err
+}
+
+func nonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// receive handles one frame; a non-nil error drops the connection.
+func (l *roomLoop) receive(in inbound) error {
+	if in.err != nil {
+		// A frame we cannot decode may have carried an update: ask for a full diff.
+		l.log.Warn().Err(in.err).Msg("dropping malformed frame from server; resyncing")
+		l.handle(l.sess.Tick())
+		return nil
+	}
+	f := in.frame
+	now := l.r.opts.Now()
+	switch f.Type {
+	case ydoc.MsgSync:
+		out, err := l.sess.Receive(f)
+		if err != nil {
+			if errors.Is(err, ydoc.ErrDocBroken) {
+				l.requestReset("the local replica broke: " + err.Error())
+				return errReconnect
+			}
+			l.log.Warn().Err(err).Str("sync", f.Sync.String()).Msg("bad sync message from server; resyncing")
+			l.handle(l.sess.Tick())
+			return nil
+		}
+		l.handle(out)
+	case ydoc.MsgAwareness:
+		ch, reply, err := l.aw.Apply(f.Payload, now)
+		if err != nil {
+			l.log.Debug().Err(err).Msg("ignoring malformed awareness update")
+			return nil
+		}
+		if reply != nil {
+			l.send(ydoc.EncodeAwarenessFrame(reply))
+		}
+		if !ch.Empty() {
+			l.publishInfo()
+			l.r.emit(Event{Path: l.r.opts.Path, Kind: EventAwareness, Time: now})
+		}
+	case ydoc.MsgRaw:
+		msg, err := ydoc.ParseRaw(f.Raw)
+		if err != nil {
+			l.log.Debug().Err(err).Msg("ignoring malformed raw message")
+			return nil
+		}
+		switch msg.Type {
+		case "save":
+			if msg.ResponseTo != nil {
+				if c, ok := l.saves[*msg.ResponseTo]; ok {
+					delete(l.saves, *msg.ResponseTo)
+					c <- saveResult{status: msg.Status}
+				}
+			}
+		case "conflict":
+			// The server could not integrate our history (a room rebuilt under us): start over.
+			l.requestReset("the server reported a conflict with our history")
+			return errReconnect
+		}
+	}
+	return nil
+}
+
+// handle carries out a session output.
+func (l *roomLoop) handle(out ydoc.Output) {
+	for _, f := range out.Frames {
+		l.send(f)
+	}
+	now := l.r.opts.Now()
+	for _, c := range out.Changes {
+		l.r.emit(Event{Path: l.r.opts.Path, Kind: EventChanged, Time: now, Change: c, Authors: l.authorsOf(c)})
+	}
+	for _, d := range out.Done {
+		if w, ok := l.waiters[d.ID]; ok {
+			delete(l.waiters, d.ID)
+			w <- d
+		}
+	}
+	if out.Synced {
+		l.ready = true
+		l.awayFrom = time.Time{}
+		l.lastSync = now
+		l.bo.Reset()
+		select {
+		case <-l.r.synced:
+		default:
+			close(l.r.synced)
+		}
+		for _, fn := range l.deferred {
+			fn(nil)
+		}
+		l.deferred = nil
+		l.r.mu.Lock()
+		l.r.info.SyncedAt = now
+		l.r.mu.Unlock()
+		l.setStatus(StatusSynced, nil)
+		l.log.Info().Str("room_id", l.ds.RoomID).Msg("room synced")
+		l.r.emit(Event{Path: l.r.opts.Path, Kind: EventSynced, Time: now})
+	}
+	if len(out.Done) > 0 || len(out.Frames) > 0 {
+		l.publishPending()
+	}
+}
+
+// send queues a frame for the writer; frames produced while disconnected are dropped (the next
+// handshake regenerates everything the server lacks).
+func (l *roomLoop) send(f []byte) {
+	if l.link == nil {
+		return
+	}
+	l.outbox = append(l.outbox, f)
+}
+
+func (l *roomLoop) tick(now time.Time) {
+	if update, ch := l.aw.Tick(now); update != nil || !ch.Empty() {
+		if update != nil {
+			l.send(ydoc.EncodeAwarenessFrame(update))
+		}
+		if !ch.Empty() {
+			l.publishInfo()
+			l.r.emit(Event{Path: l.r.opts.Path, Kind: EventAwareness, Time: now})
+		}
+	}
+	if l.sess.Synced() && now.Sub(l.lastSync) >= l.r.opts.ResyncInterval {
+		l.lastSync = now
+		l.handle(l.sess.Tick())
+	}
+}
+
+// dropLink tears the connection down after an error.
+func (l *roomLoop) dropLink() {
+	if l.link == nil {
+		return
+	}
+	l.link.close()
+	l.link = nil
+	l.outbox = nil
+	l.sess.Disconnected()
+	l.awayFrom = l.r.opts.Now()
+	l.r.mu.Lock()
+	l.r.info.Reconnects++
+	l.r.mu.Unlock()
+	l.r.emit(Event{Path: l.r.opts.Path, Kind: EventDisconnected, Time: l.awayFrom})
+}
+
+func (l *roomLoop) requestReset(reason string) {
+	if l.needReset == "" {
+		l.needReset = reason
+	}
+}
+
+// reset rebuilds the replica under a new client id. Unconfirmed edits are checked and re-run
+// after the next sync; views wait for it.
+func (l *roomLoop) reset() error {
+	id := l.r.opts.NewClientID()
+	if err := l.sess.Reset(id); err != nil {
+		return err
+	}
+	l.aw.Reset(uint64(id), l.r.opts.Now())
+	l.ready = false
+	l.log.Info().Str("reason", l.needReset).Msg("rebuilding the replica")
+	l.needReset = ""
+	l.r.mu.Lock()
+	l.r.info.Resets++
+	l.r.mu.Unlock()
+	l.r.emit(Event{Path: l.r.opts.Path, Kind: EventReset, Time: l.r.opts.Now()})
+	return nil
+}
+
+// whenReady runs fn now if the replica holds the server's state, or after the next sync.
+func (l *roomLoop) whenReady(fn func(err error)) {
+	if l.ready {
+		fn(nil)
+		return
+	}
+	l.deferred = append(l.deferred, fn)
+}
+
+// stop ends the room: pending callers learn why, and a live connection is left politely (null
+// awareness state so peers drop us at once, then a normal close).
+func (l *roomLoop) stop(err error) {
+	cause := err
+	if cause == nil {
+		cause = ErrRoomClosed
+	}
+	for _, d := range l.sess.Abort(cause) {
+		if w, ok := l.waiters[d.ID]; ok {
+			delete(l.waiters, d.ID)
+			w <- ydoc.EditResult{ID: d.ID, Err: fmt.Errorf("room stopped before the server confirmed the edit: %w", d.Err)}
+		}
+	}
+	for id, c := range l.saves {
+		delete(l.saves, id)
+		c <- saveResult{err: cause}
+	}
+	for _, fn := range l.deferred {
+		fn(cause)
+	}
+	l.deferred = nil
+	if l.link != nil {
+		last := append(l.outbox, ydoc.EncodeAwarenessFrame(l.aw.ClearLocal(l.r.opts.Now())))
+		l.link.closeGracefully(last, 2*time.Second)
+		l.link = nil
+	}
+	// Nobody can send more requests once done is closed; drain any sender racing with us.
+	for {
+		select {
+		case fn := <-l.r.reqs:
+			fn(l)
+		default:
+			return
+		}
+	}
+}
+
+func (l *roomLoop) setStatus(s Status, err error) {
+	l.r.mu.Lock()
+	l.r.info.Status = s
+	if err != nil {
+		l.r.info.Err = err.Error()
+	} else if s == StatusSynced {
+		l.r.info.Err = ""
+	}
+	l.r.info.ClientID = l.sess.Doc().ClientID()
+	l.r.mu.Unlock()
+}
+
+func (l *roomLoop) publishPending() {
+	l.r.mu.Lock()
+	l.r.info.PendingEdits = l.sess.Pending()
+	l.r.mu.Unlock()
+}
+
+// publishInfo refreshes the collaborator list in the info snapshot.
+func (l *roomLoop) publishInfo() {
+	var cs []Collaborator
+	for _, p := range l.aw.Peers() {
+		if p.User != nil {
+			cs = append(cs, Collaborator{ClientID: p.ClientID, User: *p.User, Since: p.Since})
+		}
+	}
+	l.r.mu.Lock()
+	l.r.info.Collaborators = cs
+	l.r.info.PendingEdits = l.sess.Pending()
+	l.r.mu.Unlock()
+}
+
+// authorsOf names the collaborators whose client ids contributed to a change.
+func (l *roomLoop) authorsOf(c ydoc.Change) []string {
+	if c.Local {
+		return []string{l.r.opts.User.DisplayName}
+	}
+	users := map[uint64]string{}
+	for _, p := range l.aw.Peers() {
+		if p.User != nil {
+			users[p.ClientID] = nonEmpty(p.User.DisplayName, nonEmpty(p.User.Name, p.User.Username))
+		}
+	}
+	var out []string
+	for _, id := range c.Clients {
+		if name, ok := users[id]; ok {
+			out = append(out, name)
+		}
+	}
+	return out
+}

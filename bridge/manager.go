@@ -1,0 +1,248 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
+)
+
+// ManagerOptions configure a Manager. Zero values get defaults.
+type ManagerOptions struct {
+	Server Server
+	Logger zerolog.Logger
+	// Room carries the identity and timings given to every room (Path, Kind, Server, Logger and
+	// OnEvent are set by the manager).
+	Room RoomOptions
+	// IdleTimeout closes rooms nobody used for this long (10 min; negative: never).
+	IdleTimeout time.Duration
+	// JoinTimeout bounds how long Open waits for a new room's first sync (30s).
+	JoinTimeout time.Duration
+}
+
+// ErrManagerStopped is returned by Open when the manager is not running.
+var ErrManagerStopped = errors.New("bridge: room manager is not running")
+
+// Manager opens rooms by path, shares them between callers, closes idle ones and publishes
+// every room's events.
+type Manager struct {
+	opts ManagerOptions
+	log  zerolog.Logger
+	hub  *hub
+
+	mu      sync.Mutex
+	rooms   map[roomKey]*Room
+	running bool
+	// life bounds every room; it ends when Run returns or Close is called.
+	life   context.Context
+	finish context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+type roomKey struct {
+	path string
+	kind ydoc.Kind
+}
+
+// NewManager validates options. It starts nothing; Run does.
+func NewManager(opts ManagerOptions) (*Manager, error) {
+	if opts.Server == nil {
+		return nil, errors.New("manager: server is required")
+	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = 10 * time.Minute
+	}
+	if opts.JoinTimeout <= 0 {
+		opts.JoinTimeout = 30 * time.Second
+	}
+	life, finish := context.WithCancel(context.Background())
+	return &Manager{opts: opts, log: opts.Logger, hub: newHub(), rooms: map[roomKey]*Room{}, life: life, finish: finish}, nil
+}
+
+// Run closes idle rooms until ctx ends, then closes every room (leaving them politely) and
+// returns. Rooms opened before Run starts are served too.
+func (m *Manager) Run(ctx context.Context) error {
+	m.mu.Lock()
+	if m.running {
+		m.mu.Unlock()
+		return errors.New("manager: Run called twice")
+	}
+	m.running = true
+	m.mu.Unlock()
+	defer m.Close()
+
+	period := 30 * time.Second
+	if m.opts.IdleTimeout > 0 && m.opts.IdleTimeout/4 < period {
+		period = max(m.opts.IdleTimeout/4, 10*time.Millisecond)
+	}
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-m.life.Done():
+			return nil
+		case <-t.C:
+			m.closeIdle()
+		}
+	}
+}
+
+// Subscribe receives the events of every room.
+func (m *Manager) Subscribe(buffer int) *Subscription { return m.hub.subscribe(buffer) }
+
+// Open returns the live room for a document, joining it if needed, once its replica is in sync.
+// Errors name what is wrong: no such file, a directory, the wrong kind of document.
+func (m *Manager) Open(ctx context.Context, path string, kind ydoc.Kind) (*Room, error) {
+	key := roomKey{path, kind}
+	if m.life.Err() != nil {
+		return nil, ErrManagerStopped
+	}
+	room := m.Get(path, kind)
+	if room == nil {
+		if err := m.checkFile(ctx, path, kind); err != nil {
+			return nil, err
+		}
+		var err error
+		if room, err = m.start(key); err != nil {
+			return nil, err
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, m.opts.JoinTimeout)
+	defer cancel()
+	if err := room.WaitSynced(wctx); err != nil {
+		return nil, fmt.Errorf("join %s: %w", path, err)
+	}
+	return room, nil
+}
+
+// checkFile makes sure the path is a document of the requested kind before joining, so the
+// caller gets a clear error instead of a room that closes with 4404 or 4400.
+func (m *Manager) checkFile(ctx context.Context, path string, kind ydoc.Kind) error {
+	fi, err := m.opts.Server.Stat(ctx, path)
+	if err != nil {
+		if IsNotFound(err) {
+			return fmt.Errorf("open %s: no such file: %w", path, err)
+		}
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	switch {
+	case fi.Type == "directory":
+		return fmt.Errorf("open %s: is a directory", path)
+	case kind == ydoc.KindNotebook && fi.Type != "notebook":
+		return fmt.Errorf("open %s: not a notebook (the server sees a %s); use the document tools for text files", path, fi.Type)
+	case kind == ydoc.KindText && fi.Type != "file":
+		return fmt.Errorf("open %s: not a text file (the server sees a %s)", path, fi.Type)
+	}
+	return nil
+}
+
+func (m *Manager) start(key roomKey) (*Room, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r := m.rooms[key]; r != nil { // another caller won the race
+		return r, nil
+	}
+	if m.life.Err() != nil {
+		return nil, ErrManagerStopped
+	}
+	opts := m.opts.Room
+	opts.Path, opts.Kind, opts.Server, opts.Logger = key.path, key.kind, m.opts.Server, m.log
+	opts.OnEvent = m.hub.publish
+	room, err := NewRoom(opts)
+	if err != nil {
+		return nil, err
+	}
+	m.rooms[key] = room
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		if err := room.Run(m.life); err != nil {
+			m.log.Warn().Err(err).Str("room_path", key.path).Msg("room failed")
+		}
+		m.mu.Lock()
+		if m.rooms[key] == room {
+			delete(m.rooms, key)
+		}
+		m.mu.Unlock()
+	}()
+	return room, nil
+}
+
+// Get returns the open room for a document, or nil.
+func (m *Manager) Get(path string, kind ydoc.Kind) *Room {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.rooms[roomKey{path, kind}]
+}
+
+// Rooms returns the open rooms ordered by path.
+func (m *Manager) Rooms() []*Room {
+	m.mu.Lock()
+	out := make([]*Room, 0, len(m.rooms))
+	for _, r := range m.rooms {
+		out = append(out, r)
+	}
+	m.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Path() < out[j].Path() })
+	return out
+}
+
+// CloseRoom leaves a document's room if it is open.
+func (m *Manager) CloseRoom(path string, kind ydoc.Kind) {
+	if r := m.Get(path, kind); r != nil {
+		r.Close()
+	}
+}
+
+// Stat describes a file under the Jupyter root.
+func (m *Manager) Stat(ctx context.Context, path string) (FileInfo, error) {
+	return m.opts.Server.Stat(ctx, path)
+}
+
+// List returns a directory's entries.
+func (m *Manager) List(ctx context.Context, dir string) ([]FileInfo, error) {
+	return m.opts.Server.List(ctx, dir)
+}
+
+func (m *Manager) closeIdle() {
+	if m.opts.IdleTimeout < 0 {
+		return
+	}
+	cutoff := time.Now().Add(-m.opts.IdleTimeout)
+	for _, r := range m.Rooms() {
+		if r.LastUsed().Before(cutoff) && r.hub.count() == 0 {
+			m.log.Info().Str("room_path", r.Path()).Msg("closing idle room")
+			r.Close()
+		}
+	}
+}
+
+// Close leaves every room and stops the manager; Open fails afterwards.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	m.finish()
+	m.mu.Unlock()
+	m.closeAll()
+	m.hub.closeAll()
+}
+
+func (m *Manager) closeAll() {
+	var wg sync.WaitGroup
+	for _, r := range m.Rooms() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.Close()
+		}()
+	}
+	wg.Wait()
+	m.wg.Wait()
+}

@@ -1,0 +1,587 @@
+package bridge
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
+)
+
+// Room is one live collaboration room: a replica kept in sync with the server by one goroutine
+// (Run), shared by every caller. Public methods hand closures to that goroutine.
+
+// Close codes the Jupyter collaboration server uses.
+const (
+	closeSessionProblem = 1003 // JSON reason: unknown_session, version_mismatch, initialization_error
+	closeBadRequest     = 4400
+	closeFileNotFound   = 4404
+	closeServerError    = 4500
+)
+
+// Errors returned by Room methods.
+var (
+	ErrRoomClosed = errors.New("bridge: room closed")
+	ErrNotSynced  = errors.New("bridge: room not connected to the server")
+)
+
+// UnconfirmedError is returned when the caller stopped waiting (context done) for an edit that
+// is already in the local replica: it will be delivered when the server is reachable, but the
+// server has not acknowledged it, so it must not be reported as done.
+type UnconfirmedError struct{ Err error }
+
+func (e *UnconfirmedError) Error() string {
+	return "edit applied to the local replica but not yet confirmed by the server (it will be delivered when the room reconnects): " + e.Err.Error()
+}
+func (e *UnconfirmedError) Unwrap() error { return e.Err }
+
+// WithdrawnError is returned when the caller stopped waiting before the edit was applied at all;
+// nothing was changed.
+type WithdrawnError struct{ Err error }
+
+func (e *WithdrawnError) Error() string {
+	return "edit not applied (the room was not connected) and withdrawn: " + e.Err.Error()
+}
+func (e *WithdrawnError) Unwrap() error { return e.Err }
+
+// RoomError is a permanent room failure (file not found, not a notebook, token refused).
+type RoomError struct {
+	Path string
+	Err  error
+}
+
+func (e *RoomError) Error() string   { return fmt.Sprintf("room %s: %v", e.Path, e.Err) }
+func (e *RoomError) Unwrap() error   { return e.Err }
+func (e *RoomError) Permanent() bool { return true }
+
+// RoomOptions configure a room. Zero values get defaults.
+type RoomOptions struct {
+	Path   string
+	Kind   ydoc.Kind
+	Server Server
+	Logger zerolog.Logger
+	// User is how the sidecar appears to collaborators (awareness "user").
+	User ydoc.AwarenessUser
+	// NoAutosave publishes autosave:false in awareness. By default the sidecar asks for
+	// autosave, so edits reach the file even when no human is connected.
+	NoAutosave bool
+
+	MinBackoff     time.Duration // first reconnect delay (250ms)
+	MaxBackoff     time.Duration // reconnect delay cap (30s)
+	ResyncInterval time.Duration // periodic sync step 1 to heal gaps (30s)
+	ResetAfter     time.Duration // rebuild the replica after being away this long (45s; the server cleans idle rooms after 60s)
+	PingInterval   time.Duration // websocket ping (20s)
+	WriteTimeout   time.Duration // per frame (10s)
+	TickInterval   time.Duration // loop housekeeping (1s)
+
+	NewClientID func() uint32    // random non-zero by default
+	Now         func() time.Time // time.Now by default
+	OnEvent     func(Event)      // called from the room goroutine; must not block
+}
+
+func (o *RoomOptions) defaults() error {
+	if o.Path == "" {
+		return errors.New("room: path is required")
+	}
+	if o.Kind != ydoc.KindNotebook && o.Kind != ydoc.KindText {
+		return fmt.Errorf("room %s: unknown document kind", o.Path)
+	}
+	if o.Server == nil {
+		return fmt.Errorf("room %s: server is required", o.Path)
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.MinBackoff, 250*time.Millisecond)
+	def(&o.MaxBackoff, 30*time.Second)
+	def(&o.ResyncInterval, 30*time.Second)
+	def(&o.ResetAfter, 45*time.Second)
+	def(&o.PingInterval, 20*time.Second)
+	def(&o.WriteTimeout, 10*time.Second)
+	def(&o.TickInterval, time.Second)
+	if o.NewClientID == nil {
+		o.NewClientID = randomClientID
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.User.Username == "" {
+		o.User = DefaultUser()
+	}
+	return nil
+}
+
+// DefaultUser is the awareness identity used when none is configured.
+func DefaultUser() ydoc.AwarenessUser {
+	return ydoc.AwarenessUser{
+		Username:    "jupyter-collab-mcp",
+		Name:        "AI Agent",
+		DisplayName: "AI Agent",
+		Initials:    "AI",
+		Color:       "#7c3aed",
+	}
+}
+
+func randomClientID() uint32 {
+	for {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		// Yjs client ids are 32-bit; keep them below 2^31 too, as some encoders use varint.
+		if id := binary.LittleEndian.Uint32(b[:]) & 0x7fffffff; id != 0 {
+			return id
+		}
+	}
+}
+
+// Status is a room's connection state.
+type Status string
+
+const (
+	StatusConnecting   Status = "connecting"
+	StatusSynced       Status = "synced"
+	StatusDisconnected Status = "disconnected"
+	StatusFailed       Status = "failed"
+	StatusClosed       Status = "closed"
+)
+
+// Collaborator is a peer in the room's awareness.
+type Collaborator struct {
+	ClientID uint64
+	User     ydoc.AwarenessUser
+	Since    time.Time
+}
+
+// RoomInfo is a snapshot of a room's state.
+type RoomInfo struct {
+	Path          string
+	Kind          ydoc.Kind
+	RoomID        string
+	FileID        string
+	SessionID     string
+	ClientID      uint64
+	Status        Status
+	SyncedAt      time.Time
+	Reconnects    int
+	Resets        int
+	PendingEdits  int
+	Collaborators []Collaborator
+	Err           string
+}
+
+// Room is a live document room.
+type Room struct {
+	opts RoomOptions
+	log  zerolog.Logger
+	hub  *hub
+
+	reqs   chan func(*roomLoop)
+	done   chan struct{}
+	synced chan struct{}
+
+	editSeq  atomic.Uint64
+	lastUsed atomic.Int64 // unix nanos
+
+	mu       sync.Mutex
+	info     RoomInfo
+	err      error // set when the room failed or closed
+	cancel   context.CancelFunc
+	closeReq bool
+}
+
+// NewRoom validates options and creates a room; Run makes it live.
+func NewRoom(opts RoomOptions) (*Room, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	r := &Room{
+		opts:   opts,
+		log:    opts.Logger.With().Str("room_path", opts.Path).Str("kind", opts.Kind.String()).Logger(),
+		hub:    newHub(),
+		reqs:   make(chan func(*roomLoop)),
+		done:   make(chan struct{}),
+		synced: make(chan struct{}),
+		info:   RoomInfo{Path: opts.Path, Kind: opts.Kind, Status: StatusConnecting},
+	}
+	r.touch()
+	return r, nil
+}
+
+// Path returns the document path.
+func (r *Room) Path() string { return r.opts.Path }
+
+// Kind returns the document model.
+func (r *Room) Kind() ydoc.Kind { return r.opts.Kind }
+
+// Info returns a snapshot of the room's state.
+func (r *Room) Info() RoomInfo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	info := r.info
+	info.Collaborators = append([]Collaborator(nil), r.info.Collaborators...)
+	return info
+}
+
+// Err returns why the room stopped, or nil while it runs.
+func (r *Room) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
+// Done is closed when the room has stopped.
+func (r *Room) Done() <-chan struct{} { return r.done }
+
+// Subscribe receives this room's events.
+func (r *Room) Subscribe(buffer int) *Subscription { return r.hub.subscribe(buffer) }
+
+func (r *Room) touch() { r.lastUsed.Store(time.Now().UnixNano()) }
+
+// LastUsed returns when a caller last used the room.
+func (r *Room) LastUsed() time.Time { return time.Unix(0, r.lastUsed.Load()) }
+
+// Close leaves the room (null awareness, normal close) and waits for it to stop.
+func (r *Room) Close() {
+	r.mu.Lock()
+	r.closeReq = true
+	cancel := r.cancel
+	r.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-r.done
+	}
+}
+
+// WaitSynced waits until the replica first caught up with the server, or the room failed.
+func (r *Room) WaitSynced(ctx context.Context) error {
+	r.touch()
+	select {
+	case <-r.synced:
+		return nil
+	case <-r.done:
+		return r.stoppedErr()
+	case <-ctx.Done():
+		if info := r.Info(); info.Err != "" {
+			return fmt.Errorf("waiting for room %s to sync (%s): %w", r.opts.Path, info.Err, ctx.Err())
+		}
+		return fmt.Errorf("waiting for room %s to sync: %w", r.opts.Path, ctx.Err())
+	}
+}
+
+func (r *Room) stoppedErr() error {
+	if err := r.Err(); err != nil {
+		return err
+	}
+	return ErrRoomClosed
+}
+
+// do hands fn to the room goroutine. When do returns nil, fn is running or has run.
+func (r *Room) do(ctx context.Context, fn func(*roomLoop)) error {
+	select {
+	case r.reqs <- fn:
+		return nil
+	case <-r.done:
+		return r.stoppedErr()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// View runs fn on the replica in the room goroutine, once the replica holds the server's state
+// (after the first sync, and again after a reset). fn must not keep the doc.
+func (r *Room) View(ctx context.Context, fn func(*ydoc.Doc) error) error {
+	r.touch()
+	errc := make(chan error, 1)
+	err := r.do(ctx, func(l *roomLoop) {
+		l.whenReady(func(err error) {
+			if err == nil {
+				err = fn(l.sess.Doc())
+			}
+			errc <- err
+		})
+	})
+	if err != nil {
+		return err
+	}
+	select {
+	case err := <-errc:
+		return err
+	case <-r.done:
+		select {
+		case err := <-errc:
+			return err
+		default:
+			return r.stoppedErr()
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Edit applies fn as one transaction and returns once the server holds the result. fn must
+// validate before it mutates (see ydoc.Txn). If ctx ends first, the error says whether the edit
+// was withdrawn (*WithdrawnError, nothing changed) or is on its way (*UnconfirmedError).
+func (r *Room) Edit(ctx context.Context, fn ydoc.EditFunc) (ydoc.Change, error) {
+	r.touch()
+	id := r.editSeq.Add(1)
+	res := make(chan ydoc.EditResult, 1)
+	err := r.do(ctx, func(l *roomLoop) {
+		l.waiters[id] = res
+		l.handle(l.sess.Propose(id, fn))
+		l.publishInfo()
+	})
+	if err != nil {
+		return ydoc.Change{}, err
+	}
+	select {
+	case out := <-res:
+		return out.Change, out.Err
+	case <-ctx.Done():
+	}
+	withdrawn := make(chan bool, 1)
+	werr := r.do(context.Background(), func(l *roomLoop) {
+		ok := l.sess.Withdraw(id)
+		if ok {
+			delete(l.waiters, id)
+		}
+		withdrawn <- ok
+	})
+	select {
+	case out := <-res: // finished meanwhile
+		return out.Change, out.Err
+	default:
+	}
+	if werr == nil && <-withdrawn {
+		return ydoc.Change{}, &WithdrawnError{Err: ctx.Err()}
+	}
+	return ydoc.Change{}, &UnconfirmedError{Err: ctx.Err()}
+}
+
+// Save asks the server to write the document to disk now (Jupyter's RAW save message) and
+// returns its status: success, skipped (a save or reload was in progress) or failed.
+func (r *Room) Save(ctx context.Context) (string, error) {
+	r.touch()
+	res := make(chan saveResult, 1)
+	err := r.do(ctx, func(l *roomLoop) {
+		if l.link == nil || !l.sess.Synced() {
+			res <- saveResult{err: ErrNotSynced}
+			return
+		}
+		l.saveSeq++
+		l.saves[l.saveSeq] = res
+		l.send(ydoc.EncodeSaveRequest(l.saveSeq))
+	})
+	if err != nil {
+		return "", err
+	}
+	select {
+	case out := <-res:
+		return out.status, out.err
+	case <-r.done:
+		return "", r.stoppedErr()
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+type saveResult struct {
+	status string
+	err    error
+}
+
+// Run keeps the room live until ctx ends, Close is called, or it fails for good (the returned
+// error; nil after a normal close).
+func (r *Room) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	r.mu.Lock()
+	if r.cancel != nil {
+		r.mu.Unlock()
+		cancel()
+		return errors.New("room: Run called twice")
+	}
+	r.cancel = cancel
+	closing := r.closeReq
+	r.mu.Unlock()
+	defer cancel()
+	if closing {
+		cancel()
+	}
+	l, err := newRoomLoop(r)
+	if err != nil {
+		r.finish(err)
+		return err
+	}
+	err = l.run(ctx)
+	if ctx.Err() != nil && !isPermanent(err) {
+		err = nil
+	}
+	l.stop(err)
+	r.finish(err)
+	return err
+}
+
+func (r *Room) finish(err error) {
+	r.mu.Lock()
+	if err != nil {
+		r.err = err
+		r.info.Status = StatusFailed
+		r.info.Err = err.Error()
+	} else {
+		r.err = ErrRoomClosed
+		r.info.Status = StatusClosed
+	}
+	r.mu.Unlock()
+	kind := EventClosed
+	if err != nil {
+		kind = EventFailed
+	}
+	r.emit(Event{Path: r.opts.Path, Kind: kind, Time: r.opts.Now(), Err: err})
+	close(r.done)
+	r.hub.closeAll()
+}
+
+func (r *Room) emit(e Event) {
+	r.hub.publish(e)
+	if r.opts.OnEvent != nil {
+		r.opts.OnEvent(e)
+	}
+}
+
+// roomLoop is the state owned by the room goroutine.
+type roomLoop struct {
+	r    *Room
+	log  zerolog.Logger
+	sess *ydoc.Session
+	aw   *ydoc.Awareness
+	bo   *backoff
+
+	ds        DocSession
+	link      *link
+	outbox    [][]byte
+	waiters   map[uint64]chan ydoc.EditResult
+	saves     map[uint64]chan saveResult
+	saveSeq   uint64
+	ready     bool                // the replica holds the server's state
+	deferred  []func(err error)   // views waiting for ready
+	needReset string              // non-empty: rebuild the replica before the next connect
+	awayFrom  time.Time           // when the last connection dropped (zero while connected)
+	lastSync  time.Time           // last periodic step 1
+	lastErr   error               // last connection error, for logs and info
+}
+
+func newRoomLoop(r *Room) (*roomLoop, error) {
+	id := r.opts.NewClientID()
+	sess, err := ydoc.NewSession(r.opts.Kind, id, r.log)
+	if err != nil {
+		return nil, err
+	}
+	l := &roomLoop{
+		r:       r,
+		log:     r.log,
+		sess:    sess,
+		aw:      ydoc.NewAwareness(uint64(id)),
+		bo:      newBackoff(r.opts.MinBackoff, r.opts.MaxBackoff),
+		waiters: map[uint64]chan ydoc.EditResult{},
+		saves:   map[uint64]chan saveResult{},
+	}
+	if _, err := l.aw.SetLocal(l.awarenessState(), r.opts.Now()); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *roomLoop) awarenessState() map[string]any {
+	return map[string]any{"user": l.r.opts.User, "autosave": !l.r.opts.NoAutosave}
+}
+
+func (l *roomLoop) format() (string, string) {
+	if l.r.opts.Kind == ydoc.KindText {
+		return "text", "file"
+	}
+	return "json", "notebook"
+}
+
+// run connects, serves, and reconnects with backoff until ctx ends or a permanent error.
+func (l *roomLoop) run(ctx context.Context) error {
+	for {
+		err := l.connectAndServe(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if isPermanent(err) {
+			return &RoomError{Path: l.r.opts.Path, Err: err}
+		}
+		delay := l.bo.Next()
+		if l.needReset != "" && delay > l.r.opts.MinBackoff {
+			delay = l.r.opts.MinBackoff // a reset is a reason to come back quickly, not a fault
+		}
+		l.lastErr = err
+		l.log.Warn().Err(err).Dur("retry_in", delay).Msg("room connection lost; reconnecting")
+		l.setStatus(StatusDisconnected, err)
+		if err := l.wait(ctx, delay); err != nil {
+			return err
+		}
+	}
+}
+
+// wait sleeps while still serving requests.
+func (l *roomLoop) wait(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return nil
+		case fn := <-l.r.reqs:
+			fn(l)
+		}
+	}
+}
+
+func (l *roomLoop) connectAndServe(ctx context.Context) error {
+	format, docType := l.format()
+	ds, err := l.r.opts.Server.OpenDocSession(ctx, l.r.opts.Path, format, docType)
+	if err != nil {
+		return fmt.Errorf("open document session: %w", err)
+	}
+	now := l.r.opts.Now()
+	switch {
+	case l.ds.SessionID != "" && ds.SessionID != l.ds.SessionID:
+		l.requestReset("the server restarted (new session id)")
+	case l.ds.RoomID != "" && ds.RoomID != l.ds.RoomID:
+		l.requestReset("the document's room id changed")
+	case !l.awayFrom.IsZero() && now.Sub(l.awayFrom) >= l.r.opts.ResetAfter:
+		l.requestReset(fmt.Sprintf("away for %s, the server may have rebuilt the room", now.Sub(l.awayFrom).Round(time.Second)))
+	}
+	if l.needReset != "" {
+		if err := l.reset(); err != nil {
+			return err
+		}
+	}
+	conn, err := l.r.opts.Server.DialRoom(ctx, ds.RoomID, ds.SessionID)
+	if err != nil {
+		return fmt.Errorf("join room %s: %w", ds.RoomID, err)
+	}
+	l.ds = ds
+	l.r.mu.Lock()
+	l.r.info.RoomID, l.r.info.FileID, l.r.info.SessionID = ds.RoomID, ds.FileID, ds.SessionID
+	l.r.mu.Unlock()
+	l.link = startLink(conn, linkTimings{writeTimeout: l.r.opts.WriteTimeout, pingInterval: l.r.opts.PingInterval}, l.log)
+	l.log.Info().Str("room_id", ds.RoomID).Str("file_id", ds.FileID).Msg("joined room")
+	l.handle(l.sess.Connect())
+	if aw := l.aw.Current(); aw != nil {
+		l.send(ydoc.EncodeAwarenessFrame(aw))
+	}
+	l.setStatus(StatusConnecting, nil)
+	return l.serve(ctx)
+}

@@ -1,0 +1,75 @@
+// Package bridge keeps live replicas of Jupyter collaboration rooms: it joins them, stays in
+// sync, reconnects and resyncs, confirms edits with the server, and publishes change events.
+package bridge
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Server is what rooms need from jupyter-server. bridge/jupyterserver implements it on top of
+// the jupyter package; tests use fakes.
+type Server interface {
+	// OpenDocSession asks for a document session (PUT /api/collaboration/session/{path}).
+	OpenDocSession(ctx context.Context, path, format, docType string) (DocSession, error)
+	// DialRoom opens the room websocket.
+	DialRoom(ctx context.Context, roomID, sessionID string) (Conn, error)
+	// Stat describes a file or directory (contents API, without content).
+	Stat(ctx context.Context, path string) (FileInfo, error)
+	// List returns the entries of a directory.
+	List(ctx context.Context, dir string) ([]FileInfo, error)
+}
+
+// DocSession identifies a document session on the server.
+type DocSession struct {
+	FileID    string
+	SessionID string // changes when the server restarts
+	RoomID    string // format:type:fileId
+}
+
+// FileInfo describes a file or directory under the Jupyter root.
+type FileInfo struct {
+	Name         string
+	Path         string
+	Type         string // directory, notebook or file
+	Size         int64  // -1 when unknown
+	LastModified time.Time
+	Writable     bool
+}
+
+// Conn is one room websocket. Read is called by one goroutine, Write by another; Ping, Close
+// and CloseNormal may be called concurrently with both.
+type Conn interface {
+	Read() ([]byte, error)
+	Write(data []byte, deadline time.Time) error
+	Ping(deadline time.Time) error
+	CloseNormal(deadline time.Time) error
+	Close() error
+}
+
+// Errors a Server returns are classified by these optional methods (the jupyter package's
+// error types have them), never by their text.
+type (
+	permanentError interface{ Permanent() bool }
+	closeError     interface {
+		CloseCode() int
+		CloseReason() string
+	}
+	statusError interface{ StatusCode() int }
+)
+
+func isPermanent(err error) bool {
+	var p permanentError
+	return errors.As(err, &p) && p.Permanent()
+}
+
+// IsNotFound reports whether err says the server has no such file.
+func IsNotFound(err error) bool {
+	var s statusError
+	if errors.As(err, &s) && s.StatusCode() == 404 {
+		return true
+	}
+	var c closeError
+	return errors.As(err, &c) && c.CloseCode() == closeFileNotFound
+}

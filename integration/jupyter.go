@@ -1,0 +1,298 @@
+// Package integration runs the sidecar against a real jupyter-server with jupyter-collaboration
+// (from the pinned .venv the Makefile creates) and checks its work with an independent Yjs peer
+// (yjs + y-protocols from npm). The harness here is shared by the tests (build tag
+// "integration") and by `make run`.
+package integration
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// RepoRoot finds the repository root (the directory holding go.mod) from the working directory.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("integration: go.mod not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// VenvBin returns the path of a program in the pinned virtualenv (JCM_VENV or <repo>/.venv).
+func VenvBin(name string) (string, error) {
+	venv := os.Getenv("JCM_VENV")
+	if venv == "" {
+		root, err := RepoRoot()
+		if err != nil {
+			return "", err
+		}
+		venv = filepath.Join(root, ".venv")
+	}
+	p := filepath.Join(venv, "bin", name)
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("integration: %s not found (run `make venv` first): %w", p, err)
+	}
+	return p, nil
+}
+
+// RandomToken returns a random hex token.
+func RandomToken() string {
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// FreePort returns a currently free TCP port on 127.0.0.1.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ServerOptions configure a jupyter-server for tests.
+type ServerOptions struct {
+	Root      string   // notebook root; a temp dir when empty
+	StateDir  string   // config/data/runtime dirs and the server's cwd (YStore); a temp dir when empty
+	Token     string   // random when empty
+	Port      int      // free port when 0
+	ExtraArgs []string // more --Config.option=value arguments
+	Log       io.Writer
+}
+
+// JupyterServer is a running jupyter-server process.
+type JupyterServer struct {
+	URL   string // http://127.0.0.1:PORT/
+	Token string
+	Root  string
+	Port  int
+
+	opts ServerOptions
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	exit chan struct{}
+	log  *lockedBuffer
+}
+
+// StartJupyter starts jupyter-server with jupyter-collaboration on 127.0.0.1 and waits until it
+// answers. Always call Stop (or use t.Cleanup).
+func StartJupyter(ctx context.Context, opts ServerOptions) (*JupyterServer, error) {
+	var err error
+	if opts.Root == "" {
+		if opts.Root, err = os.MkdirTemp("", "jcm-root-"); err != nil {
+			return nil, err
+		}
+	}
+	if opts.StateDir == "" {
+		if opts.StateDir, err = os.MkdirTemp("", "jcm-state-"); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Token == "" {
+		opts.Token = RandomToken()
+	}
+	if opts.Port == 0 {
+		if opts.Port, err = FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	s := &JupyterServer{
+		URL:   fmt.Sprintf("http://127.0.0.1:%d/", opts.Port),
+		Token: opts.Token,
+		Root:  opts.Root,
+		Port:  opts.Port,
+		opts:  opts,
+		log:   &lockedBuffer{},
+	}
+	if err := s.start(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *JupyterServer) start(ctx context.Context) error {
+	bin, err := VenvBin("jupyter-server")
+	if err != nil {
+		return err
+	}
+	args := []string{
+		"--ServerApp.ip=127.0.0.1",
+		"--ServerApp.port=" + strconv.Itoa(s.Port),
+		"--ServerApp.port_retries=0",
+		"--ServerApp.open_browser=False",
+		"--ServerApp.root_dir=" + s.Root,
+		"--allow-root",
+		// Tests poll the file on disk; keep the server's own cadence at its defaults otherwise.
+	}
+	args = append(args, s.opts.ExtraArgs...)
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = s.opts.StateDir
+	cmd.Env = append(os.Environ(),
+		"JUPYTER_TOKEN="+s.Token,
+		"JUPYTER_CONFIG_DIR="+filepath.Join(s.opts.StateDir, "config"),
+		"JUPYTER_DATA_DIR="+filepath.Join(s.opts.StateDir, "data"),
+		"JUPYTER_RUNTIME_DIR="+filepath.Join(s.opts.StateDir, "runtime"),
+		"IPYTHONDIR="+filepath.Join(s.opts.StateDir, "ipython"),
+		"JUPYTER_PLATFORM_DIRS=1",
+		"PYTHONUNBUFFERED=1",
+	)
+	var w io.Writer = s.log
+	if s.opts.Log != nil {
+		w = io.MultiWriter(s.log, s.opts.Log)
+	}
+	cmd.Stdout, cmd.Stderr = w, w
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // kernels die with the server
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start jupyter-server: %w", err)
+	}
+	exit := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exit)
+	}()
+	s.mu.Lock()
+	s.cmd, s.exit = cmd, exit
+	s.mu.Unlock()
+	if err := s.waitReady(ctx, exit); err != nil {
+		s.kill()
+		return fmt.Errorf("%w\n--- jupyter-server log ---\n%s", err, s.log.String())
+	}
+	return nil
+}
+
+func (s *JupyterServer) waitReady(ctx context.Context, exit <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	client := &http.Client{Timeout: 2 * time.Second}
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"api/status", nil)
+		req.Header.Set("Authorization", "token "+s.Token)
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-exit:
+			return errors.New("jupyter-server exited before it was ready")
+		case <-ctx.Done():
+			return fmt.Errorf("jupyter-server not ready: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Log returns everything the server printed.
+func (s *JupyterServer) Log() string { return s.log.String() }
+
+// Kill stops the server with SIGKILL (a crash) and waits for it to exit.
+func (s *JupyterServer) Kill() { s.kill() }
+
+func (s *JupyterServer) kill() {
+	s.mu.Lock()
+	cmd, exit := s.cmd, s.exit
+	s.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	<-exit
+}
+
+// Stop asks the server to shut down (SIGTERM), waiting up to 15 s before killing it.
+func (s *JupyterServer) Stop() {
+	s.mu.Lock()
+	cmd, exit := s.cmd, s.exit
+	s.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-exit:
+	case <-time.After(15 * time.Second):
+		s.kill()
+	}
+}
+
+// Restart starts the server again on the same port, root, state and token.
+func (s *JupyterServer) Restart(ctx context.Context) error {
+	s.kill()
+	deadline := time.Now().Add(20 * time.Second)
+	for { // the port can linger briefly after a kill
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", s.Port))
+		if err == nil {
+			l.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("port %d still busy: %w", s.Port, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return s.start(ctx)
+}
+
+// WriteFile writes a file under the server root (before any room for it is open).
+func (s *JupyterServer) WriteFile(rel string, data []byte) error {
+	p := filepath.Join(s.Root, filepath.FromSlash(rel))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(p, data, 0o644)
+}
+
+// ReadFile reads a file under the server root.
+func (s *JupyterServer) ReadFile(rel string) ([]byte, error) {
+	return os.ReadFile(filepath.Join(s.Root, filepath.FromSlash(rel)))
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.b.Len() > 4<<20 { // keep the tail only
+		l.b.Reset()
+	}
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

@@ -1,0 +1,220 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+)
+
+// Peer drives the independent Node peer (integration/peer/peer.mjs: yjs + y-protocols).
+type Peer struct {
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	seq     atomic.Int64
+	mu      sync.Mutex
+	pending map[int64]chan json.RawMessage
+	events  chan PeerEvent
+	done    chan struct{}
+	stderr  *lockedBuffer
+}
+
+// PeerEvent is an unsolicited line from the peer ({"event": ...}).
+type PeerEvent struct {
+	Event  string `json:"event"`
+	Tail   string `json:"tail"`
+	Code   int    `json:"code"`
+	Reason string `json:"reason"`
+	Text   string `json:"text"`
+}
+
+// StartPeer starts a peer process. node and integration/peer/node_modules must exist
+// (the Makefile installs them).
+func StartPeer() (*Peer, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	script := filepath.Join(root, "integration", "peer", "peer.mjs")
+	if _, err := os.Stat(filepath.Join(root, "integration", "peer", "node_modules", "yjs")); err != nil {
+		return nil, fmt.Errorf("integration peer dependencies missing (run `make deps`): %w", err)
+	}
+	cmd := exec.Command("node", script)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	p := &Peer{
+		cmd:     cmd,
+		stdin:   stdin,
+		pending: map[int64]chan json.RawMessage{},
+		events:  make(chan PeerEvent, 4096),
+		done:    make(chan struct{}),
+		stderr:  &lockedBuffer{},
+	}
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start node peer: %w", err)
+	}
+	go p.readLoop(stdout)
+	return p, nil
+}
+
+func (p *Peer) readLoop(r io.Reader) {
+	defer close(p.done)
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 256<<20)
+	for sc.Scan() {
+		line := append([]byte(nil), sc.Bytes()...)
+		var head struct {
+			ID    *int64 `json:"id"`
+			Event string `json:"event"`
+		}
+		if json.Unmarshal(line, &head) != nil {
+			continue
+		}
+		if head.Event != "" {
+			var ev PeerEvent
+			_ = json.Unmarshal(line, &ev)
+			select {
+			case p.events <- ev:
+			default: // a test that does not read events must not block the peer
+			}
+			continue
+		}
+		if head.ID == nil {
+			continue
+		}
+		p.mu.Lock()
+		c := p.pending[*head.ID]
+		delete(p.pending, *head.ID)
+		p.mu.Unlock()
+		if c != nil {
+			c <- line
+		}
+	}
+}
+
+// Events returns the peer's unsolicited events.
+func (p *Peer) Events() <-chan PeerEvent { return p.events }
+
+// Call sends a request and decodes the reply into out (may be nil).
+func (p *Peer) Call(ctx context.Context, op string, args map[string]any, out any) error {
+	id := p.seq.Add(1)
+	req := map[string]any{"id": id, "op": op}
+	for k, v := range args {
+		req[k] = v
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	c := make(chan json.RawMessage, 1)
+	p.mu.Lock()
+	p.pending[id] = c
+	p.mu.Unlock()
+	if _, err := p.stdin.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("peer %s: %w (stderr: %s)", op, err, p.stderr.String())
+	}
+	select {
+	case line := <-c:
+		var res struct {
+			OK    bool   `json:"ok"`
+			Error string `json:"error"`
+		}
+		if err := json.Unmarshal(line, &res); err != nil {
+			return fmt.Errorf("peer %s: bad reply: %w", op, err)
+		}
+		if !res.OK {
+			return fmt.Errorf("peer %s: %s", op, res.Error)
+		}
+		if out != nil {
+			return json.Unmarshal(line, out)
+		}
+		return nil
+	case <-p.done:
+		return fmt.Errorf("peer %s: peer exited (stderr: %s)", op, p.stderr.String())
+	case <-ctx.Done():
+		p.mu.Lock()
+		delete(p.pending, id)
+		p.mu.Unlock()
+		return fmt.Errorf("peer %s: %w", op, ctx.Err())
+	}
+}
+
+// Close stops the peer.
+func (p *Peer) Close() error {
+	_ = p.stdin.Close()
+	select {
+	case <-p.done:
+	default:
+	}
+	err := p.cmd.Wait()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return nil
+	}
+	return err
+}
+
+// PeerCell is a cell as the peer sees it, with the Yjs type of each field.
+type PeerCell struct {
+	ID             string           `json:"id"`
+	CellType       string           `json:"cell_type"`
+	Source         string           `json:"source"`
+	Metadata       map[string]any   `json:"metadata"`
+	ExecutionCount *float64         `json:"execution_count"`
+	ExecutionState string           `json:"execution_state"`
+	Outputs        []map[string]any `json:"outputs"`
+	Types          map[string]any   `json:"_types"`
+}
+
+// PeerSnapshot is the document as the peer sees it.
+type PeerSnapshot struct {
+	Kind         string         `json:"kind"`
+	Text         string         `json:"text"`
+	NBFormat     float64        `json:"nbformat"`
+	Metadata     map[string]any `json:"metadata"`
+	MetadataType string         `json:"metadataType"`
+	Cells        []PeerCell     `json:"cells"`
+	State        map[string]any `json:"state"`
+}
+
+// Connect joins a document room (kind "notebook" or "file").
+func (p *Peer) Connect(ctx context.Context, s *JupyterServer, path, kind string) error {
+	return p.Call(ctx, "connect", map[string]any{"url": s.URL, "token": s.Token, "path": path, "kind": kind}, nil)
+}
+
+// Snapshot returns the peer's current view.
+func (p *Peer) Snapshot(ctx context.Context) (PeerSnapshot, error) {
+	var r struct {
+		Snapshot PeerSnapshot `json:"snapshot"`
+	}
+	err := p.Call(ctx, "snapshot", nil, &r)
+	return r.Snapshot, err
+}
+
+// WaitFor waits until a JS expression over the snapshot (named nb) is true.
+func (p *Peer) WaitFor(ctx context.Context, expr string, timeoutMs int) (PeerSnapshot, error) {
+	var r struct {
+		Snapshot PeerSnapshot `json:"snapshot"`
+	}
+	err := p.Call(ctx, "waitFor", map[string]any{"expr": expr, "timeoutMs": timeoutMs}, &r)
+	return r.Snapshot, err
+}
+
+// Transact runs JS inside one peer transaction (Y, doc, cells, meta, state, source, args in scope).
+func (p *Peer) Transact(ctx context.Context, code string, args map[string]any) error {
+	return p.Call(ctx, "transact", map[string]any{"code": code, "args": args}, nil)
+}

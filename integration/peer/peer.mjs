@@ -1,0 +1,322 @@
+// Independent Yjs peer for the integration tests: the real yjs + y-protocols from npm, joining a
+// Jupyter collaboration room exactly as JupyterLab's provider does (PUT the document session,
+// open /api/collaboration/room/{format:type:fileId}?sessionId=..., y-protocols sync and awareness).
+// It is deliberately not our Go code: it checks what the sidecar writes.
+//
+// Protocol: one JSON request per stdin line {"id": n, "op": "...", ...}; one JSON reply per
+// request {"id": n, "ok": true, ...} or {"id": n, "ok": false, "error": "..."}. Unsolicited
+// events are lines {"event": "..."}.
+
+import * as Y from 'yjs'
+import * as syncProtocol from 'y-protocols/sync'
+import * as awarenessProtocol from 'y-protocols/awareness'
+import * as encoding from 'lib0/encoding'
+import * as decoding from 'lib0/decoding'
+import WebSocket from 'ws'
+import readline from 'node:readline'
+
+const MSG_SYNC = 0
+const MSG_AWARENESS = 1
+const MSG_RAW = 2
+
+let doc = null
+let awareness = null
+let ws = null
+let synced = false
+let kind = 'notebook'
+let watchers = []
+const remote = Symbol('remote')
+
+function out (obj) { process.stdout.write(JSON.stringify(obj) + '\n') }
+
+function send (bytes) {
+  if (ws && ws.readyState === WebSocket.OPEN) ws.send(bytes)
+}
+
+// --- reading the document -------------------------------------------------------------------
+
+function typeName (v) {
+  if (v instanceof Y.Text) return 'Text'
+  if (v instanceof Y.Map) return 'Map'
+  if (v instanceof Y.Array) return 'Array'
+  if (v === null) return 'null'
+  return typeof v
+}
+
+function plain (v) {
+  if (v instanceof Y.Text) return v.toString()
+  if (v instanceof Y.Map || v instanceof Y.Array) return v.toJSON()
+  return v
+}
+
+// snapshot returns the document as plain JSON plus the Yjs type of every schema-relevant field,
+// so tests can check that the sidecar wrote Y.Text / Y.Map / Y.Array exactly where JupyterLab does.
+function snapshot () {
+  const state = doc.getMap('state').toJSON()
+  if (kind === 'file') {
+    return { kind, text: doc.getText('source').toString(), state }
+  }
+  const meta = doc.getMap('meta')
+  const cells = doc.getArray('cells').toArray().map(c => {
+    if (!(c instanceof Y.Map)) return { invalid: typeName(c) }
+    const cell = {}
+    const types = {}
+    for (const [k, v] of c.entries()) {
+      cell[k] = plain(v)
+      types[k] = typeName(v)
+    }
+    const outs = c.get('outputs')
+    if (outs instanceof Y.Array) {
+      types.outputItems = outs.toArray().map(o => {
+        if (!(o instanceof Y.Map)) return { self: typeName(o) }
+        const t = { self: 'Map' }
+        for (const [k, v] of o.entries()) t[k] = typeName(v)
+        return t
+      })
+    }
+    cell._types = types
+    return cell
+  })
+  return {
+    kind,
+    nbformat: meta.get('nbformat'),
+    nbformat_minor: meta.get('nbformat_minor'),
+    metadata: plain(meta.get('metadata')),
+    metadataType: typeName(meta.get('metadata')),
+    cells,
+    state
+  }
+}
+
+// --- connecting -----------------------------------------------------------------------------
+
+async function connect (req) {
+  disconnect()
+  kind = req.kind || 'notebook'
+  const [format, type] = kind === 'file' ? ['text', 'file'] : ['json', 'notebook']
+  const base = req.url.replace(/\/$/, '')
+  const headers = { Authorization: 'token ' + req.token, 'Content-Type': 'application/json' }
+  const encPath = req.path.split('/').map(encodeURIComponent).join('/')
+  const res = await fetch(`${base}/api/collaboration/session/${encPath}`, {
+    method: 'PUT', headers, body: JSON.stringify({ format, type })
+  })
+  if (!res.ok) throw new Error(`session PUT ${res.status}: ${await res.text()}`)
+  const session = await res.json()
+  const roomId = `${format}:${type}:${session.fileId}`
+  doc = new Y.Doc()
+  awareness = new awarenessProtocol.Awareness(doc)
+  awareness.setLocalState(req.awareness ?? { user: { username: 'peer-' + doc.clientID, name: 'Peer', display_name: 'Independent Peer', initials: 'IP', color: '#ff8800' } })
+  synced = false
+  doc.on('update', (update, origin) => {
+    if (origin !== remote) {
+      const e = encoding.createEncoder()
+      encoding.writeVarUint(e, MSG_SYNC)
+      syncProtocol.writeUpdate(e, update)
+      send(encoding.toUint8Array(e))
+    }
+    for (const w of watchers) w()
+  })
+  awareness.on('update', ({ added, updated, removed }, origin) => {
+    if (origin === 'local') {
+      const changed = added.concat(updated).concat(removed)
+      const e = encoding.createEncoder()
+      encoding.writeVarUint(e, MSG_AWARENESS)
+      encoding.writeVarUint8Array(e, awarenessProtocol.encodeAwarenessUpdate(awareness, changed))
+      send(encoding.toUint8Array(e))
+    }
+  })
+  const wsBase = base.replace(/^http/, 'ws')
+  const url = `${wsBase}/api/collaboration/room/${roomId}?sessionId=${encodeURIComponent(session.sessionId)}`
+  ws = new WebSocket(url, { headers: { Authorization: 'token ' + req.token }, maxPayload: 1 << 30 })
+  ws.binaryType = 'arraybuffer'
+  const ready = new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('peer: no sync step 2 within 20s')), 20000)
+    ws.on('open', () => {
+      const e = encoding.createEncoder()
+      encoding.writeVarUint(e, MSG_SYNC)
+      syncProtocol.writeSyncStep1(e, doc)
+      send(encoding.toUint8Array(e))
+      const a = encoding.createEncoder()
+      encoding.writeVarUint(a, MSG_AWARENESS)
+      encoding.writeVarUint8Array(a, awarenessProtocol.encodeAwarenessUpdate(awareness, [doc.clientID]))
+      send(encoding.toUint8Array(a))
+    })
+    ws.on('message', (data) => {
+      const decoder = decoding.createDecoder(new Uint8Array(data))
+      const t = decoding.readVarUint(decoder)
+      if (t === MSG_SYNC) {
+        const e = encoding.createEncoder()
+        encoding.writeVarUint(e, MSG_SYNC)
+        const st = syncProtocol.readSyncMessage(decoder, e, doc, remote)
+        if (encoding.length(e) > 1) send(encoding.toUint8Array(e))
+        if (st === syncProtocol.messageYjsSyncStep2 && !synced) {
+          synced = true
+          clearTimeout(timer)
+          resolve()
+        }
+      } else if (t === MSG_AWARENESS) {
+        awarenessProtocol.applyAwarenessUpdate(awareness, decoding.readVarUint8Array(decoder), remote)
+      } else if (t === MSG_RAW) {
+        out({ event: 'raw', text: decoding.readVarString(decoder) })
+      }
+    })
+    ws.on('close', (code, reason) => {
+      out({ event: 'close', code, reason: reason.toString() })
+      if (!synced) { clearTimeout(timer); reject(new Error(`closed ${code} ${reason}`)) }
+    })
+    ws.on('error', (err) => { if (!synced) { clearTimeout(timer); reject(err) } })
+  })
+  await ready
+  return { clientID: doc.clientID, roomId, sessionId: session.sessionId, fileId: session.fileId }
+}
+
+function disconnect () {
+  if (ws) {
+    try {
+      awarenessProtocol.removeAwarenessStates(awareness, [doc.clientID], 'local')
+    } catch (e) {}
+    ws.removeAllListeners('close')
+    ws.close()
+    ws = null
+  }
+  if (awareness) awareness.destroy()
+  watchers = []
+}
+
+// waitFor polls an expression over the snapshot on every document change.
+function waitFor (req) {
+  const fn = new Function('nb', 'return (' + req.expr + ')')
+  return new Promise((resolve, reject) => {
+    let done = false
+    const check = () => {
+      if (done) return
+      let ok = false
+      try { ok = !!fn(snapshot()) } catch (e) { ok = false }
+      if (ok) {
+        done = true
+        watchers = watchers.filter(w => w !== check)
+        clearTimeout(timer)
+        resolve({ snapshot: snapshot() })
+      }
+    }
+    const timer = setTimeout(() => {
+      done = true
+      watchers = watchers.filter(w => w !== check)
+      reject(new Error(`waitFor(${req.expr}) timed out after ${req.timeoutMs ?? 10000} ms; last: ${JSON.stringify(snapshot()).slice(0, 2000)}`))
+    }, req.timeoutMs ?? 10000)
+    watchers.push(check)
+    check()
+  })
+}
+
+// watchText reports each change of one cell's source (notebook) or of the text (file) as an
+// event carrying the text's tail: the latency benchmark reads its markers from it.
+function watchText (req) {
+  const text = () => {
+    if (kind === 'file') return doc.getText('source')
+    const cell = doc.getArray('cells').toArray().find(c => c.get('id') === req.cellId)
+    return cell ? cell.get('source') : null
+  }
+  const t = text()
+  if (!t) throw new Error('no such cell ' + req.cellId)
+  let last = t.length
+  t.observe(() => {
+    if (t.length !== last) {
+      last = t.length
+      const s = t.toString()
+      out({ event: 'text', tail: s.slice(-(req.tail || 16)) })
+    }
+  })
+  return {}
+}
+
+// transact runs test-provided code inside one Yjs transaction, with helpers in scope.
+function transact (req) {
+  const fn = new Function('Y', 'doc', 'cells', 'meta', 'state', 'source', 'args', req.code)
+  let result
+  doc.transact(() => {
+    result = fn(Y, doc, doc.getArray('cells'), doc.getMap('meta'), doc.getMap('state'), doc.getText('source'), req.args ?? {})
+  })
+  return { result: result === undefined ? null : result }
+}
+
+// insertCell builds a cell exactly like @jupyter/ydoc createCell (empty Y.Text, Y.Map metadata).
+function insertCell (req) {
+  const c = req.cell
+  const m = new Y.Map()
+  const src = new Y.Text()
+  const md = new Y.Map()
+  m.set('source', src)
+  m.set('metadata', md)
+  m.set('cell_type', c.cell_type ?? 'code')
+  m.set('id', c.id)
+  if ((c.cell_type ?? 'code') === 'code') {
+    m.set('outputs', new Y.Array())
+    m.set('execution_count', c.execution_count ?? null)
+  }
+  doc.transact(() => {
+    doc.getArray('cells').insert(req.index, [m])
+    src.insert(0, c.source ?? '')
+    for (const [k, v] of Object.entries(c.metadata ?? {})) md.set(k, v)
+    doc.getMap('state').set('dirty', true)
+  })
+  return {}
+}
+
+const ops = {
+  connect,
+  disconnect: () => { disconnect(); return {} },
+  snapshot: () => ({ snapshot: snapshot() }),
+  waitFor,
+  watchText,
+  transact,
+  insertCell,
+  encodeState: () => ({ update: Buffer.from(Y.encodeStateAsUpdate(doc)).toString('base64') }),
+  stateVector: () => ({ sv: Buffer.from(Y.encodeStateVector(doc)).toString('base64') }),
+  // decode an update produced elsewhere (base64) into a fresh doc and describe it: used by the
+  // differential tests of ydoc's workarounds.
+  decode: (req) => {
+    const d = new Y.Doc()
+    Y.applyUpdate(d, Buffer.from(req.update, 'base64'))
+    const r = {}
+    for (const name of req.maps ?? []) {
+      const m = d.getMap(name)
+      const entries = {}
+      for (const [k, v] of m.entries()) entries[k] = { value: plain(v), type: typeName(v), isNull: v === null, isUndefined: v === undefined }
+      r[name] = entries
+    }
+    for (const name of req.texts ?? []) r[name] = d.getText(name).toString()
+    for (const name of req.arrays ?? []) r[name] = d.getArray(name).toJSON()
+    return r
+  },
+  // produce an update with yjs for Go to apply (differential tests)
+  build: (req) => {
+    const d = new Y.Doc()
+    d.clientID = req.clientID ?? d.clientID
+    const fn = new Function('Y', 'doc', req.code)
+    d.transact(() => fn(Y, d))
+    return { update: Buffer.from(Y.encodeStateAsUpdate(d)).toString('base64') }
+  },
+  awareness: () => {
+    const states = {}
+    for (const [id, st] of awareness.getStates()) states[id] = st
+    return { states, clientID: doc.clientID }
+  },
+  setAwareness: (req) => { awareness.setLocalState(req.state); return {} },
+  exit: () => { disconnect(); setTimeout(() => process.exit(0), 10); return {} }
+}
+
+const rl = readline.createInterface({ input: process.stdin })
+rl.on('line', async (line) => {
+  let req
+  try { req = JSON.parse(line) } catch (e) { out({ ok: false, error: 'bad json: ' + e.message }); return }
+  try {
+    const op = ops[req.op]
+    if (!op) throw new Error('unknown op ' + req.op)
+    const res = await op(req)
+    out({ id: req.id, ok: true, ...res })
+  } catch (e) {
+    out({ id: req.id, ok: false, error: String(e && e.stack ? e.stack : e) })
+  }
+})
+rl.on('close', () => { disconnect(); process.exit(0) })

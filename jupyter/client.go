@@ -1,0 +1,332 @@
+// Package jupyter talks to a jupyter-server: REST (identity, contents, collaboration sessions)
+// and the collaboration room websocket, authenticated with the Jupyter token.
+package jupyter
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Options configure a Client.
+type Options struct {
+	// URL of the server including any base_url, e.g. http://127.0.0.1:8888/ or
+	// https://hub.example.org/user/alice/.
+	URL string
+	// Token is the Jupyter token; empty for servers without token auth (XSRF is then used).
+	Token string
+	// Timeout bounds each REST call (default 30s). Websocket handshakes use it too.
+	Timeout time.Duration
+	// Logger receives request logs at debug level; tokens are never logged.
+	Logger zerolog.Logger
+	// Transport overrides the HTTP transport (tests).
+	Transport http.RoundTripper
+}
+
+// Client is a jupyter-server client. It keeps cookies, so the server sees one stable identity
+// (token logins are otherwise a new anonymous user on every request).
+type Client struct {
+	base    *url.URL
+	token   string
+	http    *http.Client
+	jar     http.CookieJar
+	timeout time.Duration
+	log     zerolog.Logger
+	xsrf    string
+}
+
+// New validates options and creates a client. It does no I/O.
+func New(opts Options) (*Client, error) {
+	if opts.URL == "" {
+		return nil, errors.New("jupyter: server URL is required")
+	}
+	base, err := url.Parse(opts.URL)
+	if err != nil {
+		return nil, fmt.Errorf("jupyter: server URL: %w", err)
+	}
+	if base.Scheme != "http" && base.Scheme != "https" {
+		return nil, fmt.Errorf("jupyter: server URL scheme %q: must be http or https", base.Scheme)
+	}
+	if base.Host == "" {
+		return nil, errors.New("jupyter: server URL has no host")
+	}
+	if base.User != nil {
+		return nil, errors.New("jupyter: server URL must not carry credentials; use the token")
+	}
+	if q := base.Query(); q.Has("token") {
+		return nil, errors.New("jupyter: pass the token separately (JUPYTER_TOKEN), not in the URL")
+	}
+	base.RawQuery, base.Fragment = "", ""
+	if !strings.HasSuffix(base.Path, "/") {
+		base.Path += "/"
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 30 * time.Second
+	}
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		return nil, fmt.Errorf("jupyter: cookie jar: %w", err)
+	}
+	transport := opts.Transport
+	if transport == nil {
+		transport = http.DefaultTransport
+	}
+	c := &Client{
+		base:    base,
+		token:   opts.Token,
+		jar:     jar,
+		timeout: opts.Timeout,
+		log:     opts.Logger,
+		http: &http.Client{
+			Transport: transport,
+			Jar:       jar,
+			// Redirects could carry the Authorization header elsewhere; the API never redirects.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+	}
+	if c.token == "" {
+		// Token-less servers check XSRF on writes; any matching cookie/header pair passes.
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		c.xsrf = hex.EncodeToString(b[:])
+		c.jar.SetCookies(base, []*http.Cookie{{Name: "_xsrf", Value: c.xsrf, Path: "/"}})
+	}
+	return c, nil
+}
+
+// BaseURL returns the server URL (without token).
+func (c *Client) BaseURL() string { return c.base.String() }
+
+// endpoint joins path segments onto the base URL. Segments are unescaped and may contain "/"
+// (document paths); each part is escaped.
+func (c *Client) endpoint(segments ...string) *url.URL {
+	u := *c.base
+	p := strings.TrimSuffix(u.Path, "/")
+	raw := strings.TrimSuffix(u.EscapedPath(), "/")
+	for _, s := range segments {
+		for _, part := range strings.Split(s, "/") {
+			p += "/" + part
+			raw += "/" + url.PathEscape(part)
+		}
+	}
+	u.Path, u.RawPath = p, raw
+	return &u
+}
+
+func (c *Client) authorize(h http.Header) {
+	if c.token != "" {
+		h.Set("Authorization", "token "+c.token)
+	} else if c.xsrf != "" {
+		h.Set("X-XSRFToken", c.xsrf)
+	}
+}
+
+// do performs a JSON request. The error names method, path and status, never the token.
+func (c *Client) do(ctx context.Context, method string, u *url.URL, body, out any) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, fmt.Errorf("%s %s: encode body: %w", method, u.Path, err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	if err != nil {
+		return 0, fmt.Errorf("%s %s: %w", method, u.Path, err)
+	}
+	c.authorize(req.Header)
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	start := time.Now()
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, &RequestError{Method: method, Path: u.Path, Err: scrubURLError(err)}
+	}
+	defer resp.Body.Close()
+	c.log.Debug().Str("method", method).Str("path", u.Path).Int("status", resp.StatusCode).
+		Dur("took", time.Since(start)).Msg("jupyter request")
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	if err != nil {
+		return resp.StatusCode, &RequestError{Method: method, Path: u.Path, Err: err}
+	}
+	if resp.StatusCode >= 300 {
+		return resp.StatusCode, &APIError{Method: method, Path: u.Path, Status: resp.StatusCode, Message: serverMessage(data)}
+	}
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("%s %s: decode response: %w", method, u.Path, err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+// maxResponse caps REST response bodies (a notebook fetched through contents can be large).
+const maxResponse = 512 << 20
+
+// serverMessage extracts jupyter-server's {"message": ...} or {"reason": ...} from an error body.
+func serverMessage(b []byte) string {
+	var m struct {
+		Message string `json:"message"`
+		Reason  string `json:"reason"`
+		Error   string `json:"error"`
+	}
+	if json.Unmarshal(b, &m) == nil {
+		for _, s := range []string{m.Message, m.Reason, m.Error} {
+			if s != "" {
+				return s
+			}
+		}
+	}
+	s := strings.TrimSpace(string(b))
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+// scrubURLError drops the URL from *url.Error (it is already in our message and might one day
+// carry a query string).
+func scrubURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// Identity is the user jupyter-server associates with our token (GET /api/me).
+type Identity struct {
+	Username    string `json:"username"`
+	Name        string `json:"name"`
+	DisplayName string `json:"display_name"`
+	Initials    string `json:"initials"`
+	AvatarURL   string `json:"avatar_url"`
+	Color       string `json:"color"`
+}
+
+// Me returns the identity and, when asked, permissions for resource → actions.
+func (c *Client) Me(ctx context.Context, permissions map[string][]string) (Identity, map[string][]string, error) {
+	u := c.endpoint("api", "me")
+	if len(permissions) > 0 {
+		b, err := json.Marshal(permissions)
+		if err != nil {
+			return Identity{}, nil, fmt.Errorf("GET %s: %w", u.Path, err)
+		}
+		u.RawQuery = url.Values{"permissions": {string(b)}}.Encode()
+	}
+	var out struct {
+		Identity    Identity            `json:"identity"`
+		Permissions map[string][]string `json:"permissions"`
+	}
+	if _, err := c.do(ctx, http.MethodGet, u, nil, &out); err != nil {
+		return Identity{}, nil, err
+	}
+	return out.Identity, out.Permissions, nil
+}
+
+// Status checks the server answers (GET /api/status).
+func (c *Client) Status(ctx context.Context) error {
+	_, err := c.do(ctx, http.MethodGet, c.endpoint("api", "status"), nil, nil)
+	return err
+}
+
+// Entry is a contents API model (without content unless requested).
+type Entry struct {
+	Name         string          `json:"name"`
+	Path         string          `json:"path"`
+	Type         string          `json:"type"` // directory, notebook, file
+	Format       string          `json:"format"`
+	Mimetype     string          `json:"mimetype"`
+	Size         *int64          `json:"size"`
+	Writable     bool            `json:"writable"`
+	Created      time.Time       `json:"created"`
+	LastModified time.Time       `json:"last_modified"`
+	Content      json.RawMessage `json:"content,omitempty"`
+}
+
+// Contents fetches a file or directory model; content=false asks for metadata only (for a
+// directory, content=true lists its entries).
+func (c *Client) Contents(ctx context.Context, path string, content bool) (Entry, error) {
+	u := c.endpoint("api", "contents", strings.Trim(path, "/"))
+	q := url.Values{"content": {"0"}}
+	if content {
+		q.Set("content", "1")
+	}
+	u.RawQuery = q.Encode()
+	var e Entry
+	_, err := c.do(ctx, http.MethodGet, u, nil, &e)
+	return e, err
+}
+
+// List returns the entries of a directory.
+func (c *Client) List(ctx context.Context, dir string) ([]Entry, error) {
+	e, err := c.Contents(ctx, dir, true)
+	if err != nil {
+		return nil, err
+	}
+	if e.Type != "directory" {
+		return nil, fmt.Errorf("list %q: not a directory (%s)", dir, e.Type)
+	}
+	var entries []Entry
+	if err := json.Unmarshal(e.Content, &entries); err != nil {
+		return nil, fmt.Errorf("list %q: decode entries: %w", dir, err)
+	}
+	return entries, nil
+}
+
+// SaveContents writes a file through the contents API. Only for files without a live room (a
+// write to a live room's file is an out-of-band change that overwrites unsaved edits).
+func (c *Client) SaveContents(ctx context.Context, path, docType, format string, content any) (Entry, error) {
+	u := c.endpoint("api", "contents", strings.Trim(path, "/"))
+	body := map[string]any{"type": docType, "format": format, "content": content}
+	var e Entry
+	_, err := c.do(ctx, http.MethodPut, u, body, &e)
+	return e, err
+}
+
+// DocSession is the answer of PUT /api/collaboration/session/{path}.
+type DocSession struct {
+	Format    string `json:"format"`
+	Type      string `json:"type"`
+	FileID    string `json:"fileId"`
+	SessionID string `json:"sessionId"`
+}
+
+// RoomID is the collaboration room id format:type:fileId.
+func (s DocSession) RoomID() string { return s.Format + ":" + s.Type + ":" + s.FileID }
+
+// OpenDocSession asks the collaboration extension for a document session. format/type are
+// json/notebook for notebooks and text/file for text files.
+func (c *Client) OpenDocSession(ctx context.Context, path, format, docType string) (DocSession, error) {
+	u := c.endpoint("api", "collaboration", "session", strings.Trim(path, "/"))
+	var s DocSession
+	status, err := c.do(ctx, http.MethodPut, u, map[string]string{"format": format, "type": docType}, &s)
+	if err != nil {
+		var api *APIError
+		if errors.As(err, &api) && api.Status == http.StatusNotFound {
+			api.Message = "collaboration API not found: is jupyter-collaboration installed and enabled? (" + api.Message + ")"
+		}
+		return DocSession{}, err
+	}
+	if s.FileID == "" || s.SessionID == "" {
+		return DocSession{}, fmt.Errorf("PUT %s: status %d without fileId/sessionId", u.Path, status)
+	}
+	return s, nil
+}

@@ -1,0 +1,132 @@
+package jupyter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// Collaboration room websocket: binary Yjs frames on /api/collaboration/room/{roomId}.
+
+// MaxRoomFrame is the read limit on room sockets. The server accepts 1 GiB messages; a
+// whole-notebook sync step 2 can be tens of MB, and a small limit kills big notebooks (1009).
+const MaxRoomFrame = 1 << 30
+
+// roomIdle is how long a room socket may be silent before it is considered dead. The server's
+// own awareness renews every 15 s, and we ping more often than this.
+const roomIdle = 75 * time.Second
+
+// CloseError is a websocket close received from the server.
+type CloseError struct {
+	Code   int
+	Reason string
+}
+
+func (e *CloseError) Error() string {
+	if e.Reason == "" {
+		return fmt.Sprintf("websocket closed with code %d", e.Code)
+	}
+	return fmt.Sprintf("websocket closed with code %d: %s", e.Code, e.Reason)
+}
+
+// CloseCode returns the close code (1003 session problems, 4404 file not found, ...).
+func (e *CloseError) CloseCode() int { return e.Code }
+
+// CloseReason returns the close reason (JSON for 1003).
+func (e *CloseError) CloseReason() string { return e.Reason }
+
+// RoomConn is one room websocket. Read must be called from one goroutine and Write from one
+// other; Ping and Close may be called from anywhere (gorilla's concurrency rules).
+type RoomConn struct {
+	ws *websocket.Conn
+}
+
+// DialRoom opens the websocket of a collaboration room with the token in a header.
+func (c *Client) DialRoom(ctx context.Context, roomID, sessionID string) (*RoomConn, error) {
+	u := c.endpoint("api", "collaboration", "room")
+	u.Path += "/" + roomID
+	u.RawPath = "" // room ids (format:type:uuid, or a fork's hex) need no escaping
+	if sessionID != "" {
+		u.RawQuery = url.Values{"sessionId": {sessionID}}.Encode()
+	}
+	switch u.Scheme {
+	case "https":
+		u.Scheme = "wss"
+	default:
+		u.Scheme = "ws"
+	}
+	h := http.Header{}
+	c.authorize(h)
+	d := websocket.Dialer{
+		Proxy:            http.ProxyFromEnvironment,
+		HandshakeTimeout: c.timeout,
+		Jar:              c.jar,
+		ReadBufferSize:   64 << 10,
+		WriteBufferSize:  64 << 10,
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	ws, resp, err := d.DialContext(ctx, u.String(), h)
+	if err != nil {
+		if resp != nil {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			resp.Body.Close()
+			return nil, &APIError{Method: "GET", Path: u.Path, Status: resp.StatusCode, Message: serverMessage(body)}
+		}
+		return nil, &RequestError{Method: "GET", Path: u.Path, Err: scrubURLError(err)}
+	}
+	ws.SetReadLimit(MaxRoomFrame)
+	rc := &RoomConn{ws: ws}
+	_ = ws.SetReadDeadline(time.Now().Add(roomIdle))
+	ws.SetPongHandler(func(string) error { return ws.SetReadDeadline(time.Now().Add(roomIdle)) })
+	return rc, nil
+}
+
+// Read returns the next binary frame. Text frames (never sent by the server) are skipped.
+func (r *RoomConn) Read() ([]byte, error) {
+	for {
+		typ, data, err := r.ws.ReadMessage()
+		if err != nil {
+			var ce *websocket.CloseError
+			if errors.As(err, &ce) {
+				return nil, &CloseError{Code: ce.Code, Reason: ce.Text}
+			}
+			return nil, err
+		}
+		_ = r.ws.SetReadDeadline(time.Now().Add(roomIdle))
+		if typ == websocket.BinaryMessage {
+			return data, nil
+		}
+	}
+}
+
+// Write sends one binary frame.
+func (r *RoomConn) Write(data []byte, deadline time.Time) error {
+	if err := r.ws.SetWriteDeadline(deadline); err != nil {
+		return err
+	}
+	return r.ws.WriteMessage(websocket.BinaryMessage, data)
+}
+
+// Ping sends a websocket ping; the pong extends the read deadline.
+func (r *RoomConn) Ping(deadline time.Time) error {
+	return r.ws.WriteControl(websocket.PingMessage, nil, deadline)
+}
+
+// CloseNormal sends a normal close frame, then closes the connection.
+func (r *RoomConn) CloseNormal(deadline time.Time) error {
+	err := r.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), deadline)
+	if cerr := r.ws.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Close closes the connection at once, unblocking Read.
+func (r *RoomConn) Close() error { return r.ws.Close() }

@@ -1,0 +1,306 @@
+package ydoc
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/rs/zerolog"
+)
+
+// Session is the Yjs sync protocol for one room, as a pure state machine in the style of etcd's
+// raft RawNode: inputs are method calls (Connect, Receive, Propose, Tick, Reset), outputs are
+// returned values (frames to send, changes, edit outcomes). It starts no goroutines, reads no
+// clock and touches no socket; bridge.Room drives it.
+//
+// Edits are functions over the typed model, not raw updates, so that after a reset (a new server
+// session, a conflict) the ones the server never acknowledged can be run again on the fresh
+// replica. An edit is confirmed only when the server is known to hold it: its inserted IDs are
+// covered by the server's state vector (learned from the server's step 1 and from the echo the
+// server broadcasts for every update, ours included) and its deletions by the delete sets the
+// server sends (each step 2 carries its full delete set; echoes carry the transaction's).
+
+// EditFunc changes a document inside one transaction. Replaying is true when the edit runs again
+// on a fresh replica after a reset; functions can then treat "already gone" as success.
+type EditFunc func(tx *Txn, replaying bool) error
+
+// EditResult is the outcome of an edit: what it changed, or why it failed.
+type EditResult struct {
+	ID     uint64
+	Change Change
+	Err    error
+}
+
+// Output is what the caller must do after a Session call.
+type Output struct {
+	Frames   [][]byte     // send to the server, in order
+	Changes  []Change     // document changes to publish, in order
+	Done     []EditResult // edits now confirmed (Err nil) or failed
+	Synced   bool         // the session became synced in this call
+	Resynced bool         // a step 1 was sent to heal pending structs
+}
+
+func (o *Output) merge(p Output) {
+	o.Frames = append(o.Frames, p.Frames...)
+	o.Changes = append(o.Changes, p.Changes...)
+	o.Done = append(o.Done, p.Done...)
+	o.Synced = o.Synced || p.Synced
+	o.Resynced = o.Resynced || p.Resynced
+}
+
+// ErrNotSynced is returned for calls that need a synced session.
+var ErrNotSynced = errors.New("ydoc: session not synced")
+
+type pendingEdit struct {
+	id       uint64
+	fn       EditFunc
+	client   uint64    // client id the edit was applied under
+	structs  []IDRange // what it inserted
+	deletes  []IDRange // what it deleted
+	change   Change
+	replayed bool
+}
+
+// Session state.
+type Session struct {
+	kind Kind
+	log  zerolog.Logger
+	doc  *Doc
+
+	synced bool
+
+	queued   []*pendingEdit // waiting for the first sync; not applied yet
+	inflight []*pendingEdit // applied to the replica, not yet confirmed
+	replay   []*pendingEdit // applied to a discarded replica; checked and re-run after sync
+
+	serverSV      StateVector // inserts the server is known to hold
+	serverDeletes IDSet       // deletions the server is known to hold
+}
+
+// NewSession creates a session with a fresh, empty replica.
+func NewSession(kind Kind, clientID uint32, log zerolog.Logger) (*Session, error) {
+	doc, err := NewDoc(kind, clientID, log)
+	if err != nil {
+		return nil, err
+	}
+	return &Session{kind: kind, log: log, doc: doc, serverSV: StateVector{}, serverDeletes: IDSet{}}, nil
+}
+
+// Doc returns the replica. Callers must not keep it across Reset.
+func (s *Session) Doc() *Doc { return s.doc }
+
+// Synced reports whether the replica has received the server's state since the last connect.
+func (s *Session) Synced() bool { return s.synced }
+
+// Pending returns the number of edits not yet confirmed (queued, in flight or awaiting replay).
+func (s *Session) Pending() int { return len(s.queued) + len(s.inflight) + len(s.replay) }
+
+// Connect starts the handshake on a fresh transport: it returns our sync step 1. The session is
+// not synced until the server's step 2 arrives.
+func (s *Session) Connect() Output {
+	s.synced = false
+	return Output{Frames: [][]byte{EncodeSync(SyncStep1, s.doc.StateVector().Encode())}}
+}
+
+// Disconnected marks the transport gone. Edits in flight stay in the replica; the next
+// handshake delivers whatever the server lacks.
+func (s *Session) Disconnected() { s.synced = false }
+
+// Reset discards the replica (new server session, conflict, long absence, broken doc) and starts
+// a fresh one under a new client id. Unconfirmed edits are checked against the server's state
+// after the next sync and re-run if it does not have them.
+func (s *Session) Reset(clientID uint32) error {
+	doc, err := NewDoc(s.kind, clientID, s.log)
+	if err != nil {
+		return fmt.Errorf("reset session: %w", err)
+	}
+	s.replay = append(s.replay, s.inflight...)
+	s.inflight = nil
+	s.doc = doc
+	s.synced = false
+	s.serverSV = StateVector{}
+	s.serverDeletes = IDSet{}
+	return nil
+}
+
+// Receive handles one sync frame from the server.
+func (s *Session) Receive(f Frame) (Output, error) {
+	var out Output
+	if f.Type != MsgSync {
+		return out, fmt.Errorf("session receive: not a sync frame (type %d)", f.Type)
+	}
+	switch f.Sync {
+	case SyncStep1:
+		sv, err := DecodeStateVector(f.Payload)
+		if err != nil {
+			return out, fmt.Errorf("server step 1: %w", err)
+		}
+		for client, clock := range sv {
+			s.serverSV[client] = max(s.serverSV[client], clock)
+		}
+		diff, err := s.doc.EncodeStateAsUpdate(f.Payload)
+		if err != nil {
+			return out, fmt.Errorf("answer step 1: %w", err)
+		}
+		out.Frames = append(out.Frames, EncodeSync(SyncStep2, diff))
+		out.Done = append(out.Done, s.confirm()...)
+	case SyncStep2, SyncUpdate:
+		meta, change, err := s.doc.Apply(f.Payload)
+		if err != nil {
+			return out, fmt.Errorf("apply %s: %w", f.Sync, err)
+		}
+		s.learn(meta)
+		if !change.Empty() {
+			out.Changes = append(out.Changes, change)
+		}
+		if f.Sync == SyncStep2 && !s.synced {
+			s.synced = true
+			out.Synced = true
+			out.merge(s.afterSync())
+		}
+		out.Done = append(out.Done, s.confirm()...)
+		if s.doc.HasPending() {
+			// y-crdt loses deletes that arrive before their inserts; a step 1 makes the server
+			// send the missing structs and its full delete set again.
+			out.Frames = append(out.Frames, EncodeSync(SyncStep1, s.doc.StateVector().Encode()))
+			out.Resynced = true
+		}
+	default:
+		return out, fmt.Errorf("session receive: %w", malformed("sync subtype %d", f.Sync))
+	}
+	return out, nil
+}
+
+// learn records what a server message shows the server holds.
+func (s *Session) learn(meta UpdateMeta) {
+	for _, r := range meta.Structs {
+		s.serverSV[r.Client] = max(s.serverSV[r.Client], r.Clock+r.Len)
+	}
+	for _, r := range meta.Deletes {
+		s.serverDeletes.Add(r)
+	}
+}
+
+// held reports whether the server holds everything an edit wrote.
+func (s *Session) held(e *pendingEdit) bool {
+	for _, r := range e.structs {
+		if !s.serverSV.Covers(r) {
+			return false
+		}
+	}
+	for _, r := range e.deletes {
+		if !s.serverDeletes.Contains(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// confirm moves edits the server now holds out of flight.
+func (s *Session) confirm() []EditResult {
+	var done []EditResult
+	kept := s.inflight[:0]
+	for _, e := range s.inflight {
+		if s.held(e) {
+			done = append(done, EditResult{ID: e.id, Change: e.change})
+		} else {
+			kept = append(kept, e)
+		}
+	}
+	s.inflight = kept
+	return done
+}
+
+// afterSync runs once the server's state has arrived: edits from a discarded replica are
+// confirmed if the server has them (a room rebuilt from its store keeps old client ids) or run
+// again, then queued edits run.
+func (s *Session) afterSync() Output {
+	var out Output
+	replay := s.replay
+	s.replay = nil
+	for _, e := range replay {
+		if len(e.structs)+len(e.deletes) > 0 && s.held(e) {
+			out.Done = append(out.Done, EditResult{ID: e.id, Change: e.change})
+			continue
+		}
+		e.replayed = true
+		out.merge(s.apply(e))
+	}
+	queued := s.queued
+	s.queued = nil
+	for _, e := range queued {
+		out.merge(s.apply(e))
+	}
+	return out
+}
+
+// Propose submits an edit. It runs at once when synced, otherwise after the next sync.
+func (s *Session) Propose(id uint64, fn EditFunc) Output {
+	e := &pendingEdit{id: id, fn: fn}
+	if !s.synced {
+		s.queued = append(s.queued, e)
+		return Output{}
+	}
+	return s.apply(e)
+}
+
+// Withdraw removes an edit that has not been applied yet. It reports false when the edit is
+// already in the replica (it will reach the server) or unknown.
+func (s *Session) Withdraw(id uint64) bool {
+	for i, e := range s.queued {
+		if e.id == id {
+			s.queued = append(s.queued[:i], s.queued[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Session) apply(e *pendingEdit) Output {
+	var out Output
+	update, change, err := s.doc.Transact(func(tx *Txn) error { return e.fn(tx, e.replayed) })
+	if err != nil && e.replayed {
+		err = fmt.Errorf("re-applying after the room was reset: %w", err)
+	}
+	if update == nil {
+		out.Done = append(out.Done, EditResult{ID: e.id, Change: change, Err: err})
+		return out
+	}
+	meta, perr := ParseUpdate(update)
+	if perr != nil { // our own engine produced something our parser rejects: a bug, not input
+		s.log.Error().Err(perr).Msg("local update does not parse")
+	}
+	out.Frames = append(out.Frames, EncodeSync(SyncUpdate, update))
+	if !change.Empty() {
+		out.Changes = append(out.Changes, change)
+	}
+	if err != nil {
+		// Partially applied: what is in the replica must still reach the server, but the
+		// caller learns that the edit failed.
+		out.Done = append(out.Done, EditResult{ID: e.id, Change: change, Err: err})
+		return out
+	}
+	e.client = s.doc.ClientID()
+	e.structs, e.deletes, e.change = meta.Structs, meta.Deletes, change
+	s.inflight = append(s.inflight, e)
+	return out
+}
+
+// Tick asks the server for anything we miss (a periodic step 1), healing lost messages.
+func (s *Session) Tick() Output {
+	if !s.synced {
+		return Output{}
+	}
+	return Output{Frames: [][]byte{EncodeSync(SyncStep1, s.doc.StateVector().Encode())}}
+}
+
+// Abort fails every pending edit with err (the room is closing or failed for good).
+func (s *Session) Abort(err error) []EditResult {
+	var done []EditResult
+	for _, list := range [][]*pendingEdit{s.queued, s.inflight, s.replay} {
+		for _, e := range list {
+			done = append(done, EditResult{ID: e.id, Err: err})
+		}
+	}
+	s.queued, s.inflight, s.replay = nil, nil, nil
+	return done
+}
