@@ -469,12 +469,12 @@ type roomLoop struct {
 	waiters   map[uint64]chan ydoc.EditResult
 	saves     map[uint64]chan saveResult
 	saveSeq   uint64
-	ready     bool                // the replica holds the server's state
-	deferred  []func(err error)   // views waiting for ready
-	needReset string              // non-empty: rebuild the replica before the next connect
-	awayFrom  time.Time           // when the last connection dropped (zero while connected)
-	lastSync  time.Time           // last periodic step 1
-	lastErr   error               // last connection error, for logs and info
+	ready     bool              // the replica holds the server's state
+	deferred  []func(err error) // views waiting for ready
+	needReset string            // non-empty: rebuild the replica before the next connect
+	awayFrom  time.Time         // when the last connection dropped (zero while connected)
+	lastSync  time.Time         // last periodic step 1
+	lastErr   error             // last connection error, for logs and info
 }
 
 func newRoomLoop(r *Room) (*roomLoop, error) {
