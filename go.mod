@@ -3,13 +3,23 @@ module github.com/jupyter-collab-mcp/jupyter-collab-mcp
 go 1.26.8
 
 require (
-	github.com/gorilla/websocket v1.5.3 // indirect
-	github.com/mark3labs/mcp-go v1.2.1 // indirect
+	github.com/gorilla/websocket v1.5.3
+	github.com/mark3labs/mcp-go v1.2.1
+	github.com/rs/zerolog v1.35.1
+	github.com/skyterra/y-crdt v0.0.0-20260224023949-c0cb10d3f33e
+	golang.org/x/sync v0.24.0
+)
+
+require (
+	github.com/google/jsonschema-go v0.4.2 // indirect
+	github.com/google/uuid v1.6.0 // indirect
 	github.com/mattn/go-colorable v0.1.14 // indirect
 	github.com/mattn/go-isatty v0.0.20 // indirect
 	github.com/mitchellh/copystructure v1.2.0 // indirect
 	github.com/mitchellh/reflectwalk v1.0.2 // indirect
-	github.com/rs/zerolog v1.35.1 // indirect
-	github.com/skyterra/y-crdt v0.0.0-20260224023949-c0cb10d3f33e // indirect
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2 // indirect
+	github.com/spf13/cast v1.7.1 // indirect
+	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
 	golang.org/x/sys v0.29.0 // indirect
+	golang.org/x/text v0.14.0 // indirect
 )

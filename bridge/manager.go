@@ -101,6 +101,10 @@ func (m *Manager) Subscribe(buffer int) *Subscription { return m.hub.subscribe(b
 // Open returns the live room for a document, joining it if needed, once its replica is in sync.
 // Errors name what is wrong: no such file, a directory, the wrong kind of document.
 func (m *Manager) Open(ctx context.Context, path string, kind ydoc.Kind) (*Room, error) {
+	path, err := CleanPath(path)
+	if err != nil {
+		return nil, err
+	}
 	key := roomKey{path, kind}
 	if m.life.Err() != nil {
 		return nil, ErrManagerStopped
@@ -110,7 +114,6 @@ func (m *Manager) Open(ctx context.Context, path string, kind ydoc.Kind) (*Room,
 		if err := m.checkFile(ctx, path, kind); err != nil {
 			return nil, err
 		}
-		var err error
 		if room, err = m.start(key); err != nil {
 			return nil, err
 		}
@@ -178,6 +181,10 @@ func (m *Manager) start(key roomKey) (*Room, error) {
 
 // Get returns the open room for a document, or nil.
 func (m *Manager) Get(path string, kind ydoc.Kind) *Room {
+	path, err := CleanPath(path)
+	if err != nil {
+		return nil
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.rooms[roomKey{path, kind}]
@@ -204,11 +211,19 @@ func (m *Manager) CloseRoom(path string, kind ydoc.Kind) {
 
 // Stat describes a file under the Jupyter root.
 func (m *Manager) Stat(ctx context.Context, path string) (FileInfo, error) {
+	path, err := CleanPath(path)
+	if err != nil {
+		return FileInfo{}, err
+	}
 	return m.opts.Server.Stat(ctx, path)
 }
 
 // List returns a directory's entries.
 func (m *Manager) List(ctx context.Context, dir string) ([]FileInfo, error) {
+	dir, err := CleanPath(dir)
+	if err != nil {
+		return nil, err
+	}
 	return m.opts.Server.List(ctx, dir)
 }
 

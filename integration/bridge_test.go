@@ -511,7 +511,7 @@ func TestBadInputs(t *testing.T) {
 			}
 		})
 	}
-	if _, err := jupyter.CleanPath("../etc/passwd"); err == nil {
+	if _, err := bridge.CleanPath("../etc/passwd"); err == nil {
 		t.Error("CleanPath accepted a traversal")
 	}
 }

@@ -185,9 +185,7 @@ func readCell(m *y.YMap) Cell {
 		case "execution_state":
 			c.ExecutionState, _ = raw.(string)
 		case "outputs":
-			for _, o := range outputsOf(raw) {
-				c.Outputs = append(c.Outputs, o)
-			}
+			c.Outputs = append(c.Outputs, outputsOf(raw)...)
 		case "attachments":
 			if a, ok := fromAny(raw).(map[string]any); ok && len(a) > 0 {
 				c.Attachments = a

@@ -3,7 +3,6 @@ package ydoc
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"sort"
 )
 
@@ -421,12 +420,4 @@ func (s IDSet) Contains(r IDRange) bool {
 	rs := s[r.Client]
 	i := sort.Search(len(rs), func(i int) bool { return rs[i].Clock+rs[i].Len > r.Clock })
 	return i < len(rs) && rs[i].Clock <= r.Clock && rs[i].Clock+rs[i].Len >= r.Clock+r.Len
-}
-
-// clampClock keeps client ids and clocks inside what y-crdt's int holds.
-func clampClock(v uint64) int {
-	if v > math.MaxInt64 {
-		return math.MaxInt64
-	}
-	return int(v)
 }

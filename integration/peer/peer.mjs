@@ -266,6 +266,15 @@ function insertCell (req) {
 const ops = {
   connect,
   disconnect: () => { disconnect(); return {} },
+  // a local document with no room, for transact/snapshot in differential tests
+  connectScratch: (req) => {
+    disconnect()
+    kind = req.kind || 'notebook'
+    doc = new Y.Doc()
+    awareness = new awarenessProtocol.Awareness(doc)
+    doc.on('update', () => { for (const w of watchers) w() })
+    return { clientID: doc.clientID }
+  },
   snapshot: () => ({ snapshot: snapshot() }),
   waitFor,
   watchText,
@@ -296,6 +305,47 @@ const ops = {
     const fn = new Function('Y', 'doc', req.code)
     d.transact(() => fn(Y, d))
     return { update: Buffer.from(Y.encodeStateAsUpdate(d)).toString('base64') }
+  },
+  // apply updates (base64, in order) to a fresh doc, recording which cells yjs's own deep
+  // observer reports as changed by the last one: the reference for ydoc's change tracking.
+  observe: (req) => {
+    const d = new Y.Doc()
+    const updates = req.updates.map(u => Buffer.from(u, 'base64'))
+    for (const u of updates.slice(0, -1)) Y.applyUpdate(d, u)
+    const cells = d.getArray('cells')
+    const changed = new Set()
+    let structure = false
+    cells.observeDeep(events => {
+      for (const ev of events) {
+        if (ev.target === cells) { structure = true; continue }
+        let t = ev.target
+        while (t && t._item && t._item.parent !== cells) t = t._item.parent
+        if (t && t.get) changed.add(t.get('id'))
+      }
+    })
+    Y.applyUpdate(d, updates[updates.length - 1])
+    return { changed: [...changed].sort(), structure, ids: cells.toArray().map(c => c.get('id')) }
+  },
+  // encode an awareness state as y-protocols does, and decode one produced elsewhere
+  awarenessEncode: (req) => {
+    const d = new Y.Doc()
+    d.clientID = req.clientID
+    const a = new awarenessProtocol.Awareness(d)
+    a.setLocalState(req.state)
+    const u = awarenessProtocol.encodeAwarenessUpdate(a, [req.clientID])
+    a.destroy()
+    return { update: Buffer.from(u).toString('base64') }
+  },
+  awarenessDecode: (req) => {
+    const a = new awarenessProtocol.Awareness(new Y.Doc())
+    a.setLocalState(null)
+    awarenessProtocol.applyAwarenessUpdate(a, Buffer.from(req.update, 'base64'), 'test')
+    const states = {}
+    for (const [id, st] of a.getStates()) states[id] = st
+    const meta = {}
+    for (const [id, m] of a.meta) meta[id] = m.clock
+    a.destroy()
+    return { states, clocks: meta }
   },
   awareness: () => {
     const states = {}

@@ -1,4 +1,4 @@
-package jupyter
+package bridge
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 )
 
 // ErrBadPath is wrapped by every path rejected by CleanPath.
-var ErrBadPath = errors.New("jupyter: invalid document path")
+var ErrBadPath = errors.New("bridge: invalid document path")
 
 // CleanPath normalises a document path relative to the Jupyter root and refuses anything that
 // could leave it: absolute paths, "..", NUL and control characters, backslashes, and

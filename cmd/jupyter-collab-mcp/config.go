@@ -1,0 +1,259 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is everything the binary needs. Precedence: flags, then environment, then defaults.
+// Secrets (the Jupyter token, the MCP bearer token) come from the environment or a file, not
+// from flag values, which other users can read in `ps`.
+type Config struct {
+	JupyterURL       string
+	JupyterToken     string // secret
+	JupyterTimeout   time.Duration
+	Listen           string // empty: stdio
+	MCPToken         string // secret
+	InsecureNoAuth   bool
+	LogLevel         string
+	LogFormat        string
+	AgentName        string
+	AgentUsername    string
+	AgentInitials    string
+	AgentColor       string
+	NoAutosave       bool
+	IdleTimeout      time.Duration
+	SessionIdleTTL   time.Duration
+	CallTimeout      time.Duration
+	tokenFromFlag    bool // --mcp-token was used (warn: visible in ps)
+	jupyterTokenFile string
+	mcpTokenFile     string
+}
+
+// option describes one setting: its flag, environment variable, default and help. The table
+// drives the flag set, the environment lookup and --help, so they cannot drift apart.
+type option struct {
+	flag, env, def, help string
+	kind                 string // string, bool, duration
+	secret               bool
+	set                  func(c *Config, v string) error
+}
+
+func options() []option {
+	str := func(dst func(*Config) *string) func(*Config, string) error {
+		return func(c *Config, v string) error { *dst(c) = v; return nil }
+	}
+	boolean := func(dst func(*Config) *bool) func(*Config, string) error {
+		return func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("not a boolean: %q", v)
+			}
+			*dst(c) = b
+			return nil
+		}
+	}
+	duration := func(dst func(*Config) *time.Duration) func(*Config, string) error {
+		return func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("not a duration (like 30s, 10m): %q", v)
+			}
+			*dst(c) = d
+			return nil
+		}
+	}
+	return []option{
+		{"jupyter-url", "JUPYTER_URL", "http://127.0.0.1:8888/", "jupyter-server URL, including any base_url (e.g. https://hub/user/alice/)", "string", false, str(func(c *Config) *string { return &c.JupyterURL })},
+		{"", "JUPYTER_TOKEN", "", "Jupyter token (environment only; or --jupyter-token-file)", "string", true, str(func(c *Config) *string { return &c.JupyterToken })},
+		{"jupyter-token-file", "JUPYTER_TOKEN_FILE", "", "file holding the Jupyter token", "string", false, str(func(c *Config) *string { return &c.jupyterTokenFile })},
+		{"jupyter-timeout", "JUPYTER_TIMEOUT", "30s", "timeout of each jupyter-server request", "duration", false, duration(func(c *Config) *time.Duration { return &c.JupyterTimeout })},
+		{"listen", "MCP_LISTEN", "", "serve MCP over Streamable HTTP on this address (path /mcp); empty: stdio", "string", false, str(func(c *Config) *string { return &c.Listen })},
+		{"", "MCP_TOKEN", "", "bearer token required on the HTTP endpoint (environment only; or --mcp-token-file)", "string", true, str(func(c *Config) *string { return &c.MCPToken })},
+		{"mcp-token-file", "MCP_TOKEN_FILE", "", "file holding the MCP bearer token", "string", false, str(func(c *Config) *string { return &c.mcpTokenFile })},
+		{"mcp-token", "", "", "MCP bearer token (discouraged: flag values are visible in ps; prefer MCP_TOKEN)", "string", true, func(c *Config, v string) error { c.MCPToken = v; c.tokenFromFlag = true; return nil }},
+		{"insecure-no-auth", "MCP_INSECURE_NO_AUTH", "false", "serve HTTP without a bearer token (only allowed on a loopback address)", "bool", false, boolean(func(c *Config) *bool { return &c.InsecureNoAuth })},
+		{"log-level", "LOG_LEVEL", "info", "debug, info, warn or error", "string", false, str(func(c *Config) *string { return &c.LogLevel })},
+		{"log-format", "LOG_FORMAT", "auto", "json, console, or auto (console when stderr is a terminal)", "string", false, str(func(c *Config) *string { return &c.LogFormat })},
+		{"agent-name", "AGENT_NAME", "AI Agent", "name collaborators see for the agent", "string", false, str(func(c *Config) *string { return &c.AgentName })},
+		{"agent-username", "AGENT_USERNAME", "jupyter-collab-mcp", "awareness username (distinct from the humans')", "string", false, str(func(c *Config) *string { return &c.AgentUsername })},
+		{"agent-initials", "AGENT_INITIALS", "AI", "initials shown in JupyterLab's collaborator list", "string", false, str(func(c *Config) *string { return &c.AgentInitials })},
+		{"agent-color", "AGENT_COLOR", "#7c3aed", "cursor and avatar colour", "string", false, str(func(c *Config) *string { return &c.AgentColor })},
+		{"no-autosave", "NO_AUTOSAVE", "false", "do not ask the server to autosave (by default the agent asks, so edits reach the file)", "bool", false, boolean(func(c *Config) *bool { return &c.NoAutosave })},
+		{"idle-timeout", "ROOM_IDLE_TIMEOUT", "10m", "leave rooms nobody used for this long", "duration", false, duration(func(c *Config) *time.Duration { return &c.IdleTimeout })},
+		{"session-idle-ttl", "MCP_SESSION_IDLE_TTL", "30m", "free HTTP MCP sessions idle for this long", "duration", false, duration(func(c *Config) *time.Duration { return &c.SessionIdleTTL })},
+		{"call-timeout", "MCP_CALL_TIMEOUT", "2m", "upper bound of one tool call", "duration", false, duration(func(c *Config) *time.Duration { return &c.CallTimeout })},
+	}
+}
+
+// errHelp is returned for -h/--help after the usage was printed.
+var errHelp = errors.New("help requested")
+
+// loadConfig builds the configuration from args and the environment. It is pure apart from
+// readFile, so precedence is table-testable.
+func loadConfig(args []string, getenv func(string) string, readFile func(string) ([]byte, error), usageOut io.Writer) (Config, error) {
+	var c Config
+	opts := options()
+	// defaults, then environment
+	for _, o := range opts {
+		v := o.def
+		if o.env != "" {
+			if e := getenv(o.env); e != "" {
+				v = e
+			}
+		}
+		if v == "" && o.kind == "string" {
+			continue
+		}
+		if err := o.set(&c, v); err != nil {
+			return c, fmt.Errorf("%s: %w", nonEmpty(o.env, "--"+o.flag), err)
+		}
+	}
+	// flags override
+	fs := flag.NewFlagSet("jupyter-collab-mcp", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	flagVals := map[string]*string{}
+	for _, o := range opts {
+		if o.flag == "" {
+			continue
+		}
+		if o.kind == "bool" {
+			flagVals[o.flag] = new(string)
+			p := flagVals[o.flag]
+			fs.BoolFunc(o.flag, o.help, func(v string) error { *p = v; return nil })
+			continue
+		}
+		flagVals[o.flag] = fs.String(o.flag, "\x00", o.help)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(usageOut)
+			return c, errHelp
+		}
+		return c, fmt.Errorf("%w (see --help)", err)
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
+	}
+	for _, o := range opts {
+		if o.flag == "" {
+			continue
+		}
+		v := *flagVals[o.flag]
+		if v == "\x00" || (o.kind == "bool" && v == "") {
+			continue
+		}
+		if err := o.set(&c, v); err != nil {
+			return c, fmt.Errorf("--%s: %w", o.flag, err)
+		}
+	}
+	// secrets from files
+	for _, f := range []struct {
+		path string
+		dst  *string
+		name string
+	}{{c.jupyterTokenFile, &c.JupyterToken, "Jupyter token"}, {c.mcpTokenFile, &c.MCPToken, "MCP token"}} {
+		if f.path == "" {
+			continue
+		}
+		b, err := readFile(f.path)
+		if err != nil {
+			return c, fmt.Errorf("read %s file: %w", f.name, err)
+		}
+		*f.dst = strings.TrimSpace(string(b))
+	}
+	return c, c.validate()
+}
+
+func (c Config) validate() error {
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("log level %q: must be debug, info, warn or error", c.LogLevel)
+	}
+	switch c.LogFormat {
+	case "json", "console", "auto":
+	default:
+		return fmt.Errorf("log format %q: must be json, console or auto", c.LogFormat)
+	}
+	if c.JupyterURL == "" {
+		return errors.New("JUPYTER_URL / --jupyter-url is required")
+	}
+	if c.Listen == "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return fmt.Errorf("--listen %q: %w", c.Listen, err)
+	}
+	if c.InsecureNoAuth {
+		if c.MCPToken != "" {
+			return errors.New("--insecure-no-auth contradicts MCP_TOKEN: choose one")
+		}
+		if !isLoopback(host) {
+			return fmt.Errorf("--insecure-no-auth is only allowed on a loopback address, not %q", host)
+		}
+		return nil
+	}
+	if c.MCPToken == "" {
+		return errors.New("the HTTP endpoint needs a bearer token: set MCP_TOKEN (or --mcp-token-file), or run with --insecure-no-auth on a loopback address")
+	}
+	if len(c.MCPToken) < 16 {
+		return errors.New("MCP_TOKEN must be at least 16 characters")
+	}
+	return nil
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func nonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, `jupyter-collab-mcp: an MCP server that works on live Jupyter notebooks as a real-time collaborator.
+
+Usage: jupyter-collab-mcp [flags]
+
+Without --listen it serves MCP over stdio (for clients that start it); with --listen it serves
+Streamable HTTP on /mcp and requires a bearer token.
+
+Options (flag / environment variable / default):`)
+	for _, o := range options() {
+		name := "(environment only)"
+		if o.flag != "" {
+			name = "--" + o.flag
+		}
+		env := o.env
+		if env == "" {
+			env = "-"
+		}
+		def := o.def
+		if def == "" || o.secret {
+			def = "-"
+		}
+		fmt.Fprintf(w, "  %-22s %-22s default %s\n      %s\n", name, env, def, o.help)
+	}
+}
+
+// stderrIsTerminal reports whether stderr is a character device (for console logs).
+func stderrIsTerminal() bool {
+	fi, err := os.Stderr.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

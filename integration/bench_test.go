@@ -1,0 +1,168 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
+)
+
+// Benchmarks against the real server. They report numbers (b.ReportMetric); nothing here
+// asserts a speed. Run with `make bench` (-benchtime 1x: each benchmark does its own loop).
+
+// BenchmarkEditToPeer: an edit in the sidecar until the independent peer sees it, over 1,000
+// sequential edits of one cell; also the time until the server confirmed the edit (Edit
+// returned).
+func BenchmarkEditToPeer(b *testing.B) {
+	const edits = 1000
+	ctx := ctxT(b, 5*time.Minute)
+	name := uniqueName(b, ".ipynb")
+	if err := shared.WriteFile(name, fixture(b, "jupyter_ydoc--nb0.ipynb")); err != nil {
+		b.Fatal(err)
+	}
+	sc := newSidecar(b, shared, nil)
+	room, err := sc.manager.Open(ctx, name, ydoc.KindNotebook)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cellID := replica(b, ctx, room).Cells[0].ID
+	p := newPeer(b)
+	if err := p.Connect(ctx, shared, name, "notebook"); err != nil {
+		b.Fatal(err)
+	}
+	if err := p.Call(ctx, "watchText", map[string]any{"cellId": cellID, "tail": 12}, nil); err != nil {
+		b.Fatal(err)
+	}
+	seen := make([]time.Duration, 0, edits)
+	confirmed := make([]time.Duration, 0, edits)
+	b.ResetTimer()
+	for i := 0; i < edits; i++ {
+		marker := fmt.Sprintf("e%d;", i)
+		start := time.Now()
+		if _, err := room.Edit(ctx, func(tx *ydoc.Txn, _ bool) error {
+			idx := tx.CellIndex(cellID)
+			c, err := tx.Cell(idx)
+			if err != nil {
+				return err
+			}
+			return tx.SetSource(idx, c.Source+marker)
+		}); err != nil {
+			b.Fatal(err)
+		}
+		confirmed = append(confirmed, time.Since(start))
+		if err := awaitTail(ctx, p, marker); err != nil {
+			b.Fatal(err)
+		}
+		seen = append(seen, time.Since(start))
+	}
+	b.StopTimer()
+	report(b, "peer", seen)
+	report(b, "confirm", confirmed)
+}
+
+func awaitTail(ctx context.Context, p *Peer, marker string) error {
+	for {
+		select {
+		case ev := <-p.Events():
+			if ev.Event == "text" && strings.HasSuffix(ev.Tail, marker) {
+				return nil
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("peer never saw %q: %w", marker, ctx.Err())
+		}
+	}
+}
+
+func report(b *testing.B, what string, ds []time.Duration) {
+	slices.Sort(ds)
+	pct := func(p float64) float64 {
+		return float64(ds[int(p*float64(len(ds)-1))].Microseconds()) / 1000
+	}
+	b.ReportMetric(pct(0.50), what+"-p50-ms")
+	b.ReportMetric(pct(0.99), what+"-p99-ms")
+	b.Logf("%s latency over %d edits: p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms", what, len(ds), pct(0.5), pct(0.9), pct(0.99), pct(1))
+}
+
+// generatedNotebook builds a notebook of n code cells of about size bytes each (source, a
+// stream output and a rich result), like a long analysis notebook.
+func generatedNotebook(n, size int) []byte {
+	cells := make([]any, n)
+	chunk := size / 3
+	for i := range cells {
+		src := strings.Repeat(fmt.Sprintf("value_%d = compute(%d)  # step\n", i, i), max(1, chunk/30))
+		text := strings.Repeat(fmt.Sprintf("progress %d ok\n", i), max(1, chunk/15))
+		data := strings.Repeat("0.123456789,", max(1, chunk/12))
+		cells[i] = map[string]any{
+			"cell_type": "code", "id": fmt.Sprintf("cell-%04d", i), "metadata": map[string]any{"tags": []any{"generated"}},
+			"execution_count": i + 1, "source": src,
+			"outputs": []any{
+				map[string]any{"output_type": "stream", "name": "stdout", "text": text},
+				map[string]any{"output_type": "execute_result", "execution_count": i + 1, "metadata": map[string]any{}, "data": map[string]any{"text/plain": data}},
+			},
+		}
+	}
+	b, _ := json.Marshal(map[string]any{"cells": cells, "metadata": map[string]any{}, "nbformat": 4, "nbformat_minor": 5})
+	return b
+}
+
+// BenchmarkJoinLargeNotebook: join + full sync of a 1,000-cell, ~5 MB notebook; time and the
+// heap the replica holds. "cold" includes the server loading the file into a new room; "warm"
+// joins a room the server already has in memory (another client is connected).
+func BenchmarkJoinLargeNotebook(b *testing.B) {
+	raw := generatedNotebook(1000, 5000)
+	ctx := ctxT(b, 5*time.Minute)
+	var cold, warm []time.Duration
+	var heap []float64
+	const runs = 5
+	for i := 0; i < runs; i++ {
+		name := uniqueName(b, ".ipynb")
+		if err := shared.WriteFile(name, raw); err != nil {
+			b.Fatal(err)
+		}
+		// cold
+		sc := newSidecar(b, shared, nil)
+		start := time.Now()
+		room, err := sc.manager.Open(ctx, name, ydoc.KindNotebook)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cold = append(cold, time.Since(start))
+		// warm: a second sidecar joins while the first keeps the server's room alive
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		sc2 := newSidecar(b, shared, func(o *bridge.ManagerOptions) {})
+		start = time.Now()
+		room2, err := sc2.manager.Open(ctx, name, ydoc.KindNotebook)
+		if err != nil {
+			b.Fatal(err)
+		}
+		warm = append(warm, time.Since(start))
+		runtime.GC()
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		heap = append(heap, float64(after.HeapAlloc)-float64(before.HeapAlloc))
+		if n := len(replica(b, ctx, room2).Cells); n != 1000 {
+			b.Fatalf("replica has %d cells", n)
+		}
+		_ = room
+		sc2.stop()
+		sc.stop()
+	}
+	report(b, "join-cold", cold)
+	report(b, "join-warm", warm)
+	slices.Sort(heap)
+	mb := float64(len(raw)) / (1 << 20)
+	b.ReportMetric(mb, "doc-MB")
+	b.ReportMetric(heap[len(heap)/2]/(1<<20), "replica-heap-MB")
+	b.Logf("notebook %.2f MB on disk; replica heap (median of %d) %.2f MB = %.1fx the document", mb, runs, heap[len(heap)/2]/(1<<20), heap[len(heap)/2]/float64(len(raw)))
+}

@@ -1,0 +1,137 @@
+// Package tools is the MCP surface: tools, resources and prompts over the live rooms that
+// bridge keeps. Tools act through bridge, never around it.
+package tools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/mark3labs/mcp-go/server"
+	"github.com/rs/zerolog"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+)
+
+// Options configure the MCP server.
+type Options struct {
+	Manager *bridge.Manager
+	Logger  zerolog.Logger
+	Version string
+	// CallTimeout bounds one tool call (default 2 min).
+	CallTimeout time.Duration
+}
+
+// Server is the MCP server. Tool handlers are goroutine-safe: they only touch bridge, whose
+// rooms serialise access to their replicas.
+type Server struct {
+	opts Options
+	log  zerolog.Logger
+	mcp  *server.MCPServer
+}
+
+// New builds the MCP server and registers every tool. It starts nothing.
+func New(opts Options) (*Server, error) {
+	if opts.Manager == nil {
+		return nil, errors.New("tools: a room manager is required")
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = 2 * time.Minute
+	}
+	s := &Server{opts: opts, log: opts.Logger}
+	s.mcp = server.NewMCPServer("jupyter-collab-mcp", opts.Version,
+		server.WithToolCapabilities(false),
+		server.WithRecovery(),
+		server.WithInstructions(instructions),
+	)
+	s.registerNotebookTools()
+	return s, nil
+}
+
+const instructions = `jupyter-collab-mcp works on live Jupyter notebooks and text files as a real-time collaborator: ` +
+	`what you read is the shared document humans are editing in JupyterLab right now, and your edits appear in their browsers. ` +
+	`Refer to cells by id rather than index when you can; indexes shift when others edit.`
+
+// MCP returns the underlying mcp-go server (tests, in-process clients).
+func (s *Server) MCP() *server.MCPServer { return s.mcp }
+
+// ServeStdio serves one client over stdin/stdout until ctx ends or input closes.
+func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
+	ss := server.NewStdioServer(s.mcp)
+	ss.SetErrorLogger(log.New(s.log.With().Str("transport", "stdio").Logger(), "", 0))
+	err := ss.Listen(ctx, in, out)
+	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, io.EOF)) {
+		return nil
+	}
+	return err
+}
+
+// HTTPOptions configure the Streamable HTTP transport.
+type HTTPOptions struct {
+	Listener net.Listener
+	// Protect wraps the MCP handler (bearer auth); nil serves it open (cmd allows that only on
+	// loopback with an explicit flag).
+	Protect func(http.Handler) http.Handler
+	// SessionIdleTTL frees sessions of clients that vanish without DELETE (default 30 min).
+	SessionIdleTTL time.Duration
+}
+
+// ServeHTTP serves Streamable HTTP on /mcp until ctx ends, then shuts down gracefully.
+func (s *Server) ServeHTTP(ctx context.Context, opts HTTPOptions) error {
+	if opts.Listener == nil {
+		return errors.New("tools: a listener is required")
+	}
+	if opts.SessionIdleTTL <= 0 {
+		opts.SessionIdleTTL = 30 * time.Minute
+	}
+	hlog := s.log.With().Str("transport", "http").Logger()
+	mcpHTTP := server.NewStreamableHTTPServer(s.mcp,
+		server.WithEndpointPath("/mcp"),
+		server.WithStateful(true),                               // a made-up session id must not run tools
+		server.WithEventStore(server.NewInMemoryEventStore()),   // resumability; no lost notifications
+		server.WithSessionIdleTTL(opts.SessionIdleTTL),          // clients that never DELETE
+		server.WithStreamableHTTPLogger(slog.New(zerolog.NewSlogHandler(hlog))),
+	)
+	var h http.Handler = mcpHTTP
+	if opts.Protect != nil {
+		h = opts.Protect(h)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", http.MaxBytesHandler(h, 16<<20))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          log.New(hlog, "", 0),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(opts.Listener) }()
+	hlog.Info().Str("addr", opts.Listener.Addr().String()).Msg("serving MCP over Streamable HTTP on /mcp")
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve http: %w", err)
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = mcpHTTP.Shutdown(shutdown) // ends streaming sessions, which http.Server.Shutdown ignores
+	err := srv.Shutdown(shutdown)
+	<-errc
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("shutdown http: %w", err)
+	}
+	return nil
+}
