@@ -96,9 +96,9 @@ func (s *Server) ServeHTTP(ctx context.Context, opts HTTPOptions) error {
 	hlog := s.log.With().Str("transport", "http").Logger()
 	mcpHTTP := server.NewStreamableHTTPServer(s.mcp,
 		server.WithEndpointPath("/mcp"),
-		server.WithStateful(true),                               // a made-up session id must not run tools
-		server.WithEventStore(server.NewInMemoryEventStore()),   // resumability; no lost notifications
-		server.WithSessionIdleTTL(opts.SessionIdleTTL),          // clients that never DELETE
+		server.WithStateful(true),                             // a made-up session id must not run tools
+		server.WithEventStore(server.NewInMemoryEventStore()), // resumability; no lost notifications
+		server.WithSessionIdleTTL(opts.SessionIdleTTL),        // clients that never DELETE
 		server.WithStreamableHTTPLogger(slog.New(zerolog.NewSlogHandler(hlog))),
 	)
 	var h http.Handler = mcpHTTP
