@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLoadConfig(t *testing.T) {
+	files := map[string]string{"/secrets/mcp": "file-token-0123456789\n", "/secrets/jupyter": "jt-from-file\n"}
+	readFile := func(p string) ([]byte, error) {
+		if s, ok := files[p]; ok {
+			return []byte(s), nil
+		}
+		return nil, os.ErrNotExist
+	}
+	const longToken = "0123456789abcdef0123"
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		check   func(t *testing.T, c Config)
+		wantErr string
+	}{
+		{name: "defaults", check: func(t *testing.T, c Config) {
+			if c.JupyterURL != "http://127.0.0.1:8888/" || c.Listen != "" || c.LogLevel != "info" || c.IdleTimeout != 10*time.Minute || c.AgentName != "AI Agent" {
+				t.Errorf("defaults: %+v", c)
+			}
+		}},
+		{name: "env over default", env: map[string]string{"JUPYTER_URL": "http://h:1/base/", "JUPYTER_TOKEN": "jt", "LOG_LEVEL": "debug", "ROOM_IDLE_TIMEOUT": "1m"}, check: func(t *testing.T, c Config) {
+			if c.JupyterURL != "http://h:1/base/" || c.JupyterToken != "jt" || c.LogLevel != "debug" || c.IdleTimeout != time.Minute {
+				t.Errorf("env: %+v", c)
+			}
+		}},
+		{name: "flag over env", args: []string{"--jupyter-url", "http://flag:2/", "--log-level=warn"}, env: map[string]string{"JUPYTER_URL": "http://env:1/", "LOG_LEVEL": "debug"}, check: func(t *testing.T, c Config) {
+			if c.JupyterURL != "http://flag:2/" || c.LogLevel != "warn" {
+				t.Errorf("flags: %+v", c)
+			}
+		}},
+		{name: "token files", args: []string{"--jupyter-token-file", "/secrets/jupyter", "--mcp-token-file", "/secrets/mcp", "--listen", "127.0.0.1:9000"}, check: func(t *testing.T, c Config) {
+			if c.JupyterToken != "jt-from-file" || c.MCPToken != "file-token-0123456789" {
+				t.Errorf("files: %+v", c)
+			}
+		}},
+		{name: "http needs a token", args: []string{"--listen", "127.0.0.1:9000"}, wantErr: "needs a bearer token"},
+		{name: "http with env token", args: []string{"--listen", "0.0.0.0:9000"}, env: map[string]string{"MCP_TOKEN": longToken}, check: func(t *testing.T, c Config) {
+			if c.MCPToken != longToken || c.tokenFromFlag {
+				t.Errorf("%+v", c)
+			}
+		}},
+		{name: "short token", args: []string{"--listen", "127.0.0.1:9000"}, env: map[string]string{"MCP_TOKEN": "short"}, wantErr: "at least 16"},
+		{name: "insecure on loopback", args: []string{"--listen", "127.0.0.1:9000", "--insecure-no-auth"}, check: func(t *testing.T, c Config) {
+			if !c.InsecureNoAuth {
+				t.Error("insecure flag not set")
+			}
+		}},
+		{name: "insecure refused off loopback", args: []string{"--listen", "0.0.0.0:9000", "--insecure-no-auth"}, wantErr: "only allowed on a loopback"},
+		{name: "insecure and token contradict", args: []string{"--listen", "127.0.0.1:9000", "--insecure-no-auth"}, env: map[string]string{"MCP_TOKEN": longToken}, wantErr: "contradicts"},
+		{name: "flag token warns", args: []string{"--listen", "[::1]:9000", "--mcp-token", longToken}, check: func(t *testing.T, c Config) {
+			if !c.tokenFromFlag || c.MCPToken != longToken {
+				t.Errorf("%+v", c)
+			}
+		}},
+		{name: "bad duration", env: map[string]string{"ROOM_IDLE_TIMEOUT": "soon"}, wantErr: "ROOM_IDLE_TIMEOUT"},
+		{name: "bad bool", env: map[string]string{"NO_AUTOSAVE": "perhaps"}, wantErr: "NO_AUTOSAVE"},
+		{name: "bad level", args: []string{"--log-level", "loud"}, wantErr: "log level"},
+		{name: "unknown flag", args: []string{"--nope"}, wantErr: "flag provided but not defined"},
+		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected arguments"},
+		{name: "missing token file", args: []string{"--mcp-token-file", "/nope"}, wantErr: "read MCP token file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := loadConfig(tc.args, func(k string) string { return tc.env[k] }, readFile, io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, c)
+		})
+	}
+}
+
+func TestHelpListsEveryOption(t *testing.T) {
+	var out bytes.Buffer
+	_, err := loadConfig([]string{"--help"}, func(string) string { return "" }, os.ReadFile, &out)
+	if !errors.Is(err, errHelp) {
+		t.Fatalf("err = %v", err)
+	}
+	for _, o := range options() {
+		if o.flag != "" && !strings.Contains(out.String(), "--"+o.flag) {
+			t.Errorf("--help does not document --%s", o.flag)
+		}
+		if o.env != "" && !strings.Contains(out.String(), o.env) {
+			t.Errorf("--help does not document %s", o.env)
+		}
+	}
+}
+
+// Only ydoc may import y-crdt: the workarounds live in one place.
+func TestOnlyYdocImportsYCRDT(t *testing.T) {
+	out, err := goList()
+	if err != nil {
+		t.Skip("go list unavailable:", err)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		pkg, imports, ok := strings.Cut(line, ":")
+		if !ok || strings.HasSuffix(pkg, "/ydoc") {
+			continue
+		}
+		if strings.Contains(imports, "github.com/skyterra/y-crdt") {
+			t.Errorf("%s imports y-crdt; only ydoc may", pkg)
+		}
+	}
+}
+
+func goList() (string, error) {
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}}:{{join .Imports \" \"}}", "github.com/jupyter-collab-mcp/jupyter-collab-mcp/...")
+	cmd.Dir = "../.."
+	b, err := cmd.Output()
+	return string(b), err
+}
+
+// The README's configuration table must list every flag and environment variable.
+func TestReadmeDocumentsEveryOption(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Skip("README not found:", err)
+	}
+	readme := string(b)
+	for _, o := range options() {
+		if o.flag != "" && !strings.Contains(readme, "`--"+o.flag+"`") {
+			t.Errorf("README does not document --%s", o.flag)
+		}
+		if o.env != "" && !strings.Contains(readme, "`"+o.env+"`") {
+			t.Errorf("README does not document %s", o.env)
+		}
+	}
+}
