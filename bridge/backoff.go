@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// backoff is an exponential, capped delay with ±50% jitter. Reset it only once a connection has
+// backoff is an exponential delay with ±50% jitter, never above max. Reset it only once a connection has
 // proven healthy (synced), so a server that accepts and then drops cannot make us spin.
 type backoff struct {
 	min, max time.Duration
@@ -22,7 +22,7 @@ func (b *backoff) Next() time.Duration {
 	d := b.next
 	b.next = min(b.next*2, b.max)
 	jitter := 0.5 + b.rand() // 0.5 .. 1.5
-	return time.Duration(float64(d) * jitter)
+	return min(time.Duration(float64(d)*jitter), b.max)
 }
 
 // Reset returns to the minimum delay.

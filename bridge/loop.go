@@ -66,14 +66,14 @@ func (l *roomLoop) classifyClose(err error) error {
 			if reason.Detail != "" {
 				msg += ": " + reason.Detail
 			}
-			return &RoomError{Path: l.r.opts.Path, Err: fmt.Errorf("%s (close %d)", msg, ce.CloseCode())}
+			return &RoomError{Path: l.r.opts.Path, Err: fmt.Errorf("%s: %w", msg, err)}
 		}
 		l.requestReset("the server closed the session (" + nonEmpty(reason.Reason, ce.CloseReason()) + ")")
 		return err
 	case closeFileNotFound:
-		return &RoomError{Path: l.r.opts.Path, Err: fmt.Errorf("file not found (close %d)", ce.CloseCode())}
+		return &RoomError{Path: l.r.opts.Path, Err: fmt.Errorf("file not found: %w", err)}
 	case closeBadRequest:
-		return &RoomError{Path: l.r.opts.Path, Err: fmt.Errorf("the server refused to load the document as a %s (close %d: %s)", l.r.opts.Kind, ce.CloseCode(), ce.CloseReason())}
+		return &RoomError{Path: l.r.opts.Path, Err: fmt.Errorf("the server refused to load the document as a %s: %w", l.r.opts.Kind, err)}
 	}
 	return err
 }
@@ -285,15 +285,26 @@ func (l *roomLoop) stop(err error) {
 		l.link.closeGracefully(last, 2*time.Second)
 		l.link = nil
 	}
-	// Nobody can send more requests once done is closed; drain any sender racing with us.
-	for {
+	// Requests racing with the shutdown still run (so their callers are not left waiting), then
+	// everything they registered fails: nothing can be sent any more.
+	for drained := false; !drained; {
 		select {
 		case fn := <-l.r.reqs:
 			fn(l)
 		default:
-			return
+			drained = true
 		}
 	}
+	for _, d := range l.sess.Abort(cause) {
+		if w, ok := l.waiters[d.ID]; ok {
+			delete(l.waiters, d.ID)
+			w <- ydoc.EditResult{ID: d.ID, Err: d.Err}
+		}
+	}
+	for _, fn := range l.deferred {
+		fn(cause)
+	}
+	l.deferred = nil
 }
 
 func (l *roomLoop) setStatus(s Status, err error) {

@@ -110,6 +110,9 @@ func (m *Manager) Open(ctx context.Context, path string, kind ydoc.Kind) (*Room,
 		return nil, ErrManagerStopped
 	}
 	room := m.Get(path, kind)
+	if room != nil && isStopped(room) {
+		room = nil // failed or closed: start afresh
+	}
 	if room == nil {
 		if err := m.checkFile(ctx, path, kind); err != nil {
 			return nil, err
@@ -150,7 +153,7 @@ func (m *Manager) checkFile(ctx context.Context, path string, kind ydoc.Kind) er
 func (m *Manager) start(key roomKey) (*Room, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if r := m.rooms[key]; r != nil { // another caller won the race
+	if r := m.rooms[key]; r != nil && !isStopped(r) { // another caller won the race
 		return r, nil
 	}
 	if m.life.Err() != nil {
@@ -177,6 +180,15 @@ func (m *Manager) start(key roomKey) (*Room, error) {
 		m.mu.Unlock()
 	}()
 	return room, nil
+}
+
+func isStopped(r *Room) bool {
+	select {
+	case <-r.Done():
+		return true
+	default:
+		return false
+	}
 }
 
 // Get returns the open room for a document, or nil.

@@ -264,8 +264,18 @@ func (r *Room) Close() {
 func (r *Room) WaitSynced(ctx context.Context) error {
 	r.touch()
 	select {
+	case <-r.done: // a stopped room is not usable, even if it once synced
+		return r.stoppedErr()
+	default:
+	}
+	select {
 	case <-r.synced:
-		return nil
+		select {
+		case <-r.done:
+			return r.stoppedErr()
+		default:
+			return nil
+		}
 	case <-r.done:
 		return r.stoppedErr()
 	case <-ctx.Done():
@@ -336,21 +346,36 @@ func (r *Room) Edit(ctx context.Context, fn ydoc.EditFunc) (ydoc.Change, error) 
 	err := r.do(ctx, func(l *roomLoop) {
 		l.waiters[id] = res
 		l.handle(l.sess.Propose(id, fn))
-		l.publishInfo()
+		l.publishPending()
 	})
 	if err != nil {
+		if ctx.Err() != nil { // the loop never took the edit: nothing happened
+			return ydoc.Change{}, &WithdrawnError{Err: ctx.Err()}
+		}
 		return ydoc.Change{}, err
 	}
 	select {
 	case out := <-res:
 		return out.Change, out.Err
+	case <-r.done:
+		select {
+		case out := <-res:
+			return out.Change, out.Err
+		default:
+			return ydoc.Change{}, r.stoppedErr()
+		}
 	case <-ctx.Done():
 	}
+	// The caller gave up: withdraw the edit if it has not been applied yet. The loop never blocks
+	// on the network, so this answers promptly; the bound is a safety net.
 	withdrawn := make(chan bool, 1)
-	werr := r.do(context.Background(), func(l *roomLoop) {
+	wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	werr := r.do(wctx, func(l *roomLoop) {
 		ok := l.sess.Withdraw(id)
 		if ok {
 			delete(l.waiters, id)
+			l.publishPending()
 		}
 		withdrawn <- ok
 	})
@@ -502,6 +527,47 @@ func (l *roomLoop) awarenessState() map[string]any {
 	return map[string]any{"user": l.r.opts.User, "autosave": !l.r.opts.NoAutosave}
 }
 
+// dial opens the document session and the websocket on a helper goroutine, serving requests
+// meanwhile: the room goroutine never blocks on the network, so callers can always withdraw.
+func (l *roomLoop) dial(ctx context.Context) (DocSession, Conn, error) {
+	type dialed struct {
+		ds   DocSession
+		conn Conn
+		err  error
+	}
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	resc := make(chan dialed, 1)
+	format, docType := l.format()
+	go func() {
+		ds, err := l.r.opts.Server.OpenDocSession(dctx, l.r.opts.Path, format, docType)
+		if err != nil {
+			resc <- dialed{err: fmt.Errorf("open document session: %w", err)}
+			return
+		}
+		conn, err := l.r.opts.Server.DialRoom(dctx, ds.RoomID, ds.SessionID)
+		if err != nil {
+			resc <- dialed{err: fmt.Errorf("join room %s: %w", ds.RoomID, err)}
+			return
+		}
+		resc <- dialed{ds: ds, conn: conn}
+	}()
+	for {
+		select {
+		case d := <-resc:
+			return d.ds, d.conn, d.err
+		case fn := <-l.r.reqs:
+			fn(l)
+		case <-ctx.Done():
+			cancel()
+			if d := <-resc; d.conn != nil {
+				_ = d.conn.Close()
+			}
+			return DocSession{}, nil, ctx.Err()
+		}
+	}
+}
+
 func (l *roomLoop) format() (string, string) {
 	if l.r.opts.Kind == ydoc.KindText {
 		return "text", "file"
@@ -517,6 +583,10 @@ func (l *roomLoop) run(ctx context.Context) error {
 			return ctx.Err()
 		}
 		if isPermanent(err) {
+			var re *RoomError
+			if errors.As(err, &re) {
+				return err
+			}
 			return &RoomError{Path: l.r.opts.Path, Err: err}
 		}
 		delay := l.bo.Next()
@@ -549,10 +619,9 @@ func (l *roomLoop) wait(ctx context.Context, d time.Duration) error {
 }
 
 func (l *roomLoop) connectAndServe(ctx context.Context) error {
-	format, docType := l.format()
-	ds, err := l.r.opts.Server.OpenDocSession(ctx, l.r.opts.Path, format, docType)
+	ds, conn, err := l.dial(ctx)
 	if err != nil {
-		return fmt.Errorf("open document session: %w", err)
+		return err
 	}
 	now := l.r.opts.Now()
 	switch {
@@ -565,12 +634,9 @@ func (l *roomLoop) connectAndServe(ctx context.Context) error {
 	}
 	if l.needReset != "" {
 		if err := l.reset(); err != nil {
+			_ = conn.Close()
 			return err
 		}
-	}
-	conn, err := l.r.opts.Server.DialRoom(ctx, ds.RoomID, ds.SessionID)
-	if err != nil {
-		return fmt.Errorf("join room %s: %w", ds.RoomID, err)
 	}
 	l.ds = ds
 	l.r.mu.Lock()

@@ -156,9 +156,11 @@ func (a *Awareness) Apply(update []byte, now time.Time) (AwarenessChange, []byte
 	var reply []byte
 	for _, r := range records {
 		if r.client == a.clientID {
-			// Never let a peer remove or replace the local state; re-assert it with a higher
-			// clock if someone sent a newer one for our id.
-			if r.clock >= a.localClock && a.local != nil {
+			// Never let a peer remove or replace the local state: re-assert it with a higher clock
+			// when someone sent a newer state for our id, or a null at our clock. The server
+			// echoes our own frames back to us (same clock, our state): those are ignored, or the
+			// two sides would ping-pong forever.
+			if a.local != nil && (r.clock > a.localClock || (r.clock == a.localClock && r.state == nil)) {
 				a.localClock = r.clock
 				reply = a.announce(now)
 			}

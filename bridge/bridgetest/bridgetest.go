@@ -1,0 +1,1077 @@
+// Package bridgetest is an in-memory fake of the Jupyter collaboration server for tests of
+// package bridge. It implements bridge.Server without any network: OpenDocSession and DialRoom
+// are plain calls, and a room websocket is a pair of in-memory queues.
+//
+// The fake behaves like jupyter-collaboration on top of pycrdt-websocket (see
+// jupyter-rtc-protocol.md §2, §3): each room keeps a server-side ydoc.Doc built from the file
+// table; on connect the server sends its SYNC step 1; it answers every step 1 with a step 2;
+// it applies updates from clients and broadcasts each one to all clients, the sender included;
+// it forwards awareness frames to all clients (the sender too, except a lone null state); it
+// answers RAW save requests. Test controls simulate restarts, close codes, refused tokens, an
+// unreachable server, slow or failing writes, held-back echoes and injected frames.
+//
+// The fake starts no goroutines. Every method is safe for concurrent use.
+package bridgetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
+)
+
+// Close codes the fake uses.
+const (
+	CloseNormal         = 1000
+	CloseAbnormal       = 1006 // what a client sees when the server process dies
+	CloseSessionProblem = 1003
+	CloseBadRequest     = 4400
+	CloseFileNotFound   = 4404
+)
+
+// Error is a REST error from the fake, classified like the jupyter package's errors.
+type Error struct {
+	Status int
+	Msg    string
+	Perm   bool
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("fake jupyter: HTTP %d: %s", e.Status, e.Msg)
+}
+
+// StatusCode returns the HTTP status.
+func (e *Error) StatusCode() int { return e.Status }
+
+// Permanent reports whether retrying cannot help.
+func (e *Error) Permanent() bool { return e.Perm }
+
+// CloseError is a websocket close the server sent, as Conn.Read returns it.
+type CloseError struct {
+	Code   int
+	Reason string
+}
+
+func (e *CloseError) Error() string {
+	return fmt.Sprintf("fake jupyter: websocket closed with code %d: %s", e.Code, e.Reason)
+}
+
+// CloseCode returns the websocket close code.
+func (e *CloseError) CloseCode() int { return e.Code }
+
+// CloseReason returns the close reason (JSON for 1003).
+func (e *CloseError) CloseReason() string { return e.Reason }
+
+// ErrConnRefused is what OpenDocSession and DialRoom return while the server is down: a
+// transient dial error, like the one net/http returns for a stopped server.
+var ErrConnRefused error = &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+
+// File is one entry of the fake's file table.
+type File struct {
+	Path     string
+	Type     string        // "notebook", "file" or "directory"
+	Notebook ydoc.Notebook // Type notebook: the content a room is built from
+	Text     string        // Type file: the content a room is built from
+}
+
+// Default file table entries.
+const (
+	NotebookPath = "nb.ipynb"
+	TextPath     = "notes.txt"
+	DirPath      = "data"
+	NestedPath   = "data/inner.ipynb"
+)
+
+// DefaultNotebook is the notebook the default file table holds: two cells with fixed ids.
+func DefaultNotebook() ydoc.Notebook {
+	one := 1
+	return ydoc.Notebook{
+		NBFormat:      4,
+		NBFormatMinor: 5,
+		Metadata:      map[string]any{"kernelspec": map[string]any{"name": "python3", "display_name": "Python 3"}},
+		Cells: []ydoc.Cell{
+			{ID: "cell-a", Type: ydoc.CellCode, Source: "print('hello')", ExecutionCount: &one,
+				Outputs: []map[string]any{{"output_type": "stream", "name": "stdout", "text": "hello\n"}}},
+			{ID: "cell-b", Type: ydoc.CellMarkdown, Source: "# Title"},
+		},
+	}
+}
+
+// DefaultFiles is a small tree: a notebook, a text file, a directory holding another notebook.
+func DefaultFiles() []File {
+	return []File{
+		{Path: NotebookPath, Type: "notebook", Notebook: DefaultNotebook()},
+		{Path: TextPath, Type: "file", Text: "first line\nsecond line\n"},
+		{Path: DirPath, Type: "directory"},
+		{Path: NestedPath, Type: "notebook", Notebook: DefaultNotebook()},
+	}
+}
+
+// RestartOptions say what survives Restart. The zero value is a full restart: a new session
+// id and every room rebuilt from the file table under a fresh client id.
+type RestartOptions struct {
+	KeepDoc     bool // keep each room's document (and its history)
+	KeepSession bool // keep the session id (the same server process)
+}
+
+// AwarenessRecord is one entry of an awareness update a client sent.
+type AwarenessRecord struct {
+	Path     string
+	ClientID uint64
+	Clock    uint64
+	State    json.RawMessage // nil for a null state (the client left)
+}
+
+// Server is the fake. Create it with New.
+type Server struct {
+	mu      sync.Mutex
+	files   map[string]File
+	fileIDs map[string]string // path → file id, stable
+	rooms   map[string]*room  // room id → room
+	session string
+	known   map[string]bool // every session id this "server" issued
+	gen     int
+	nextCID uint32
+
+	down, refuse bool
+	openGate     chan struct{} // non-nil: OpenDocSession blocks until it is closed
+	openBlocked  int           // calls currently blocked at the gate
+	echoToSender bool
+	holding      bool
+	held         []heldFrame
+	saveStatus   string
+	writeErr     error
+	stall        chan struct{} // non-nil: writes block until it is closed
+	onCloseNorm  func(*Conn)
+
+	openCalls, dialCalls int
+	conns                []*Conn // every conn ever dialled, in order
+	awareness            []AwarenessRecord
+
+	changed chan struct{} // closed and replaced on every state change
+}
+
+type room struct {
+	id, path string
+	kind     ydoc.Kind
+	doc      *ydoc.Doc
+	conns    []*Conn
+}
+
+type heldFrame struct {
+	to    *Conn
+	frame []byte
+}
+
+// New returns a running fake holding files, or DefaultFiles when none are given.
+func New(files ...File) *Server {
+	if len(files) == 0 {
+		files = DefaultFiles()
+	}
+	s := &Server{
+		files:        map[string]File{},
+		fileIDs:      map[string]string{},
+		rooms:        map[string]*room{},
+		known:        map[string]bool{},
+		echoToSender: true,
+		saveStatus:   "success",
+		nextCID:      1000,
+		changed:      make(chan struct{}),
+	}
+	for _, f := range files {
+		s.files[f.Path] = f
+	}
+	s.newSessionLocked()
+	return s
+}
+
+var _ bridge.Server = (*Server)(nil)
+
+// ---- bridge.Server ----
+
+// OpenDocSession implements bridge.Server. Like the real server it succeeds for a path that
+// does not exist (the websocket then closes with 4404).
+func (s *Server) OpenDocSession(ctx context.Context, p, format, docType string) (bridge.DocSession, error) {
+	s.mu.Lock()
+	s.openCalls++
+	gate := s.openGate
+	if gate != nil {
+		s.openBlocked++
+	}
+	s.bumpLocked()
+	s.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+		}
+		s.mu.Lock()
+		s.openBlocked--
+		s.bumpLocked()
+		s.mu.Unlock()
+	}
+	if err := ctx.Err(); err != nil {
+		return bridge.DocSession{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.down:
+		return bridge.DocSession{}, fmt.Errorf("PUT /api/collaboration/session/%s: %w", p, ErrConnRefused)
+	case s.refuse:
+		return bridge.DocSession{}, &Error{Status: 403, Msg: "token refused", Perm: true}
+	}
+	id, ok := s.fileIDs[p]
+	if !ok {
+		id = fmt.Sprintf("fid-%04d", len(s.fileIDs)+1)
+		s.fileIDs[p] = id
+	}
+	return bridge.DocSession{FileID: id, SessionID: s.session, RoomID: format + ":" + docType + ":" + id}, nil
+}
+
+// DialRoom implements bridge.Server. The returned conn has already received the server's
+// step 1, or is already closed with the close code the real server would use.
+func (s *Server) DialRoom(ctx context.Context, roomID, sessionID string) (bridge.Conn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dialCalls++
+	s.bumpLocked()
+	if s.down {
+		return nil, fmt.Errorf("GET /api/collaboration/room/%s: %w", roomID, ErrConnRefused)
+	}
+	if s.refuse {
+		return nil, &Error{Status: 403, Msg: "token refused", Perm: true}
+	}
+	c := newConn(s)
+	s.conns = append(s.conns, c)
+	if !s.known[sessionID] {
+		reason, _ := json.Marshal(map[string]any{"reason": "unknown_session", "sessionId": sessionID, "reloadable": true})
+		c.closeRemoteLocked(&CloseError{Code: CloseSessionProblem, Reason: string(reason)})
+		return c, nil
+	}
+	parts := strings.SplitN(roomID, ":", 3)
+	if len(parts) != 3 {
+		c.closeRemoteLocked(&CloseError{Code: CloseBadRequest, Reason: "bad room id"})
+		return c, nil
+	}
+	r := s.rooms[roomID]
+	if r == nil {
+		var err error
+		if r, err = s.newRoomLocked(roomID, parts[1], parts[2]); err != nil {
+			c.closeRemoteLocked(err)
+			return c, nil
+		}
+		s.rooms[roomID] = r
+	}
+	c.room = r
+	r.conns = append(r.conns, c)
+	c.pushLocked(ydoc.EncodeSync(ydoc.SyncStep1, r.doc.StateVector().Encode()))
+	return c, nil
+}
+
+// Stat implements bridge.Server.
+func (s *Server) Stat(ctx context.Context, p string) (bridge.FileInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return bridge.FileInfo{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return bridge.FileInfo{}, ErrConnRefused
+	}
+	if p == "" {
+		return bridge.FileInfo{Name: "", Path: "", Type: "directory", Size: -1, Writable: true}, nil
+	}
+	f, ok := s.files[p]
+	if !ok {
+		return bridge.FileInfo{}, &Error{Status: 404, Msg: "No such file or directory: " + p, Perm: true}
+	}
+	return fileInfo(f), nil
+}
+
+// List implements bridge.Server.
+func (s *Server) List(ctx context.Context, dir string) ([]bridge.FileInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return nil, ErrConnRefused
+	}
+	if dir != "" {
+		f, ok := s.files[dir]
+		if !ok {
+			return nil, &Error{Status: 404, Msg: "No such file or directory: " + dir, Perm: true}
+		}
+		if f.Type != "directory" {
+			return nil, &Error{Status: 400, Msg: dir + " is not a directory", Perm: true}
+		}
+	}
+	var out []bridge.FileInfo
+	for _, f := range s.files {
+		parent := path.Dir(f.Path)
+		if parent == "." {
+			parent = ""
+		}
+		if parent == dir {
+			out = append(out, fileInfo(f))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
+}
+
+func fileInfo(f File) bridge.FileInfo {
+	size := int64(-1)
+	if f.Type == "file" {
+		size = int64(len(f.Text))
+	}
+	return bridge.FileInfo{
+		Name:         path.Base(f.Path),
+		Path:         f.Path,
+		Type:         f.Type,
+		Size:         size,
+		LastModified: time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC),
+		Writable:     true,
+	}
+}
+
+// ---- rooms ----
+
+func (s *Server) newSessionLocked() {
+	s.gen++
+	s.session = fmt.Sprintf("session-%d", s.gen)
+	s.known[s.session] = true
+}
+
+// newRoomLocked builds a room's document from the file table, as the server does when the
+// first client joins (a CloseError when the file cannot be loaded as that type).
+func (s *Server) newRoomLocked(id, docType, fileID string) (*room, error) {
+	p := ""
+	for fp, fid := range s.fileIDs {
+		if fid == fileID {
+			p = fp
+		}
+	}
+	f, ok := s.files[p]
+	if !ok || f.Type == "directory" {
+		return nil, &CloseError{Code: CloseFileNotFound, Reason: "Error initializing: " + p + "."}
+	}
+	kind := ydoc.KindNotebook
+	switch {
+	case docType == "notebook" && f.Type == "notebook":
+	case docType == "file" && f.Type == "file":
+		kind = ydoc.KindText
+	default:
+		return nil, &CloseError{Code: CloseBadRequest, Reason: "Error initializing: " + p + "."}
+	}
+	s.nextCID++
+	doc, err := ydoc.NewDoc(kind, s.nextCID, zerolog.Nop())
+	if err != nil {
+		return nil, &CloseError{Code: 4500, Reason: err.Error()}
+	}
+	_, _, err = doc.Transact(func(tx *ydoc.Txn) error {
+		if kind == ydoc.KindText {
+			return tx.SetText(f.Text)
+		}
+		return tx.LoadNotebook(f.Notebook)
+	})
+	if err != nil {
+		return nil, &CloseError{Code: 4500, Reason: err.Error()}
+	}
+	return &room{id: id, path: p, kind: kind, doc: doc}, nil
+}
+
+func (s *Server) roomByPathLocked(p string) *room {
+	for _, r := range s.rooms {
+		if r.path == p {
+			return r
+		}
+	}
+	return nil
+}
+
+// handle processes one frame a client wrote, like pycrdt-websocket's YRoom.serve plus
+// jupyter-collaboration's RAW handling.
+func (s *Server) handle(c *Conn, data []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.bumpLocked()
+	c.mu.Lock()
+	c.received = append(c.received, append([]byte(nil), data...))
+	c.mu.Unlock()
+	r := c.room
+	if r == nil || c.isClosed() {
+		return
+	}
+	f, err := ydoc.DecodeFrame(data)
+	if err != nil {
+		return // the real server logs and drops malformed frames
+	}
+	switch f.Type {
+	case ydoc.MsgSync:
+		switch f.Sync {
+		case ydoc.SyncStep1:
+			diff, err := r.doc.EncodeStateAsUpdate(f.Payload)
+			if err != nil {
+				return
+			}
+			c.pushLocked(ydoc.EncodeSync(ydoc.SyncStep2, diff))
+		case ydoc.SyncStep2, ydoc.SyncUpdate:
+			meta, _, err := r.doc.Apply(f.Payload)
+			if err != nil {
+				// jupyter-collaboration answers an update it cannot integrate with a conflict.
+				c.pushLocked(ydoc.EncodeRaw(`{"type":"conflict"}`))
+				return
+			}
+			if meta.Empty() {
+				return
+			}
+			s.broadcastUpdateLocked(r, append([]byte(nil), f.Payload...))
+		}
+	case ydoc.MsgAwareness:
+		records, err := decodeAwareness(f.Payload)
+		if err != nil {
+			return
+		}
+		for i := range records {
+			records[i].Path = r.path
+		}
+		s.awareness = append(s.awareness, records...)
+		leaving := len(records) == 1 && records[0].State == nil
+		for _, o := range r.conns {
+			if o == c && (leaving || !s.echoToSender) {
+				continue
+			}
+			o.pushLocked(data)
+		}
+	case ydoc.MsgRaw:
+		if f.Raw == "save" {
+			msg := fmt.Sprintf(`{"type":"save","responseTo":%d,"status":%q}`, f.SaveID, s.saveStatus)
+			c.pushLocked(ydoc.EncodeRaw(msg))
+		}
+	}
+}
+
+// broadcastUpdateLocked sends an update to every client of the room, or holds it back.
+func (s *Server) broadcastUpdateLocked(r *room, update []byte) {
+	frame := ydoc.EncodeSync(ydoc.SyncUpdate, update)
+	for _, o := range r.conns {
+		if s.holding {
+			s.held = append(s.held, heldFrame{to: o, frame: frame})
+			continue
+		}
+		o.pushLocked(frame)
+	}
+}
+
+func (s *Server) dropAllLocked(err error) {
+	for _, r := range s.rooms {
+		for _, c := range slices.Clone(r.conns) {
+			c.closeRemoteLocked(err)
+		}
+	}
+	s.held = nil
+}
+
+func (s *Server) detachLocked(c *Conn) {
+	if c.room == nil {
+		return
+	}
+	c.room.conns = slices.DeleteFunc(c.room.conns, func(o *Conn) bool { return o == c })
+}
+
+func (s *Server) bumpLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// ---- test controls ----
+
+// Restart simulates the server process restarting: every connection is dropped with an
+// abnormal close; unless opts say otherwise the session id changes and every room is rebuilt
+// from the file table under a fresh client id. Held echoes are lost.
+func (s *Server) Restart(opts RestartOptions) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropAllLocked(&CloseError{Code: CloseAbnormal, Reason: "server restarted"})
+	if !opts.KeepDoc {
+		s.rooms = map[string]*room{}
+	}
+	if !opts.KeepSession {
+		s.newSessionLocked()
+	}
+	s.bumpLocked()
+}
+
+// CloseWith closes every live connection with a websocket close code and reason.
+func (s *Server) CloseWith(code int, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropAllLocked(&CloseError{Code: code, Reason: reason})
+	s.bumpLocked()
+}
+
+// RefuseTokens makes OpenDocSession and DialRoom fail with a permanent 403.
+func (s *Server) RefuseTokens() { s.set(func() { s.refuse = true }) }
+
+// AcceptTokens undoes RefuseTokens.
+func (s *Server) AcceptTokens() { s.set(func() { s.refuse = false }) }
+
+// Down makes the server unreachable: live connections drop with an abnormal close and
+// OpenDocSession, DialRoom, Stat and List fail with ErrConnRefused until Up. Rooms and the
+// session id are kept (a network outage, not a restart).
+func (s *Server) Down() {
+	s.set(func() {
+		s.down = true
+		s.dropAllLocked(&CloseError{Code: CloseAbnormal, Reason: "connection lost"})
+	})
+}
+
+// Up makes the server reachable again.
+func (s *Server) Up() { s.set(func() { s.down = false }) }
+
+// BlockOpen makes OpenDocSession block (until UnblockOpen or its context ends), as a server
+// that accepts TCP but never answers would.
+func (s *Server) BlockOpen() {
+	s.set(func() {
+		if s.openGate == nil {
+			s.openGate = make(chan struct{})
+		}
+	})
+}
+
+// UnblockOpen releases OpenDocSession calls blocked by BlockOpen.
+func (s *Server) UnblockOpen() {
+	s.set(func() {
+		if s.openGate != nil {
+			close(s.openGate)
+			s.openGate = nil
+		}
+	})
+}
+
+// BlockedOpens returns how many OpenDocSession calls are blocked by BlockOpen right now.
+func (s *Server) BlockedOpens() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.openBlocked
+}
+
+// HoldEchoes holds back update broadcasts (the echo of a client's own edit and peers' edits)
+// until ReleaseEchoes. Updates are still applied to the server document.
+func (s *Server) HoldEchoes() { s.set(func() { s.holding = true }) }
+
+// ReleaseEchoes stops holding and delivers the held updates to connections still open.
+func (s *Server) ReleaseEchoes() {
+	s.set(func() {
+		s.holding = false
+		for _, h := range s.held {
+			h.to.pushLocked(h.frame)
+		}
+		s.held = nil
+	})
+}
+
+// Held returns how many update frames are being held back.
+func (s *Server) Held() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.held)
+}
+
+// EchoAwarenessToSender sets whether a client's awareness frames come back to it (true by
+// default, as pycrdt-websocket does it as a keep-alive).
+func (s *Server) EchoAwarenessToSender(on bool) { s.set(func() { s.echoToSender = on }) }
+
+// SetSaveStatus sets the status save requests are answered with (success, skipped, failed).
+func (s *Server) SetSaveStatus(status string) { s.set(func() { s.saveStatus = status }) }
+
+// FailWrites makes every Write and Ping on every conn fail with err (nil restores them).
+func (s *Server) FailWrites(err error) { s.set(func() { s.writeErr = err }) }
+
+// StallWrites makes Write and Ping block until ResumeWrites, their deadline, or the conn
+// closes, like a socket whose peer stopped reading.
+func (s *Server) StallWrites() {
+	s.set(func() {
+		if s.stall == nil {
+			s.stall = make(chan struct{})
+		}
+	})
+}
+
+// ResumeWrites releases stalled writes.
+func (s *Server) ResumeWrites() {
+	s.set(func() {
+		if s.stall != nil {
+			close(s.stall)
+			s.stall = nil
+		}
+	})
+}
+
+// OnCloseNormal installs a hook called at the start of every Conn.CloseNormal, without locks
+// held; it may block to hold the closing client at that point.
+func (s *Server) OnCloseNormal(fn func(*Conn)) { s.set(func() { s.onCloseNorm = fn }) }
+
+// Inject sends a raw frame to every live connection, as if the server had sent it.
+func (s *Server) Inject(frame []byte) {
+	s.set(func() {
+		for _, r := range s.rooms {
+			for _, c := range r.conns {
+				c.pushLocked(append([]byte(nil), frame...))
+			}
+		}
+	})
+}
+
+// EditDoc changes the server document of the room for path as a peer would, and broadcasts the
+// update to every client (subject to HoldEchoes). The room must exist (a client joined it).
+func (s *Server) EditDoc(p string, fn func(*ydoc.Txn) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.roomByPathLocked(p)
+	if r == nil {
+		return fmt.Errorf("fake jupyter: no room for %s", p)
+	}
+	update, _, err := r.doc.Transact(fn)
+	if update != nil {
+		s.broadcastUpdateLocked(r, update)
+	}
+	s.bumpLocked()
+	return err
+}
+
+// DocClientID returns the Yjs client id of the server document for path (0 without a room).
+func (s *Server) DocClientID(p string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.roomByPathLocked(p); r != nil {
+		return r.doc.ClientID()
+	}
+	return 0
+}
+
+// Notebook returns a copy of the server document for path.
+func (s *Server) Notebook(p string) (ydoc.Notebook, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.roomByPathLocked(p)
+	if r == nil {
+		return ydoc.Notebook{}, fmt.Errorf("fake jupyter: no room for %s", p)
+	}
+	return r.doc.Notebook()
+}
+
+// Text returns the text of the server document for path.
+func (s *Server) Text(p string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.roomByPathLocked(p)
+	if r == nil {
+		return "", fmt.Errorf("fake jupyter: no room for %s", p)
+	}
+	return r.doc.Text()
+}
+
+// CellIDs returns the cell ids of the server document for path, nil without a room.
+func (s *Server) CellIDs(p string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.roomByPathLocked(p); r != nil {
+		return r.doc.CellIDs()
+	}
+	return nil
+}
+
+// CountCell returns how many cells of the server document for path have the id.
+func (s *Server) CountCell(p, id string) int {
+	n := 0
+	for _, c := range s.CellIDs(p) {
+		if c == id {
+			n++
+		}
+	}
+	return n
+}
+
+// SessionID returns the current session id.
+func (s *Server) SessionID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.session
+}
+
+// OpenCalls returns how many times OpenDocSession was called.
+func (s *Server) OpenCalls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.openCalls
+}
+
+// DialCalls returns how many times DialRoom was called.
+func (s *Server) DialCalls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dialCalls
+}
+
+// Conns returns every connection ever dialled, oldest first.
+func (s *Server) Conns() []*Conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.conns)
+}
+
+// LiveConns returns the connections currently joined to a room.
+func (s *Server) LiveConns() []*Conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*Conn
+	for _, c := range s.conns {
+		if c.room != nil && !c.isClosed() {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Awareness returns every awareness record clients sent, in order.
+func (s *Server) Awareness() []AwarenessRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.awareness)
+}
+
+// AwarenessOf returns the awareness records one client id sent, in order.
+func (s *Server) AwarenessOf(clientID uint64) []AwarenessRecord {
+	var out []AwarenessRecord
+	for _, r := range s.Awareness() {
+		if r.ClientID == clientID {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Changed returns a channel closed at the next state change of the fake (a frame received, a
+// call, a connection opened or closed, a control used).
+func (s *Server) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// Await waits until cond holds, re-evaluating it after every state change, or ctx ends.
+// cond must not be called with the fake's lock held, so it may use the accessors.
+func (s *Server) Await(ctx context.Context, cond func() bool) error {
+	for {
+		ch := s.Changed()
+		if cond() {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (s *Server) set(fn func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fn()
+	s.bumpLocked()
+}
+
+// ---- Conn ----
+
+// Conn is one in-memory room websocket, implementing bridge.Conn.
+type Conn struct {
+	srv  *Server
+	room *room // nil when the server closed it at once (4404, 1003)
+
+	mu          sync.Mutex
+	queue       [][]byte
+	wake        chan struct{} // closed and replaced when queue or state changes
+	done        chan struct{} // closed when either side closed the conn
+	closedLocal bool          // the client called Close or CloseNormal
+	remoteErr   error         // the server closed it
+	normal      bool          // the client sent a normal close
+	received    [][]byte      // frames the client wrote
+	pings       int
+}
+
+func newConn(s *Server) *Conn {
+	return &Conn{srv: s, wake: make(chan struct{}), done: make(chan struct{})}
+}
+
+var _ bridge.Conn = (*Conn)(nil)
+
+// pushLocked queues a frame for the client (server lock held).
+func (c *Conn) pushLocked(frame []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closedLocal || c.remoteErr != nil {
+		return
+	}
+	c.queue = append(c.queue, frame)
+	c.wakeLocked()
+}
+
+func (c *Conn) wakeLocked() {
+	close(c.wake)
+	c.wake = make(chan struct{})
+}
+
+// closeRemoteLocked closes the conn from the server side (server lock held): Read returns the
+// frames already queued, then err.
+func (c *Conn) closeRemoteLocked(err error) {
+	c.srv.detachLocked(c)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closedLocal || c.remoteErr != nil {
+		return
+	}
+	c.remoteErr = err
+	close(c.done)
+	c.wakeLocked()
+}
+
+func (c *Conn) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closedLocal || c.remoteErr != nil
+}
+
+// Read implements bridge.Conn: it blocks until a frame arrives or the conn is closed.
+func (c *Conn) Read() ([]byte, error) {
+	for {
+		c.mu.Lock()
+		switch {
+		case c.closedLocal:
+			c.mu.Unlock()
+			return nil, net.ErrClosed
+		case len(c.queue) > 0:
+			f := c.queue[0]
+			c.queue[0] = nil
+			c.queue = c.queue[1:]
+			c.mu.Unlock()
+			return f, nil
+		case c.remoteErr != nil:
+			err := c.remoteErr
+			c.mu.Unlock()
+			return nil, err
+		}
+		wake := c.wake
+		c.mu.Unlock()
+		<-wake
+	}
+}
+
+// Write implements bridge.Conn: the server handles the frame before Write returns.
+func (c *Conn) Write(data []byte, deadline time.Time) error {
+	if err := c.writable(deadline); err != nil {
+		return err
+	}
+	c.srv.handle(c, data)
+	return nil
+}
+
+// Ping implements bridge.Conn.
+func (c *Conn) Ping(deadline time.Time) error {
+	if err := c.writable(deadline); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.pings++
+	c.mu.Unlock()
+	return nil
+}
+
+// writable applies FailWrites and StallWrites.
+func (c *Conn) writable(deadline time.Time) error {
+	for {
+		if err := c.closedErr(); err != nil {
+			return err
+		}
+		c.srv.mu.Lock()
+		werr, stall := c.srv.writeErr, c.srv.stall
+		c.srv.mu.Unlock()
+		if werr != nil {
+			return werr
+		}
+		if stall == nil {
+			return nil
+		}
+		t := time.NewTimer(time.Until(deadline))
+		select {
+		case <-stall:
+			t.Stop()
+		case <-c.done:
+			t.Stop()
+		case <-t.C:
+			return os.ErrDeadlineExceeded
+		}
+	}
+}
+
+func (c *Conn) closedErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closedLocal {
+		return net.ErrClosed
+	}
+	return c.remoteErr
+}
+
+// CloseNormal implements bridge.Conn: it records a normal close and closes the conn.
+func (c *Conn) CloseNormal(deadline time.Time) error {
+	c.srv.mu.Lock()
+	hook := c.srv.onCloseNorm
+	c.srv.mu.Unlock()
+	if hook != nil {
+		hook(c)
+	}
+	if err := c.closedErr(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.normal = true
+	c.mu.Unlock()
+	return c.Close()
+}
+
+// Close implements bridge.Conn: it unblocks Read and stalled writes.
+func (c *Conn) Close() error {
+	c.srv.mu.Lock()
+	defer c.srv.mu.Unlock()
+	c.srv.detachLocked(c)
+	c.mu.Lock()
+	if !c.closedLocal {
+		c.closedLocal = true
+		if c.remoteErr == nil {
+			close(c.done)
+		}
+		c.wakeLocked()
+	}
+	c.mu.Unlock()
+	c.srv.bumpLocked()
+	return nil
+}
+
+// Done is closed when either side closed the conn.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// ClosedNormally reports whether the client sent a normal close.
+func (c *Conn) ClosedNormally() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.normal
+}
+
+// ClosedByClient reports whether the client closed the conn (normally or not).
+func (c *Conn) ClosedByClient() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closedLocal
+}
+
+// Received returns the frames the client wrote, decoded; frames that do not decode are left out.
+func (c *Conn) Received() []ydoc.Frame {
+	c.mu.Lock()
+	raw := slices.Clone(c.received)
+	c.mu.Unlock()
+	out := make([]ydoc.Frame, 0, len(raw))
+	for _, b := range raw {
+		if f, err := ydoc.DecodeFrame(b); err == nil {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// CountReceived returns how many frames of a type (and, for MsgSync, subtype) the client wrote.
+func (c *Conn) CountReceived(t ydoc.MessageType, sync ydoc.SyncType) int {
+	n := 0
+	for _, f := range c.Received() {
+		if f.Type == t && (t != ydoc.MsgSync || f.Sync == sync) {
+			n++
+		}
+	}
+	return n
+}
+
+// Pings returns how many pings the client sent.
+func (c *Conn) Pings() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pings
+}
+
+// ---- awareness wire format (y-protocols) ----
+
+var errShort = errors.New("fake jupyter: truncated awareness update")
+
+func decodeAwareness(b []byte) ([]AwarenessRecord, error) {
+	n, b, err := varUint(b)
+	if err != nil {
+		return nil, err
+	}
+	var out []AwarenessRecord
+	for i := uint64(0); i < n; i++ {
+		var r AwarenessRecord
+		if r.ClientID, b, err = varUint(b); err != nil {
+			return nil, err
+		}
+		if r.Clock, b, err = varUint(b); err != nil {
+			return nil, err
+		}
+		var l uint64
+		if l, b, err = varUint(b); err != nil {
+			return nil, err
+		}
+		if l > uint64(len(b)) {
+			return nil, errShort
+		}
+		if st := b[:l]; strings.TrimSpace(string(st)) != "null" {
+			if !json.Valid(st) {
+				return nil, errors.New("fake jupyter: awareness state is not JSON")
+			}
+			r.State = append(json.RawMessage(nil), st...)
+		}
+		b = b[l:]
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func varUint(b []byte) (uint64, []byte, error) {
+	var n uint64
+	for i, shift := 0, uint(0); i < len(b) && shift < 64; i, shift = i+1, shift+7 {
+		n |= uint64(b[i]&0x7f) << shift
+		if b[i] < 0x80 {
+			return n, b[i+1:], nil
+		}
+	}
+	return 0, nil, errShort
+}
