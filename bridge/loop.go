@@ -114,6 +114,9 @@ func (l *roomLoop) receive(in inbound) error {
 			l.log.Debug().Err(err).Msg("ignoring malformed awareness update")
 			return nil
 		}
+		if reply == nil && len(ch.Added) > 0 {
+			reply = l.aw.Refresh(now) // let the newcomer see us now, not at our next renewal
+		}
 		if reply != nil {
 			l.send(ydoc.EncodeAwarenessFrame(reply))
 		}

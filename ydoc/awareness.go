@@ -113,6 +113,16 @@ func (a *Awareness) ClearLocal(now time.Time) []byte {
 	return encodeAwareness([]awarenessRecord{{a.clientID, a.localClock, nil}})
 }
 
+// Refresh re-announces the local state with a higher clock (peers ignore equal clocks). Used
+// when a new peer appears: the server never forwards existing states to a joining client, so
+// without this it would not see us until our next renewal.
+func (a *Awareness) Refresh(now time.Time) []byte {
+	if a.local == nil {
+		return nil
+	}
+	return a.announce(now)
+}
+
 // Current returns an update carrying the current local state without changing it (for a fresh
 // connection), or nil when there is none.
 func (a *Awareness) Current() []byte {

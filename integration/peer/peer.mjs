@@ -25,6 +25,7 @@ let ws = null
 let synced = false
 let kind = 'notebook'
 let watchers = []
+let awarenessFrames = 0
 const remote = Symbol('remote')
 
 function out (obj) { process.stdout.write(JSON.stringify(obj) + '\n') }
@@ -155,6 +156,7 @@ async function connect (req) {
           resolve()
         }
       } else if (t === MSG_AWARENESS) {
+        awarenessFrames++
         awarenessProtocol.applyAwarenessUpdate(awareness, decoding.readVarUint8Array(decoder), remote)
       } else if (t === MSG_RAW) {
         out({ event: 'raw', text: decoding.readVarString(decoder) })
@@ -350,7 +352,7 @@ const ops = {
   awareness: () => {
     const states = {}
     for (const [id, st] of awareness.getStates()) states[id] = st
-    return { states, clientID: doc.clientID }
+    return { states, clientID: doc.clientID, frames: awarenessFrames }
   },
   setAwareness: (req) => { awareness.setLocalState(req.state); return {} },
   exit: () => { disconnect(); setTimeout(() => process.exit(0), 10); return {} }
