@@ -47,7 +47,8 @@ func fixture(t testing.TB, name string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, dir := range []string{filepath.Join(root, "integration", "testdata"), filepath.Join(root, "..", "shared", "fixtures", "notebooks")} {
+	// The shared fixtures are vendored under ydoc/testdata so a clean clone has them.
+	for _, dir := range []string{filepath.Join(root, "ydoc", "testdata"), filepath.Join(root, "integration", "testdata")} {
 		if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil {
 			return b
 		}
@@ -133,20 +134,6 @@ func uniqueName(t testing.TB, ext string) string {
 	nameSeq++
 	base := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
 	return fmt.Sprintf("%s_%d%s", base, nameSeq, ext)
-}
-
-// diskNotebook parses the notebook file on disk.
-func diskNotebook(t testing.TB, s *JupyterServer, path string) ydoc.Notebook {
-	t.Helper()
-	b, err := s.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nb, err := ydoc.ParseNBFormat(b)
-	if err != nil {
-		t.Fatalf("parse %s: %v\n%s", path, err, b)
-	}
-	return nb
 }
 
 // waitDisk polls the file until cond holds (the server autosaves about 1 s after the last change).

@@ -73,10 +73,11 @@ func (d *decoder) varInt() (int64, error) {
 		if b, err = d.byte(); err != nil {
 			return 0, err
 		}
-		if shift > 62 {
+		chunk := uint64(b & 0x7f)
+		if shift >= 64 || chunk<<shift>>shift != chunk {
 			return 0, malformed("varint overflows 64 bits at byte %d", d.pos)
 		}
-		n |= uint64(b&0x7f) << shift
+		n |= chunk << shift
 		shift += 7
 	}
 	if n > math.MaxInt64 {

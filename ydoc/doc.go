@@ -159,6 +159,8 @@ func (d *Doc) Apply(update []byte) (UpdateMeta, Change, error) {
 	if err != nil {
 		return meta, Change{}, fmt.Errorf("apply update: %w", err)
 	}
+	// y-crdt's text observers run nested local cleanup transactions; the change is remote.
+	change.Local = false
 	return meta, change.normalize(), nil
 }
 
@@ -236,6 +238,7 @@ func (d *Doc) Transact(fn func(*Txn) error) ([]byte, Change, error) {
 	}
 	update := d.lastUpdate
 	d.lastUpdate = nil
+	change.Local = true
 	return update, change.normalize(), fnErr
 }
 
@@ -283,8 +286,7 @@ func (c Change) normalize() Change {
 	c.Inserted = dedupe(c.Inserted)
 	c.Deleted = dedupe(c.Deleted)
 	c.State = dedupe(c.State)
-	slices.Sort(c.Clients)
-	c.Clients = slices.Compact(c.Clients)
+	c.Clients = slices.Compact(slices.Sorted(slices.Values(c.Clients)))
 	byID := map[string][]string{}
 	for _, cc := range c.Cells {
 		if slices.Contains(c.Inserted, cc.ID) || slices.Contains(c.Deleted, cc.ID) {
@@ -292,7 +294,7 @@ func (c Change) normalize() Change {
 		}
 		byID[cc.ID] = append(byID[cc.ID], cc.Fields...)
 	}
-	c.Cells = c.Cells[:0]
+	c.Cells = nil // a fresh array: copies of a Change must not share it
 	ids := make([]string, 0, len(byID))
 	for id := range byID {
 		ids = append(ids, id)
@@ -300,9 +302,6 @@ func (c Change) normalize() Change {
 	sort.Strings(ids)
 	for _, id := range ids {
 		c.Cells = append(c.Cells, CellChange{ID: id, Fields: dedupe(byID[id])})
-	}
-	if len(c.Cells) == 0 {
-		c.Cells = nil
 	}
 	return c
 }
@@ -320,7 +319,6 @@ func dedupe(s []string) []string {
 // deep observers, which y-crdt gets wrong.
 func (d *Doc) observe(tr *y.Transaction) {
 	c := d.change
-	c.Local = c.Local || tr.Local
 	for client, clock := range tr.AfterState {
 		if tr.BeforeState[client] != clock {
 			c.Clients = append(c.Clients, uint64(client))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 )
 
@@ -23,6 +24,9 @@ func ParseNBFormat(b []byte) (Notebook, error) {
 	}
 	if err := dec.Decode(&raw); err != nil {
 		return Notebook{}, fmt.Errorf("parse notebook: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Notebook{}, fmt.Errorf("parse notebook: unexpected data after the notebook object")
 	}
 	major, err := raw.NBFormat.Int64()
 	if err != nil || major != 4 {
@@ -206,10 +210,15 @@ func (tx *Txn) LoadNotebook(nb Notebook) error {
 	if len(cells) == 0 {
 		cells = []Cell{{Type: CellCode, Metadata: map[string]any{"trusted": true}}}
 	}
+	seen := map[string]bool{}
 	for i := range cells {
 		if err := validateCell(&cells[i]); err != nil {
 			return fmt.Errorf("load notebook: cell %d: %w", i, err)
 		}
+		if seen[cells[i].ID] { // checked here too: nothing may be written before every check passed
+			return fmt.Errorf("load notebook: cell %d: id %q is used twice", i, cells[i].ID)
+		}
+		seen[cells[i].ID] = true
 	}
 	md := nb.Metadata
 	if md == nil {

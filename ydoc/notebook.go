@@ -307,6 +307,9 @@ func validateCell(c *Cell) error {
 			return fmt.Errorf("cell output %d: %w", i, err)
 		}
 	}
+	if _, err := toAny(c.Attachments); c.Attachments != nil && err != nil {
+		return fmt.Errorf("cell attachments: %w", err)
+	}
 	return nil
 }
 
@@ -455,7 +458,7 @@ func (tx *Txn) DeleteCells(index, count int) error {
 	if count == 0 {
 		return nil
 	}
-	tx.d.cells.Delete(index, count)
+	tx.deleteRange(tx.d.cells, index, count)
 	return tx.markDirty()
 }
 
@@ -481,7 +484,7 @@ func (tx *Txn) MoveCells(from, count, to int) error {
 	for i := 0; i < count; i++ {
 		clones[i] = readCell(maps[from+i])
 	}
-	tx.d.cells.Delete(from, count)
+	tx.deleteRange(tx.d.cells, from, count)
 	fresh := make(y.ArrayAny, count)
 	for i := range fresh {
 		fresh[i] = y.NewYMap(nil)
@@ -532,7 +535,7 @@ func (tx *Txn) SetCellType(i int, cellType string) error {
 	if cellType != CellCode {
 		c.Outputs, c.ExecutionCount, c.ExecutionState = nil, nil, ""
 	}
-	tx.d.cells.Delete(i, 1)
+	tx.deleteRange(tx.d.cells, i, 1)
 	fresh := y.NewYMap(nil)
 	tx.d.cells.Insert(i, y.ArrayAny{fresh})
 	if err := tx.fillCell(fresh, c); err != nil {
@@ -655,7 +658,7 @@ func (tx *Txn) ClearOutputs(i int) error {
 	}
 	outs := tx.outputsArray(m)
 	if n := outs.GetLength(); n > 0 {
-		outs.Delete(0, n)
+		tx.deleteRange(outs, 0, n)
 		return tx.markDirty()
 	}
 	return nil
@@ -728,3 +731,42 @@ func (tx *Txn) SetState(key string, value any) error {
 func (tx *Txn) markDirty() error { return tx.SetState("dirty", true) }
 
 func newPrelimMap() *y.YMap { return y.NewYMap(nil) }
+
+// deleteRange deletes array elements and, for shared types among them, everything inside, as
+// Yjs does: y-crdt leaves a deleted type's children live (ContentType.Delete is a TODO), so
+// they would never be garbage-collected and our delete set would differ from a yjs peer's.
+func (tx *Txn) deleteRange(a *y.YArray, index, count int) {
+	var nested []y.IAbstractType
+	for i, v := range arrayItems(a) {
+		if i >= index+count {
+			break
+		}
+		if t, ok := v.(y.IAbstractType); ok && i >= index {
+			nested = append(nested, t)
+		}
+	}
+	a.Delete(index, count)
+	for _, t := range nested {
+		deleteChildren(tx.tr, t)
+	}
+}
+
+// deleteChildren deletes every live item inside a shared type, recursively.
+func deleteChildren(tr *y.Transaction, t y.IAbstractType) {
+	for n := t.StartItem(); n != nil; n = n.Right {
+		deleteItemDeep(tr, n)
+	}
+	for _, n := range t.GetMap() {
+		deleteItemDeep(tr, n)
+	}
+}
+
+func deleteItemDeep(tr *y.Transaction, item *y.Item) {
+	if item.Deleted() {
+		return
+	}
+	item.Delete(tr) // parent first, as Yjs does, so the parents are not reported as changed
+	if ct, ok := item.Content.(*y.ContentType); ok {
+		deleteChildren(tr, ct.Type)
+	}
+}

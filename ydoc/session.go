@@ -270,6 +270,12 @@ func (s *Session) apply(e *pendingEdit) Output {
 		s.log.Error().Err(perr).Msg("local update does not parse")
 	}
 	out.Frames = append(out.Frames, EncodeSync(SyncUpdate, update))
+	if len(meta.Structs) == 0 && len(meta.Deletes) > 0 {
+		// A delete-only update the server already holds (someone deleted the same thing first)
+		// produces no echo. A step 1 right behind it makes the server answer with its full delete
+		// set, which confirms the edit in one round trip.
+		out.Frames = append(out.Frames, EncodeSync(SyncStep1, s.doc.StateVector().Encode()))
+	}
 	if !change.Empty() {
 		out.Changes = append(out.Changes, change)
 	}

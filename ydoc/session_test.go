@@ -1,0 +1,909 @@
+package ydoc
+
+import (
+	"errors"
+	"fmt"
+	"math/rand"
+	"reflect"
+	"slices"
+	"testing"
+
+	"github.com/rs/zerolog"
+)
+
+// fakeServer is a minimal in-memory Jupyter room: one Doc, and a broadcast of every update that
+// changed it to every connected client, the sender included (as pycrdt-websocket does).
+type fakeServer struct {
+	t     *testing.T
+	doc   *Doc
+	conns []*fakeConn
+}
+
+// fakeConn is one client's websocket: frames queued in each direction.
+type fakeConn struct {
+	name     string
+	sess     *Session
+	srv      *fakeServer
+	toServer [][]byte
+	toClient [][]byte
+	open     bool
+
+	done    []EditResult
+	changes []Change
+	synced  int
+}
+
+func newFakeServer(t *testing.T, nb *Notebook) *fakeServer {
+	t.Helper()
+	s := &fakeServer{t: t, doc: newTestDoc(t, KindNotebook)}
+	if nb != nil {
+		transact(t, s.doc, func(tx *Txn) error { return tx.LoadNotebook(*nb) })
+	}
+	return s
+}
+
+func (s *fakeServer) newClient(name string) *fakeConn {
+	s.t.Helper()
+	sess, err := NewSession(KindNotebook, freshClientID(), zerolog.Nop())
+	if err != nil {
+		s.t.Fatalf("NewSession: %v", err)
+	}
+	c := &fakeConn{name: name, sess: sess, srv: s}
+	s.conns = append(s.conns, c)
+	return c
+}
+
+// connect opens the transport: the client sends its step 1, the server its own step 1.
+func (c *fakeConn) connect() {
+	c.open = true
+	c.toServer = nil
+	c.toClient = nil
+	c.record(c.sess.Connect())
+	c.toClient = append(c.toClient, EncodeSync(SyncStep1, c.srv.doc.StateVector().Encode()))
+}
+
+func (c *fakeConn) disconnect() {
+	c.open = false
+	c.toServer = nil
+	c.toClient = nil
+	c.sess.Disconnected()
+}
+
+func (c *fakeConn) record(out Output) {
+	if c.open {
+		c.toServer = append(c.toServer, out.Frames...)
+	}
+	c.done = append(c.done, out.Done...)
+	c.changes = append(c.changes, out.Changes...)
+	if out.Synced {
+		c.synced++
+	}
+}
+
+func (c *fakeConn) propose(id uint64, fn EditFunc) { c.record(c.sess.Propose(id, fn)) }
+
+// serverReceive handles one frame from c at the server.
+func (s *fakeServer) receive(c *fakeConn, b []byte) {
+	s.t.Helper()
+	f, err := DecodeFrame(b)
+	if err != nil {
+		s.t.Fatalf("server: bad frame from %s: %v", c.name, err)
+	}
+	if f.Type != MsgSync {
+		return
+	}
+	switch f.Sync {
+	case SyncStep1:
+		diff, err := s.doc.EncodeStateAsUpdate(f.Payload)
+		if err != nil {
+			s.t.Fatalf("server: %v", err)
+		}
+		c.toClient = append(c.toClient, EncodeSync(SyncStep2, diff))
+	case SyncStep2, SyncUpdate:
+		// Like yrs, the server broadcasts when the transaction inserted something or deleted
+		// something that was not deleted before.
+		before := s.doc.StateVector()
+		deletedBefore := s.deleteSet()
+		meta, _, err := s.doc.Apply(f.Payload)
+		if err != nil {
+			s.t.Fatalf("server: apply from %s: %v", c.name, err)
+		}
+		changed := !reflect.DeepEqual(before, s.doc.StateVector())
+		for _, r := range meta.Deletes {
+			changed = changed || !deletedBefore.Contains(r)
+		}
+		if !changed {
+			return
+		}
+		for _, o := range s.conns {
+			if o.open {
+				o.toClient = append(o.toClient, EncodeSync(SyncUpdate, f.Payload))
+			}
+		}
+	}
+}
+
+// logPending describes every unconfirmed edit, for failure messages.
+func (s *fakeServer) logPending(t *testing.T) {
+	t.Helper()
+	for _, c := range s.conns {
+		for _, e := range c.sess.inflight {
+			t.Logf("%s: edit %d in flight: structs %+v deletes %+v; server known to hold %v, deletes %v; server state %v",
+				c.name, e.id, e.structs, e.deletes, c.sess.serverSV, c.sess.serverDeletes, s.doc.StateVector())
+		}
+		t.Logf("%s: %d queued, %d awaiting replay", c.name, len(c.sess.queued), len(c.sess.replay))
+	}
+}
+
+// deleteSet is everything the server's store has deleted.
+func (s *fakeServer) deleteSet() IDSet {
+	s.t.Helper()
+	meta, err := ParseUpdate(fullUpdate(s.t, s.doc))
+	if err != nil {
+		s.t.Fatalf("server: own state does not parse: %v", err)
+	}
+	set := IDSet{}
+	for _, r := range meta.Deletes {
+		set.Add(r)
+	}
+	return set
+}
+
+// clientReceive delivers one frame to the session.
+func (c *fakeConn) receive(b []byte) {
+	c.srv.t.Helper()
+	f, err := DecodeFrame(b)
+	if err != nil {
+		c.srv.t.Fatalf("%s: bad frame: %v", c.name, err)
+	}
+	out, err := c.sess.Receive(f)
+	if err != nil {
+		c.srv.t.Fatalf("%s: Receive(%v): %v", c.name, f.Sync, err)
+	}
+	c.record(out)
+}
+
+// deliverToServer hands every queued client frame to the server.
+func (c *fakeConn) deliverToServer() {
+	frames := c.toServer
+	c.toServer = nil
+	for _, b := range frames {
+		c.srv.receive(c, b)
+	}
+}
+
+// deliverToClient hands every queued server frame to the client.
+func (c *fakeConn) deliverToClient() {
+	frames := c.toClient
+	c.toClient = nil
+	for _, b := range frames {
+		c.receive(b)
+	}
+}
+
+// flush runs the network until nothing is in flight.
+func (s *fakeServer) flush() {
+	s.t.Helper()
+	for round := 0; ; round++ {
+		if round > 100 {
+			s.t.Fatalf("network did not settle")
+		}
+		busy := false
+		for _, c := range s.conns {
+			if len(c.toServer) > 0 || len(c.toClient) > 0 {
+				busy = true
+			}
+			c.deliverToServer()
+		}
+		for _, c := range s.conns {
+			c.deliverToClient()
+		}
+		if !busy {
+			return
+		}
+	}
+}
+
+func (c *fakeConn) doneIDs() []uint64 {
+	var ids []uint64
+	for _, r := range c.done {
+		ids = append(ids, r.ID)
+	}
+	return ids
+}
+
+func (c *fakeConn) result(id uint64) (EditResult, bool) {
+	for _, r := range c.done {
+		if r.ID == id {
+			return r, true
+		}
+	}
+	return EditResult{}, false
+}
+
+// requireConverged checks that every client's replica equals the server's.
+func (s *fakeServer) requireConverged() {
+	s.t.Helper()
+	want := readNotebook(s.t, s.doc)
+	for _, c := range s.conns {
+		compareNotebooks(s.t, want, readNotebook(s.t, c.sess.Doc()), true)
+		if c.sess.Doc().HasPending() {
+			s.t.Errorf("%s has pending structs", c.name)
+		}
+	}
+}
+
+// countingEdit wraps an edit, recording each call's replaying flag.
+type countingEdit struct {
+	calls []bool
+	fn    func(*Txn) error
+}
+
+func (e *countingEdit) edit(tx *Txn, replaying bool) error {
+	e.calls = append(e.calls, replaying)
+	return e.fn(tx)
+}
+
+func sessionNotebook() *Notebook {
+	nb := baseNotebook()
+	return &nb
+}
+
+func TestSessionHandshake(t *testing.T) {
+	srv := newFakeServer(t, sessionNotebook())
+	a := srv.newClient("a")
+	b := srv.newClient("b")
+	if a.sess.Synced() || a.sess.Pending() != 0 || a.sess.Doc() == nil {
+		t.Fatalf("fresh session state wrong")
+	}
+	if out := a.sess.Tick(); len(out.Frames) != 0 {
+		t.Fatalf("Tick before sync sent frames")
+	}
+	a.connect()
+	b.connect()
+	if len(a.toServer) != 1 {
+		t.Fatalf("Connect sent %d frames, want one step 1", len(a.toServer))
+	}
+	if f, _ := DecodeFrame(a.toServer[0]); f.Sync != SyncStep1 {
+		t.Fatalf("Connect sent %v", f.Sync)
+	}
+	srv.flush()
+	for _, c := range []*fakeConn{a, b} {
+		if !c.sess.Synced() || c.synced != 1 {
+			t.Fatalf("%s: synced=%v, Synced outputs %d", c.name, c.sess.Synced(), c.synced)
+		}
+		if len(c.changes) == 0 || len(c.changes[0].Inserted) != 4 {
+			t.Fatalf("%s: initial change %+v, want 4 inserted cells", c.name, c.changes)
+		}
+	}
+	srv.requireConverged()
+	// A periodic step 1 brings nothing new.
+	a.record(a.sess.Tick())
+	if len(a.toServer) != 1 {
+		t.Fatalf("Tick sent %d frames", len(a.toServer))
+	}
+	n := len(a.changes)
+	srv.flush()
+	if len(a.changes) != n || a.synced != 1 {
+		t.Fatalf("resync reported changes or a second sync")
+	}
+}
+
+func TestSessionEditDoneOnlyAfterEcho(t *testing.T) {
+	srv := newFakeServer(t, sessionNotebook())
+	a := srv.newClient("a")
+	b := srv.newClient("b")
+	a.connect()
+	b.connect()
+	srv.flush()
+	bChanges := len(b.changes)
+
+	e := &countingEdit{fn: func(tx *Txn) error { return tx.SetSource(2, "x = 42") }}
+	a.propose(1, e.edit)
+	if len(a.toServer) != 1 || len(a.done) != 0 || a.sess.Pending() != 1 {
+		t.Fatalf("after Propose: %d frames, done %v, pending %d", len(a.toServer), a.doneIDs(), a.sess.Pending())
+	}
+	if len(a.changes) == 0 || !slices.Equal(a.changes[len(a.changes)-1].Cells[0].Fields, []string{"source"}) {
+		t.Fatalf("local change not reported: %+v", a.changes)
+	}
+	a.deliverToServer()
+	if len(a.toClient) != 1 || len(b.toClient) != 1 {
+		t.Fatalf("server broadcast %d/%d frames, want the update to both clients", len(a.toClient), len(b.toClient))
+	}
+	// The server has the edit, but a has not heard back yet.
+	a.sess.Tick()
+	if len(a.done) != 0 {
+		t.Fatalf("edit reported done before the echo: %+v", a.done)
+	}
+	b.deliverToClient()
+	if len(b.done) != 0 || len(b.changes) != bChanges+1 {
+		t.Fatalf("b: done %v, changes %d (want one new change)", b.doneIDs(), len(b.changes)-bChanges)
+	}
+	a.deliverToClient()
+	r, ok := a.result(1)
+	if !ok || r.Err != nil {
+		t.Fatalf("edit not done after the echo: %+v", a.done)
+	}
+	if len(r.Change.Cells) != 1 || r.Change.Cells[0].ID != "c2" {
+		t.Fatalf("result change %+v", r.Change)
+	}
+	if a.sess.Pending() != 0 || len(e.calls) != 1 {
+		t.Fatalf("pending %d, calls %v", a.sess.Pending(), e.calls)
+	}
+	srv.requireConverged()
+}
+
+func TestSessionQueuedBeforeSync(t *testing.T) {
+	srv := newFakeServer(t, sessionNotebook())
+	a := srv.newClient("a")
+	e := &countingEdit{fn: func(tx *Txn) error {
+		return tx.InsertCells(tx.NumCells(), []Cell{{ID: "queued", Source: "q"}})
+	}}
+	a.propose(1, e.edit)
+	if len(e.calls) != 0 || a.sess.Pending() != 1 {
+		t.Fatalf("edit ran before sync: calls %v pending %d", e.calls, a.sess.Pending())
+	}
+	a.connect()
+	// Deliver the server's step 1 alone: not synced yet, the edit still waits.
+	a.deliverToServer()
+	first := a.toClient[0]
+	a.toClient = a.toClient[1:]
+	a.receive(first)
+	if a.sess.Synced() || len(e.calls) != 0 {
+		t.Fatalf("edit ran on the server's step 1")
+	}
+	a.deliverToClient() // the step 2
+	if !a.sess.Synced() || len(e.calls) != 1 || e.calls[0] {
+		t.Fatalf("after step 2: synced %v calls %v", a.sess.Synced(), e.calls)
+	}
+	if len(a.done) != 0 {
+		t.Fatalf("queued edit done before the echo")
+	}
+	srv.flush()
+	if r, ok := a.result(1); !ok || r.Err != nil || !slices.Equal(r.Change.Inserted, []string{"queued"}) {
+		t.Fatalf("result %+v (found %v)", r, ok)
+	}
+	if ids := srv.doc.CellIDs(); ids[len(ids)-1] != "queued" {
+		t.Fatalf("server cells %v", ids)
+	}
+	srv.requireConverged()
+}
+
+func TestSessionWithdraw(t *testing.T) {
+	srv := newFakeServer(t, sessionNotebook())
+	a := srv.newClient("a")
+	e1 := &countingEdit{fn: func(tx *Txn) error { return tx.SetSource(0, "one") }}
+	e2 := &countingEdit{fn: func(tx *Txn) error { return tx.SetSource(2, "two") }}
+	a.propose(1, e1.edit)
+	a.propose(2, e2.edit)
+	if !a.sess.Withdraw(1) {
+		t.Fatalf("Withdraw of a queued edit failed")
+	}
+	if a.sess.Withdraw(1) || a.sess.Withdraw(99) {
+		t.Fatalf("Withdraw of a withdrawn or unknown edit succeeded")
+	}
+	if a.sess.Pending() != 1 {
+		t.Fatalf("pending %d, want 1", a.sess.Pending())
+	}
+	a.connect()
+	srv.flush()
+	if len(e1.calls) != 0 || len(e2.calls) != 1 {
+		t.Fatalf("calls: withdrawn %v, kept %v", e1.calls, e2.calls)
+	}
+	if _, ok := a.result(1); ok {
+		t.Fatalf("withdrawn edit reported")
+	}
+	if _, ok := a.result(2); !ok {
+		t.Fatalf("edit 2 not done")
+	}
+	// An edit already in the replica cannot be withdrawn.
+	a.propose(3, func(tx *Txn, _ bool) error { return tx.SetSource(0, "three") })
+	if a.sess.Withdraw(3) {
+		t.Fatalf("Withdraw of an applied edit succeeded")
+	}
+	srv.flush()
+	srv.requireConverged()
+}
+
+func TestSessionResetServerHoldsEdit(t *testing.T) {
+	tests := []struct {
+		name string
+		fn   func(*Txn) error
+	}{
+		{"insert", func(tx *Txn) error { return tx.InsertCells(1, []Cell{{ID: "kept", Source: "k"}}) }},
+		{"source", func(tx *Txn) error { return tx.SetSource(0, "changed") }},
+		{"delete only", func(tx *Txn) error { return tx.DeleteCells(1, 1) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newFakeServer(t, sessionNotebook())
+			a := srv.newClient("a")
+			a.connect()
+			srv.flush()
+			e := &countingEdit{fn: tc.fn}
+			a.propose(1, e.edit)
+			a.deliverToServer()
+			a.toClient = nil // the echo is lost
+			want := readNotebook(t, srv.doc)
+			a.disconnect()
+			if err := a.sess.Reset(freshClientID()); err != nil {
+				t.Fatal(err)
+			}
+			if a.sess.Synced() || a.sess.Pending() != 1 {
+				t.Fatalf("after Reset: synced %v pending %d", a.sess.Synced(), a.sess.Pending())
+			}
+			a.connect()
+			srv.flush()
+			r, ok := a.result(1)
+			if !ok || r.Err != nil {
+				t.Fatalf("edit not confirmed after resync: %+v", a.done)
+			}
+			if len(e.calls) != 1 {
+				t.Fatalf("EditFunc ran %d times (%v), want once", len(e.calls), e.calls)
+			}
+			if a.sess.Pending() != 0 {
+				t.Fatalf("pending %d", a.sess.Pending())
+			}
+			compareNotebooks(t, want, readNotebook(t, srv.doc), true)
+			srv.requireConverged()
+		})
+	}
+}
+
+func TestSessionResetServerLostEdit(t *testing.T) {
+	tests := []struct {
+		name  string
+		fn    func(*Txn) error
+		check func(t *testing.T, nb Notebook)
+	}{
+		{"insert", func(tx *Txn) error { return tx.InsertCells(1, []Cell{{ID: "again", Source: "k"}}) },
+			func(t *testing.T, nb Notebook) { wantOrder(t, nb, "c0", "again", "c1", "c2", "c3") }},
+		{"source", func(tx *Txn) error { return tx.SetSource(0, "changed") },
+			func(t *testing.T, nb Notebook) {
+				if nb.Cells[0].Source != "changed" {
+					t.Errorf("source %q", nb.Cells[0].Source)
+				}
+			}},
+		{"delete only", func(tx *Txn) error { return tx.DeleteCells(1, 1) },
+			func(t *testing.T, nb Notebook) { wantOrder(t, nb, "c0", "c2", "c3") }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newFakeServer(t, sessionNotebook())
+			a := srv.newClient("a")
+			a.connect()
+			srv.flush()
+			e := &countingEdit{fn: tc.fn}
+			a.propose(1, e.edit)
+			a.disconnect() // the update never reaches the server
+			if err := a.sess.Reset(freshClientID()); err != nil {
+				t.Fatal(err)
+			}
+			a.connect()
+			srv.flush()
+			if !slices.Equal(e.calls, []bool{false, true}) {
+				t.Fatalf("EditFunc calls %v, want [false true] (re-run with replaying=true)", e.calls)
+			}
+			r, ok := a.result(1)
+			if !ok || r.Err != nil {
+				t.Fatalf("replayed edit not confirmed: %+v", a.done)
+			}
+			tc.check(t, readNotebook(t, srv.doc))
+			srv.requireConverged()
+		})
+	}
+}
+
+func TestSessionReplayFailure(t *testing.T) {
+	srv := newFakeServer(t, sessionNotebook())
+	a := srv.newClient("a")
+	b := srv.newClient("b")
+	a.connect()
+	b.connect()
+	srv.flush()
+	a.propose(1, func(tx *Txn, replaying bool) error {
+		i := tx.CellIndex("c3")
+		if i < 0 {
+			return ErrCellNotFound
+		}
+		return tx.SetSource(i, "edited")
+	})
+	a.disconnect() // lost
+	b.propose(2, func(tx *Txn, _ bool) error { return tx.DeleteCells(3, 1) })
+	srv.flush()
+	a.sess.Reset(freshClientID())
+	a.connect()
+	srv.flush()
+	r, ok := a.result(1)
+	if !ok || !errors.Is(r.Err, ErrCellNotFound) {
+		t.Fatalf("replay of an edit whose cell is gone: %+v (found %v)", r, ok)
+	}
+	if a.sess.Pending() != 0 {
+		t.Fatalf("pending %d", a.sess.Pending())
+	}
+}
+
+// TestSessionDeleteConfirmedByStep2: a delete-only edit whose echo was lost is confirmed by
+// the delete set of the server's next step 2.
+func TestSessionDeleteConfirmedByStep2(t *testing.T) {
+	srv := newFakeServer(t, sessionNotebook())
+	a := srv.newClient("a")
+	a.connect()
+	srv.flush()
+	e := &countingEdit{fn: func(tx *Txn) error { return tx.DeleteCells(0, 2) }}
+	a.propose(1, e.edit)
+	u, _ := DecodeFrame(a.toServer[0])
+	if meta, _ := ParseUpdate(u.Payload); len(meta.Structs) != 0 || len(meta.Deletes) == 0 {
+		t.Fatalf("edit is not delete-only: %+v", meta)
+	}
+	a.deliverToServer()
+	a.toClient = nil // echo lost
+	if len(a.done) != 0 {
+		t.Fatalf("done without any server message")
+	}
+	a.record(a.sess.Tick())
+	srv.flush()
+	if r, ok := a.result(1); !ok || r.Err != nil {
+		t.Fatalf("delete-only edit not confirmed by step 2: %+v", a.done)
+	}
+	if len(e.calls) != 1 {
+		t.Fatalf("calls %v", e.calls)
+	}
+	srv.requireConverged()
+}
+
+// TestSessionReconnectDeliversInflight: edits in the replica reach the server on reconnect.
+func TestSessionReconnectDeliversInflight(t *testing.T) {
+	srv := newFakeServer(t, sessionNotebook())
+	a := srv.newClient("a")
+	a.connect()
+	srv.flush()
+	a.propose(1, func(tx *Txn, _ bool) error { return tx.SetSource(1, "offline edit") })
+	a.propose(2, func(tx *Txn, _ bool) error { return tx.DeleteCells(3, 1) })
+	a.disconnect()
+	a.propose(3, func(tx *Txn, _ bool) error { return tx.SetSource(0, "queued while offline") })
+	if a.sess.Pending() != 3 {
+		t.Fatalf("pending %d", a.sess.Pending())
+	}
+	a.connect()
+	srv.flush()
+	if ids := a.doneIDs(); len(ids) != 3 {
+		t.Fatalf("done %v, want all three", ids)
+	}
+	for _, r := range a.done {
+		if r.Err != nil {
+			t.Fatalf("edit %d failed: %v", r.ID, r.Err)
+		}
+	}
+	nb := readNotebook(t, srv.doc)
+	if nb.Cells[1].Source != "offline edit" || nb.Cells[0].Source != "queued while offline" || len(nb.Cells) != 3 {
+		t.Fatalf("server notebook %+v", nb.Cells)
+	}
+	srv.requireConverged()
+}
+
+func TestSessionConcurrentEditsConverge(t *testing.T) {
+	srv := newFakeServer(t, sessionNotebook())
+	a := srv.newClient("a")
+	b := srv.newClient("b")
+	a.connect()
+	b.connect()
+	srv.flush()
+	a.propose(1, func(tx *Txn, _ bool) error { return tx.SetSource(0, "A was here\n"+mustSource(tx, 0)) })
+	b.propose(2, func(tx *Txn, _ bool) error { return tx.SetSource(0, mustSource(tx, 0)+"B was here\n") })
+	a.propose(3, func(tx *Txn, _ bool) error { return tx.InsertCells(0, []Cell{{ID: "from-a"}}) })
+	b.propose(4, func(tx *Txn, _ bool) error { return tx.InsertCells(0, []Cell{{ID: "from-b"}}) })
+	b.propose(5, func(tx *Txn, _ bool) error { return tx.DeleteCells(3, 1) })
+	a.propose(6, func(tx *Txn, _ bool) error {
+		return tx.AppendOutput(tx.CellIndex("c0"), map[string]any{"output_type": "stream", "name": "stdout", "text": "A\n"})
+	})
+	b.propose(7, func(tx *Txn, _ bool) error {
+		return tx.SetCellMetadata(tx.CellIndex("c1"), map[string]any{"b": 1.5})
+	})
+	srv.flush()
+	srv.requireConverged()
+	for _, c := range []*fakeConn{a, b} {
+		for _, r := range c.done {
+			if r.Err != nil {
+				t.Errorf("%s: edit %d failed: %v", c.name, r.ID, r.Err)
+			}
+		}
+		if c.sess.Pending() != 0 {
+			t.Errorf("%s: %d edits pending", c.name, c.sess.Pending())
+		}
+	}
+	nb := readNotebook(t, srv.doc)
+	src := nb.Cells[slices.IndexFunc(nb.Cells, func(c Cell) bool { return c.ID == "c0" })].Source
+	if src != "A was here\nprint('a')\nprint('b')\nB was here\n" {
+		t.Errorf("merged source %q", src)
+	}
+}
+
+func mustSource(tx *Txn, i int) string {
+	c, err := tx.Cell(i)
+	if err != nil {
+		return ""
+	}
+	return c.Source
+}
+
+// TestSessionRandomConcurrency drives two sessions with random edits and random delivery.
+func TestSessionRandomConcurrency(t *testing.T) {
+	for seed := int64(1); seed <= 4; seed++ {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewSource(seed))
+			srv := newFakeServer(t, sessionNotebook())
+			clients := []*fakeConn{srv.newClient("a"), srv.newClient("b")}
+			for _, c := range clients {
+				c.connect()
+			}
+			srv.flush()
+			id := uint64(0)
+			proposed := map[*fakeConn]int{}
+			for step := 0; step < 60; step++ {
+				c := clients[rng.Intn(len(clients))]
+				switch rng.Intn(4) {
+				case 0, 1:
+					id++
+					proposed[c]++
+					op := rng.Intn(5)
+					n := rng.Intn(40)
+					c.propose(id, func(tx *Txn, _ bool) error {
+						cells := tx.NumCells()
+						switch {
+						case op == 0 || cells == 0:
+							return tx.InsertCells(rng.Intn(cells+1), []Cell{{Source: fmt.Sprint("new ", n)}})
+						case op == 1 && cells > 1:
+							return tx.DeleteCells(rng.Intn(cells), 1)
+						case op == 2:
+							i := rng.Intn(cells)
+							return tx.SetSource(i, mutate(rng, mustSource(tx, i)))
+						case op == 3 && cells > 1:
+							return tx.MoveCells(rng.Intn(cells), 1, rng.Intn(cells))
+						default:
+							return tx.SetCellMetadata(rng.Intn(cells), map[string]any{"n": n})
+						}
+					})
+				case 2:
+					c.deliverToServer()
+				case 3:
+					c.deliverToClient()
+				}
+			}
+			srv.flush()
+			srv.requireConverged()
+			for _, c := range clients {
+				if c.sess.Pending() != 0 || len(c.done) != proposed[c] {
+					t.Errorf("%s: pending %d, done %d of %d", c.name, c.sess.Pending(), len(c.done), proposed[c])
+					srv.logPending(t)
+				}
+			}
+		})
+	}
+}
+
+func TestSessionOutOfOrderResync(t *testing.T) {
+	srv := newFakeServer(t, sessionNotebook())
+	a := srv.newClient("a")
+	b := srv.newClient("b")
+	a.connect()
+	b.connect()
+	srv.flush()
+	b.propose(1, func(tx *Txn, _ bool) error { return tx.SetSource(2, "one") })
+	b.propose(2, func(tx *Txn, _ bool) error { return tx.SetSource(2, "one two") })
+	b.deliverToServer()
+	if len(a.toClient) != 2 {
+		t.Fatalf("a has %d frames", len(a.toClient))
+	}
+	// Deliver the second update first: its dependencies are missing.
+	second := a.toClient[1]
+	a.toClient = a.toClient[:1]
+	f, _ := DecodeFrame(second)
+	out, err := a.sess.Receive(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !out.Resynced || len(out.Frames) != 1 {
+		t.Fatalf("pending update did not trigger a step 1: %+v", out)
+	}
+	if sf, _ := DecodeFrame(out.Frames[0]); sf.Sync != SyncStep1 {
+		t.Fatalf("resync frame is %v", sf.Sync)
+	}
+	a.record(out)
+	srv.flush()
+	srv.requireConverged()
+}
+
+func TestSessionReceiveErrors(t *testing.T) {
+	srv := newFakeServer(t, sessionNotebook())
+	a := srv.newClient("a")
+	a.connect()
+	srv.flush()
+	before := readNotebook(t, a.sess.Doc())
+	tests := []struct {
+		name string
+		f    Frame
+	}{
+		{"awareness frame", Frame{Type: MsgAwareness, Payload: []byte{0}}},
+		{"bad step 1", Frame{Type: MsgSync, Sync: SyncStep1, Payload: []byte{9}}},
+		{"bad step 2", Frame{Type: MsgSync, Sync: SyncStep2, Payload: []byte{1, 2, 3}}},
+		{"bad update", Frame{Type: MsgSync, Sync: SyncUpdate, Payload: nil}},
+		{"unknown subtype", Frame{Type: MsgSync, Sync: 9, Payload: []byte{0, 0}}},
+	}
+	for _, tc := range tests {
+		if _, err := a.sess.Receive(tc.f); err == nil {
+			t.Errorf("%s: Receive succeeded", tc.name)
+		}
+	}
+	compareNotebooks(t, before, readNotebook(t, a.sess.Doc()), true)
+	if !a.sess.Synced() {
+		t.Errorf("errors unsynced the session")
+	}
+}
+
+func TestSessionFailedAndNoopEdits(t *testing.T) {
+	srv := newFakeServer(t, sessionNotebook())
+	a := srv.newClient("a")
+	a.connect()
+	srv.flush()
+	a.propose(1, func(tx *Txn, _ bool) error { return tx.DeleteCells(10, 1) })
+	a.propose(2, func(tx *Txn, _ bool) error { return nil })
+	if len(a.toServer) != 0 {
+		t.Fatalf("failed or empty edits sent frames")
+	}
+	r1, _ := a.result(1)
+	r2, ok2 := a.result(2)
+	if !errors.Is(r1.Err, ErrOutOfRange) || !ok2 || r2.Err != nil {
+		t.Fatalf("results %+v %+v", r1, r2)
+	}
+	// An edit that fails after mutating is reported failed, and its update still goes out.
+	boom := errors.New("boom")
+	a.propose(3, func(tx *Txn, _ bool) error {
+		if err := tx.SetSource(0, "partial"); err != nil {
+			return err
+		}
+		return boom
+	})
+	r3, _ := a.result(3)
+	if !errors.Is(r3.Err, boom) || len(a.toServer) != 1 {
+		t.Fatalf("partial edit: result %+v, %d frames", r3, len(a.toServer))
+	}
+	srv.flush()
+	srv.requireConverged()
+	if a.sess.Pending() != 0 {
+		t.Fatalf("pending %d", a.sess.Pending())
+	}
+}
+
+func TestSessionAbort(t *testing.T) {
+	srv := newFakeServer(t, sessionNotebook())
+	a := srv.newClient("a")
+	a.connect()
+	srv.flush()
+	a.propose(1, func(tx *Txn, _ bool) error { return tx.SetSource(0, "x") }) // in flight
+	a.disconnect()
+	a.sess.Reset(freshClientID())                                             // now awaiting replay
+	a.propose(2, func(tx *Txn, _ bool) error { return tx.SetSource(0, "y") }) // queued
+	bye := errors.New("closing")
+	res := a.sess.Abort(bye)
+	if len(res) != 2 || a.sess.Pending() != 0 {
+		t.Fatalf("Abort = %+v, pending %d", res, a.sess.Pending())
+	}
+	for _, r := range res {
+		if !errors.Is(r.Err, bye) {
+			t.Fatalf("result %+v", r)
+		}
+	}
+}
+
+func TestNewSessionErrors(t *testing.T) {
+	if _, err := NewSession(KindNotebook, 0, zerolog.Nop()); err == nil {
+		t.Error("NewSession with client 0 succeeded")
+	}
+	s, err := NewSession(KindText, freshClientID(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reset(0); err == nil {
+		t.Error("Reset to client 0 succeeded")
+	}
+}
+
+// runChaos drives two sessions with random edits, random delivery, disconnects and resets.
+func runChaos(t *testing.T, seed int64, steps int) {
+	rng := rand.New(rand.NewSource(seed))
+	srv := newFakeServer(t, sessionNotebook())
+	clients := []*fakeConn{srv.newClient("a"), srv.newClient("b")}
+	for _, c := range clients {
+		c.connect()
+	}
+	srv.flush()
+	id := uint64(0)
+	proposed := map[*fakeConn]int{}
+	for step := 0; step < steps; step++ {
+		c := clients[rng.Intn(len(clients))]
+		switch r := rng.Intn(20); {
+		case r < 8:
+			id++
+			proposed[c]++
+			op := rng.Intn(6)
+			n := rng.Intn(40)
+			pick := rng.Int63()
+			c.propose(id, func(tx *Txn, _ bool) error {
+				rr := rand.New(rand.NewSource(pick))
+				cells := tx.NumCells()
+				switch {
+				case op == 0 || cells == 0:
+					return tx.InsertCells(rr.Intn(cells+1), []Cell{{Source: fmt.Sprint("new ", n)}})
+				case op == 1 && cells > 1:
+					return tx.DeleteCells(rr.Intn(cells), 1)
+				case op == 2:
+					i := rr.Intn(cells)
+					return tx.SetSource(i, mutate(rr, mustSource(tx, i)))
+				case op == 3 && cells > 1:
+					return tx.MoveCells(rr.Intn(cells), 1, rr.Intn(cells))
+				case op == 4:
+					i := rr.Intn(cells)
+					if c, _ := tx.Cell(i); c.Type == CellCode {
+						return tx.AppendOutput(i, map[string]any{"output_type": "stream", "name": "stdout", "text": fmt.Sprint(n)})
+					}
+					return tx.SetCellType(i, CellCode)
+				default:
+					return tx.SetCellMetadata(rr.Intn(cells), map[string]any{"n": n})
+				}
+			})
+		case r < 12:
+			if c.open {
+				c.deliverToServer()
+			}
+		case r < 16:
+			if c.open {
+				c.deliverToClient()
+			}
+		case r < 17:
+			if c.open {
+				c.disconnect()
+			} else {
+				c.connect()
+			}
+		case r < 18:
+			c.disconnect()
+			if err := c.sess.Reset(freshClientID()); err != nil {
+				t.Fatal(err)
+			}
+			c.connect()
+		case r < 19:
+			if c.open {
+				c.record(c.sess.Tick())
+			}
+		default:
+			if !c.open {
+				c.connect()
+			}
+		}
+	}
+	for _, c := range clients {
+		if !c.open {
+			c.connect()
+		}
+	}
+	srv.flush()
+	// One periodic step 1 each heals anything a lost echo left unconfirmed.
+	for _, c := range clients {
+		c.record(c.sess.Tick())
+	}
+	srv.flush()
+	srv.requireConverged()
+	for _, c := range clients {
+		if c.sess.Pending() != 0 || len(c.done) != proposed[c] {
+			t.Errorf("seed %d: %s: pending %d, done %d of %d", seed, c.name, c.sess.Pending(), len(c.done), proposed[c])
+			srv.logPending(t)
+		}
+	}
+}
+
+func TestSessionChaos(t *testing.T) {
+	for seed := int64(1); seed <= 4; seed++ {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { runChaos(t, seed, 150) })
+	}
+}
