@@ -113,6 +113,11 @@ func StartJupyter(ctx context.Context, opts ServerOptions) (*JupyterServer, erro
 			return nil, err
 		}
 	}
+	for _, dir := range []string{opts.Root, opts.StateDir} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+	}
 	if opts.Token == "" {
 		opts.Token = RandomToken()
 	}
