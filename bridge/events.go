@@ -49,7 +49,8 @@ type Event struct {
 	// Authors names the collaborators whose client ids contributed to the change, when their
 	// awareness says who they are; Local is true for the sidecar's own edits.
 	Authors []string
-	Err     error // EventFailed, EventDisconnected
+	Version Version // EventChanged: the room's version after the change
+	Err     error   // EventFailed, EventDisconnected
 }
 
 // Subscription receives events on C until Close. A subscriber that falls behind by more than

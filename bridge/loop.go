@@ -154,13 +154,15 @@ func (l *roomLoop) handle(out ydoc.Output) {
 	}
 	now := l.r.opts.Now()
 	for _, c := range out.Changes {
-		l.r.emit(Event{Path: l.r.opts.Path, Kind: EventChanged, Time: now, Change: c, Authors: l.authorsOf(c)})
+		authors := l.authorsOf(c)
+		seq := l.hist.record(c, authors, now)
+		if c.EditID != 0 {
+			l.versions[c.EditID] = seq
+		}
+		l.r.emit(Event{Path: l.r.opts.Path, Kind: EventChanged, Time: now, Change: c, Authors: authors, Version: l.hist.versionAt(seq)})
 	}
 	for _, d := range out.Done {
-		if w, ok := l.waiters[d.ID]; ok {
-			delete(l.waiters, d.ID)
-			w <- d
-		}
+		l.finishEdit(d)
 	}
 	if out.Synced {
 		l.ready = true
@@ -185,6 +187,20 @@ func (l *roomLoop) handle(out ydoc.Output) {
 	}
 	if len(out.Done) > 0 || len(out.Frames) > 0 {
 		l.publishPending()
+	}
+}
+
+// finishEdit answers an edit's caller with its result and the version it produced (the current
+// version when it changed nothing).
+func (l *roomLoop) finishEdit(d ydoc.EditResult) {
+	seq, ok := l.versions[d.ID]
+	if !ok {
+		seq = l.hist.seq
+	}
+	delete(l.versions, d.ID)
+	if w, ok := l.waiters[d.ID]; ok {
+		delete(l.waiters, d.ID)
+		w <- editOutcome{res: d, version: l.hist.versionAt(seq)}
 	}
 }
 
@@ -270,10 +286,8 @@ func (l *roomLoop) stop(err error) {
 		cause = ErrRoomClosed
 	}
 	for _, d := range l.sess.Abort(cause) {
-		if w, ok := l.waiters[d.ID]; ok {
-			delete(l.waiters, d.ID)
-			w <- ydoc.EditResult{ID: d.ID, Err: fmt.Errorf("room stopped before the server confirmed the edit: %w", d.Err)}
-		}
+		d.Err = fmt.Errorf("room stopped before the server confirmed the edit: %w", d.Err)
+		l.finishEdit(d)
 	}
 	for id, c := range l.saves {
 		delete(l.saves, id)
@@ -299,10 +313,7 @@ func (l *roomLoop) stop(err error) {
 		}
 	}
 	for _, d := range l.sess.Abort(cause) {
-		if w, ok := l.waiters[d.ID]; ok {
-			delete(l.waiters, d.ID)
-			w <- ydoc.EditResult{ID: d.ID, Err: d.Err}
-		}
+		l.finishEdit(d)
 	}
 	for _, fn := range l.deferred {
 		fn(cause)

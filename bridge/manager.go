@@ -129,6 +129,30 @@ func (m *Manager) Open(ctx context.Context, path string, kind ydoc.Kind) (*Room,
 	return room, nil
 }
 
+// ErrExists is returned by Create for a path that is already taken.
+var ErrExists = errors.New("bridge: file already exists")
+
+// Create writes a new document and opens its room. content is nbformat JSON for a notebook, the
+// text for a text file. It refuses to overwrite: an existing path gives ErrExists.
+func (m *Manager) Create(ctx context.Context, path string, kind ydoc.Kind, content []byte) (*Room, error) {
+	path, err := CleanPath(path)
+	if err != nil {
+		return nil, err
+	}
+	if path == "" {
+		return nil, fmt.Errorf("create: %w", ErrBadPath)
+	}
+	if _, err := m.opts.Server.Stat(ctx, path); err == nil {
+		return nil, fmt.Errorf("create %s: %w", path, ErrExists)
+	} else if !IsNotFound(err) {
+		return nil, fmt.Errorf("create %s: %w", path, err)
+	}
+	if _, err := m.opts.Server.Create(ctx, path, kind, content); err != nil {
+		return nil, fmt.Errorf("create %s: %w", path, err)
+	}
+	return m.Open(ctx, path, kind)
+}
+
 // checkFile makes sure the path is a document of the requested kind before joining, so the
 // caller gets a clear error instead of a room that closes with 4404 or 4400.
 func (m *Manager) checkFile(ctx context.Context, path string, kind ydoc.Kind) error {

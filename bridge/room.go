@@ -308,12 +308,18 @@ func (r *Room) do(ctx context.Context, fn func(*roomLoop)) error {
 // View runs fn on the replica in the room goroutine, once the replica holds the server's state
 // (after the first sync, and again after a reset). fn must not keep the doc.
 func (r *Room) View(ctx context.Context, fn func(*ydoc.Doc) error) error {
+	return r.Read(ctx, func(d *ydoc.Doc, _ History) error { return fn(d) })
+}
+
+// Read is View with the room's change history (the replica's version, what changed since an
+// earlier one). fn must not keep either.
+func (r *Room) Read(ctx context.Context, fn func(*ydoc.Doc, History) error) error {
 	r.touch()
 	errc := make(chan error, 1)
 	err := r.do(ctx, func(l *roomLoop) {
 		l.whenReady(func(err error) {
 			if err == nil {
-				err = fn(l.sess.Doc())
+				err = fn(l.sess.Doc(), History{l.hist})
 			}
 			errc <- err
 		})
@@ -336,33 +342,56 @@ func (r *Room) View(ctx context.Context, fn func(*ydoc.Doc) error) error {
 	}
 }
 
+// Edited is the outcome of a confirmed edit.
+type Edited struct {
+	Change  ydoc.Change
+	Version Version // the replica's version right after this edit was applied
+}
+
+type editOutcome struct {
+	res     ydoc.EditResult
+	version Version
+}
+
 // Edit applies fn as one transaction and returns once the server holds the result. fn must
 // validate before it mutates (see ydoc.Txn). If ctx ends first, the error says whether the edit
 // was withdrawn (*WithdrawnError, nothing changed) or is on its way (*UnconfirmedError).
 func (r *Room) Edit(ctx context.Context, fn ydoc.EditFunc) (ydoc.Change, error) {
+	out, err := r.Apply(ctx, func(tx *ydoc.Txn, _ History, replaying bool) error { return fn(tx, replaying) })
+	return out.Change, err
+}
+
+// Apply is Edit with the room's history available to fn (to refuse an edit when the cells it
+// touches changed since a version the caller read), and the version the edit produced.
+func (r *Room) Apply(ctx context.Context, fn func(tx *ydoc.Txn, h History, replaying bool) error) (Edited, error) {
 	r.touch()
 	id := r.editSeq.Add(1)
-	res := make(chan ydoc.EditResult, 1)
+	res := make(chan editOutcome, 1)
 	err := r.do(ctx, func(l *roomLoop) {
 		l.waiters[id] = res
-		l.handle(l.sess.Propose(id, fn))
+		l.handle(l.sess.Propose(id, func(tx *ydoc.Txn, replaying bool) error {
+			return fn(tx, History{l.hist}, replaying) // runs in the room goroutine
+		}))
 		l.publishPending()
 	})
 	if err != nil {
 		if ctx.Err() != nil { // the loop never took the edit: nothing happened
-			return ydoc.Change{}, &WithdrawnError{Err: ctx.Err()}
+			return Edited{}, &WithdrawnError{Err: ctx.Err()}
 		}
-		return ydoc.Change{}, err
+		return Edited{}, err
+	}
+	result := func(o editOutcome) (Edited, error) {
+		return Edited{Change: o.res.Change, Version: o.version}, o.res.Err
 	}
 	select {
 	case out := <-res:
-		return out.Change, out.Err
+		return result(out)
 	case <-r.done:
 		select {
 		case out := <-res:
-			return out.Change, out.Err
+			return result(out)
 		default:
-			return ydoc.Change{}, r.stoppedErr()
+			return Edited{}, r.stoppedErr()
 		}
 	case <-ctx.Done():
 	}
@@ -381,13 +410,13 @@ func (r *Room) Edit(ctx context.Context, fn ydoc.EditFunc) (ydoc.Change, error) 
 	})
 	select {
 	case out := <-res: // finished meanwhile
-		return out.Change, out.Err
+		return result(out)
 	default:
 	}
 	if werr == nil && <-withdrawn {
-		return ydoc.Change{}, &WithdrawnError{Err: ctx.Err()}
+		return Edited{}, &WithdrawnError{Err: ctx.Err()}
 	}
-	return ydoc.Change{}, &UnconfirmedError{Err: ctx.Err()}
+	return Edited{}, &UnconfirmedError{Err: ctx.Err()}
 }
 
 // Save asks the server to write the document to disk now (Jupyter's RAW save message) and
@@ -491,7 +520,9 @@ type roomLoop struct {
 	ds        DocSession
 	link      *link
 	outbox    [][]byte
-	waiters   map[uint64]chan ydoc.EditResult
+	waiters   map[uint64]chan editOutcome
+	hist      *history
+	versions  map[uint64]uint64 // edit id → history seq of the change it applied
 	saves     map[uint64]chan saveResult
 	saveSeq   uint64
 	ready     bool              // the replica holds the server's state
@@ -514,7 +545,9 @@ func newRoomLoop(r *Room) (*roomLoop, error) {
 		sess:    sess,
 		aw:      ydoc.NewAwareness(uint64(id)),
 		bo:      newBackoff(r.opts.MinBackoff, r.opts.MaxBackoff),
-		waiters: map[uint64]chan ydoc.EditResult{},
+		waiters:  map[uint64]chan editOutcome{},
+		hist:     newHistory(),
+		versions: map[uint64]uint64{},
 		saves:   map[uint64]chan saveResult{},
 	}
 	if _, err := l.aw.SetLocal(l.awarenessState(), r.opts.Now()); err != nil {

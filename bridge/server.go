@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
 // Server is what rooms need from jupyter-server. bridge/jupyterserver implements it on top of
@@ -19,6 +21,10 @@ type Server interface {
 	Stat(ctx context.Context, path string) (FileInfo, error)
 	// List returns the entries of a directory.
 	List(ctx context.Context, dir string) ([]FileInfo, error)
+	// Create writes a new document (contents API). content is nbformat JSON for a notebook, the
+	// text for a text file. Only for files without a live room: a contents write to a live room's
+	// file is an out-of-band change that overwrites unsaved edits.
+	Create(ctx context.Context, path string, kind ydoc.Kind, content []byte) (FileInfo, error)
 }
 
 // DocSession identifies a document session on the server.

@@ -245,6 +245,7 @@ func (d *Doc) Transact(fn func(*Txn) error) ([]byte, Change, error) {
 // Change describes what one transaction changed.
 type Change struct {
 	Local    bool
+	EditID   uint64       // the Session edit that produced a local change; 0 for remote changes
 	Inserted []string     // cell ids added
 	Deleted  []string     // cell ids removed
 	Moved    bool         // the order of surviving cells changed
@@ -270,6 +271,7 @@ func (c Change) Empty() bool {
 // Merge folds a later change into c.
 func (c *Change) Merge(o Change) {
 	c.Local = c.Local || o.Local
+	c.EditID = 0 // a merge is no single edit's
 	c.Inserted = append(c.Inserted, o.Inserted...)
 	c.Deleted = append(c.Deleted, o.Deleted...)
 	c.Moved = c.Moved || o.Moved

@@ -258,6 +258,7 @@ func (s *Session) Withdraw(id uint64) bool {
 func (s *Session) apply(e *pendingEdit) Output {
 	var out Output
 	update, change, err := s.doc.Transact(func(tx *Txn) error { return e.fn(tx, e.replayed) })
+	change.EditID = e.id
 	if err != nil && e.replayed {
 		err = fmt.Errorf("re-applying after the room was reset: %w", err)
 	}

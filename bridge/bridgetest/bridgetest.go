@@ -306,6 +306,34 @@ func (s *Server) Stat(ctx context.Context, p string) (bridge.FileInfo, error) {
 	return fileInfo(f), nil
 }
 
+// Create implements bridge.Server: the file joins the table (notebooks from nbformat JSON).
+func (s *Server) Create(ctx context.Context, p string, kind ydoc.Kind, content []byte) (bridge.FileInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return bridge.FileInfo{}, err
+	}
+	f := File{Path: p, Type: "file", Text: string(content)}
+	if kind == ydoc.KindNotebook {
+		nb, err := ydoc.ParseNBFormat(content)
+		if err != nil {
+			return bridge.FileInfo{}, &Error{Status: 400, Msg: err.Error(), Perm: true}
+		}
+		f = File{Path: p, Type: "notebook", Notebook: nb}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return bridge.FileInfo{}, ErrConnRefused
+	}
+	if dir := path.Dir(p); dir != "." {
+		if d, ok := s.files[dir]; !ok || d.Type != "directory" {
+			return bridge.FileInfo{}, &Error{Status: 404, Msg: "No such directory: " + dir, Perm: true}
+		}
+	}
+	s.files[p] = f
+	s.bumpLocked()
+	return fileInfo(f), nil
+}
+
 // List implements bridge.Server.
 func (s *Server) List(ctx context.Context, dir string) ([]bridge.FileInfo, error) {
 	if err := ctx.Err(); err != nil {

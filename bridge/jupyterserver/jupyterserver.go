@@ -4,9 +4,12 @@ package jupyterserver
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/jupyter"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
 // Server adapts a *jupyter.Client.
@@ -55,6 +58,24 @@ func (s Server) List(ctx context.Context, dir string) ([]bridge.FileInfo, error)
 		out[i] = fileInfo(e)
 	}
 	return out, nil
+}
+
+// Create implements bridge.Server.
+func (s Server) Create(ctx context.Context, path string, kind ydoc.Kind, content []byte) (bridge.FileInfo, error) {
+	var e jupyter.Entry
+	var err error
+	if kind == ydoc.KindNotebook {
+		if !json.Valid(content) {
+			return bridge.FileInfo{}, fmt.Errorf("create %s: notebook content is not JSON", path)
+		}
+		e, err = s.C.SaveContents(ctx, path, "notebook", "json", json.RawMessage(content))
+	} else {
+		e, err = s.C.SaveContents(ctx, path, "file", "text", string(content))
+	}
+	if err != nil {
+		return bridge.FileInfo{}, err
+	}
+	return fileInfo(e), nil
 }
 
 func fileInfo(e jupyter.Entry) bridge.FileInfo {
