@@ -69,8 +69,14 @@ func TestManagerCreate(t *testing.T) {
 	if _, err := m.Create(ctx, "data/new.ipynb", ydoc.KindNotebook, []byte(nb)); !errors.Is(err, bridge.ErrExists) {
 		t.Errorf("second Create err = %v, want ErrExists", err)
 	}
-	if _, err := m.Create(ctx, "missing-dir/x.txt", ydoc.KindText, []byte("x")); err == nil {
-		t.Error("Create in a missing directory succeeded")
+	if _, err := m.Create(ctx, "new-dir/deeper/x.txt", ydoc.KindText, []byte("x")); err != nil {
+		t.Errorf("Create in missing directories: %v", err)
+	}
+	if fi, err := m.Stat(ctx, "new-dir/deeper"); err != nil || fi.Type != "directory" {
+		t.Errorf("parent directories were not created: %+v %v", fi, err)
+	}
+	if _, err := m.Create(ctx, bridgetest.TextPath+"/x.txt", ydoc.KindText, []byte("x")); err == nil {
+		t.Error("Create under a file succeeded")
 	}
 	if _, err := m.Create(ctx, "../escape.txt", ydoc.KindText, []byte("x")); !errors.Is(err, bridge.ErrBadPath) {
 		t.Errorf("Create outside the root err = %v, want ErrBadPath", err)

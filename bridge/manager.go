@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	pathpkg "path"
 	"sort"
 	"sync"
 	"time"
@@ -147,10 +148,36 @@ func (m *Manager) Create(ctx context.Context, path string, kind ydoc.Kind, conte
 	} else if !IsNotFound(err) {
 		return nil, fmt.Errorf("create %s: %w", path, err)
 	}
+	if err := m.mkdirAll(ctx, pathpkg.Dir(path)); err != nil {
+		return nil, fmt.Errorf("create %s: %w", path, err)
+	}
 	if _, err := m.opts.Server.Create(ctx, path, kind, content); err != nil {
 		return nil, fmt.Errorf("create %s: %w", path, err)
 	}
 	return m.Open(ctx, path, kind)
+}
+
+// mkdirAll creates the missing directories of a path, top down.
+func (m *Manager) mkdirAll(ctx context.Context, dir string) error {
+	if dir == "." || dir == "" {
+		return nil
+	}
+	fi, err := m.opts.Server.Stat(ctx, dir)
+	switch {
+	case err == nil && fi.Type == "directory":
+		return nil
+	case err == nil:
+		return fmt.Errorf("%s is a %s, not a directory", dir, fi.Type)
+	case !IsNotFound(err):
+		return err
+	}
+	if err := m.mkdirAll(ctx, pathpkg.Dir(dir)); err != nil {
+		return err
+	}
+	if err := m.opts.Server.CreateDir(ctx, dir); err != nil {
+		return fmt.Errorf("create directory %s: %w", dir, err)
+	}
+	return nil
 }
 
 // checkFile makes sure the path is a document of the requested kind before joining, so the

@@ -540,15 +540,15 @@ func newRoomLoop(r *Room) (*roomLoop, error) {
 		return nil, err
 	}
 	l := &roomLoop{
-		r:       r,
-		log:     r.log,
-		sess:    sess,
-		aw:      ydoc.NewAwareness(uint64(id)),
-		bo:      newBackoff(r.opts.MinBackoff, r.opts.MaxBackoff),
+		r:        r,
+		log:      r.log,
+		sess:     sess,
+		aw:       ydoc.NewAwareness(uint64(id)),
+		bo:       newBackoff(r.opts.MinBackoff, r.opts.MaxBackoff),
 		waiters:  map[uint64]chan editOutcome{},
 		hist:     newHistory(),
 		versions: map[uint64]uint64{},
-		saves:   map[uint64]chan saveResult{},
+		saves:    map[uint64]chan saveResult{},
 	}
 	if _, err := l.aw.SetLocal(l.awarenessState(), r.opts.Now()); err != nil {
 		return nil, err

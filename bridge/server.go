@@ -25,6 +25,8 @@ type Server interface {
 	// text for a text file. Only for files without a live room: a contents write to a live room's
 	// file is an out-of-band change that overwrites unsaved edits.
 	Create(ctx context.Context, path string, kind ydoc.Kind, content []byte) (FileInfo, error)
+	// CreateDir creates a directory whose parent exists.
+	CreateDir(ctx context.Context, path string) error
 }
 
 // DocSession identifies a document session on the server.

@@ -295,7 +295,10 @@ func (c *Client) List(ctx context.Context, dir string) ([]Entry, error) {
 // write to a live room's file is an out-of-band change that overwrites unsaved edits).
 func (c *Client) SaveContents(ctx context.Context, path, docType, format string, content any) (Entry, error) {
 	u := c.endpoint("api", "contents", strings.Trim(path, "/"))
-	body := map[string]any{"type": docType, "format": format, "content": content}
+	body := map[string]any{"type": docType}
+	if docType != "directory" {
+		body["format"], body["content"] = format, content
+	}
 	var e Entry
 	_, err := c.do(ctx, http.MethodPut, u, body, &e)
 	return e, err

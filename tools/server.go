@@ -26,14 +26,19 @@ type Options struct {
 	Version string
 	// CallTimeout bounds one tool call (default 2 min).
 	CallTimeout time.Duration
+	// AlwaysEmbedSchema embeds each tool's schema in every result, not only in failures and
+	// when the call asks with includeSchema.
+	AlwaysEmbedSchema bool
 }
 
 // Server is the MCP server. Tool handlers are goroutine-safe: they only touch bridge, whose
 // rooms serialise access to their replicas.
 type Server struct {
-	opts Options
-	log  zerolog.Logger
-	mcp  *server.MCPServer
+	opts      Options
+	log       zerolog.Logger
+	mcp       *server.MCPServer
+	ops       []*operation
+	opsByName map[string]*operation
 }
 
 // New builds the MCP server and registers every tool. It starts nothing.
@@ -47,13 +52,18 @@ func New(opts Options) (*Server, error) {
 	if opts.CallTimeout <= 0 {
 		opts.CallTimeout = 2 * time.Minute
 	}
-	s := &Server{opts: opts, log: opts.Logger}
+	s := &Server{opts: opts, log: opts.Logger, opsByName: map[string]*operation{}}
 	s.mcp = server.NewMCPServer("jupyter-collab-mcp", opts.Version,
 		server.WithToolCapabilities(false),
+		server.WithResourceCapabilities(false, false),
 		server.WithRecovery(),
+		server.WithResourceRecovery(),
 		server.WithInstructions(instructions),
 	)
 	s.registerNotebookTools()
+	s.registerNotebookEditTools()
+	s.registerDocumentTools()
+	s.registerOperationResources()
 	return s, nil
 }
 

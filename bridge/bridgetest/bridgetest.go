@@ -334,6 +334,29 @@ func (s *Server) Create(ctx context.Context, p string, kind ydoc.Kind, content [
 	return fileInfo(f), nil
 }
 
+// CreateDir implements bridge.Server.
+func (s *Server) CreateDir(ctx context.Context, p string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return ErrConnRefused
+	}
+	if dir := path.Dir(p); dir != "." {
+		if d, ok := s.files[dir]; !ok || d.Type != "directory" {
+			return &Error{Status: 404, Msg: "No such directory: " + dir, Perm: true}
+		}
+	}
+	if _, ok := s.files[p]; ok {
+		return &Error{Status: 409, Msg: p + " exists", Perm: true}
+	}
+	s.files[p] = File{Path: p, Type: "directory"}
+	s.bumpLocked()
+	return nil
+}
+
 // List implements bridge.Server.
 func (s *Server) List(ctx context.Context, dir string) ([]bridge.FileInfo, error) {
 	if err := ctx.Err(); err != nil {

@@ -78,6 +78,12 @@ func (s Server) Create(ctx context.Context, path string, kind ydoc.Kind, content
 	return fileInfo(e), nil
 }
 
+// CreateDir implements bridge.Server.
+func (s Server) CreateDir(ctx context.Context, path string) error {
+	_, err := s.C.SaveContents(ctx, path, "directory", "", nil)
+	return err
+}
+
 func fileInfo(e jupyter.Entry) bridge.FileInfo {
 	size := int64(-1)
 	if e.Size != nil {

@@ -16,25 +16,26 @@ import (
 // Secrets (the Jupyter token, the MCP bearer token) come from the environment or a file, not
 // from flag values, which other users can read in `ps`.
 type Config struct {
-	JupyterURL       string
-	JupyterToken     string // secret
-	JupyterTimeout   time.Duration
-	Listen           string // empty: stdio
-	MCPToken         string // secret
-	InsecureNoAuth   bool
-	LogLevel         string
-	LogFormat        string
-	AgentName        string
-	AgentUsername    string
-	AgentInitials    string
-	AgentColor       string
-	NoAutosave       bool
-	IdleTimeout      time.Duration
-	SessionIdleTTL   time.Duration
-	CallTimeout      time.Duration
-	tokenFromFlag    bool // --mcp-token was used (warn: visible in ps)
-	jupyterTokenFile string
-	mcpTokenFile     string
+	JupyterURL        string
+	JupyterToken      string // secret
+	JupyterTimeout    time.Duration
+	Listen            string // empty: stdio
+	MCPToken          string // secret
+	InsecureNoAuth    bool
+	LogLevel          string
+	LogFormat         string
+	AgentName         string
+	AgentUsername     string
+	AgentInitials     string
+	AgentColor        string
+	NoAutosave        bool
+	IdleTimeout       time.Duration
+	SessionIdleTTL    time.Duration
+	CallTimeout       time.Duration
+	AlwaysEmbedSchema bool
+	tokenFromFlag     bool // --mcp-token was used (warn: visible in ps)
+	jupyterTokenFile  string
+	mcpTokenFile      string
 }
 
 // option describes one setting: its flag, environment variable, default and help. The table
@@ -90,6 +91,7 @@ func options() []option {
 		{"idle-timeout", "ROOM_IDLE_TIMEOUT", "10m", "leave rooms nobody used for this long", "duration", false, duration(func(c *Config) *time.Duration { return &c.IdleTimeout })},
 		{"session-idle-ttl", "MCP_SESSION_IDLE_TTL", "30m", "free HTTP MCP sessions idle for this long", "duration", false, duration(func(c *Config) *time.Duration { return &c.SessionIdleTTL })},
 		{"call-timeout", "MCP_CALL_TIMEOUT", "2m", "upper bound of one tool call", "duration", false, duration(func(c *Config) *time.Duration { return &c.CallTimeout })},
+		{"always-embed-schema", "ALWAYS_EMBED_SCHEMA", "false", "embed each tool's input schema in every result (by default only in failures and when a call passes includeSchema)", "bool", false, boolean(func(c *Config) *bool { return &c.AlwaysEmbedSchema })},
 	}
 }
 

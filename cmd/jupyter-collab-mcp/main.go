@@ -74,7 +74,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if err != nil {
 		return err
 	}
-	mcpServer, err := tools.New(tools.Options{Manager: manager, Logger: log, Version: version, CallTimeout: cfg.CallTimeout})
+	mcpServer, err := tools.New(tools.Options{Manager: manager, Logger: log, Version: version, CallTimeout: cfg.CallTimeout, AlwaysEmbedSchema: cfg.AlwaysEmbedSchema})
 	if err != nil {
 		return err
 	}

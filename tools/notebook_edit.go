@@ -1,0 +1,846 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
+)
+
+// Editing notebooks. Every edit is one transaction in the live room: all of it lands or none of
+// it does, and the tool returns only when jupyter-server has confirmed it. Cells are addressed by
+// id (preferred: ids survive other people's edits) or by index range. expected_version and
+// expected_source_hashes refuse the edit, changing nothing, when the cells it touches changed
+// since the caller read them.
+
+const maxBatch = 500
+
+var (
+	cellIDsField = func(desc string) prop {
+		return field("cell_ids", array(desc, str("A cell id.")).items(1, maxBatch))
+	}
+	startIndexField = field("start_index", integer("First cell index (0-based) of a range, instead of cell_ids.").min(0))
+	endIndexField   = field("end_index", integer("Last cell index of the range, inclusive (default: start_index).").min(0))
+	versionField    = field("expected_version", str("The version returned by your last read or edit: the call fails, changing nothing, if the cells it touches were changed by someone else since (or if cells were inserted, deleted or moved and you address cells by index)."))
+	hashesField     = field("expected_source_hashes", freeObject("Map of cell id → source_hash (from get_notebook): the call fails, changing nothing, if any of those cells' source changed."))
+	cellTypeSchema  = func() *schema {
+		return str("Cell type.").enum(ydoc.CellCode, ydoc.CellMarkdown, ydoc.CellRaw)
+	}
+)
+
+func (s *Server) registerNotebookEditTools() {
+	s.register(&operation{
+		Name:     "batch_insert_notebook_cells",
+		Title:    "Insert cells",
+		Category: "notebooks",
+		Description: "Insert one or more cells into a live notebook in one transaction. Place them with after_cell_id or " +
+			"before_cell_id (preferred), start_position (all consecutively at that index), or positions (one index per " +
+			"cell, each meaning \"before the cell now at this index\"); by default at the end. Returns the new cells' ids " +
+			"and indices and the notebook's new version.",
+		Input: object(
+			pathField,
+			field("cells", array("The cells to insert, in order.", object(
+				field("content", str("The cell's source.").def("")),
+				field("cell_type", cellTypeSchema().def(ydoc.CellCode)),
+				field("metadata", freeObject("Cell metadata (JSON object).")),
+				field("id", str("Id for the new cell (generated when omitted).")),
+			)).items(1, maxBatch)),
+			field("after_cell_id", str("Insert after this cell.")),
+			field("before_cell_id", str("Insert before this cell.")),
+			field("start_position", integer("Insert all cells consecutively at this index (0 = top; the cell count = end).").min(0)),
+			field("positions", array("One index per cell (same length as cells): each cell goes before the cell now at that index.", integer("").min(0)).items(1, maxBatch)),
+			versionField,
+		).required("path", "cells"),
+		Example: map[string]any{"path": "analysis/report.ipynb", "after_cell_id": "a1b2c3", "cells": []any{
+			map[string]any{"cell_type": "markdown", "content": "## Results"},
+			map[string]any{"cell_type": "code", "content": "df.describe()"},
+		}},
+		Run: s.batchInsert,
+	})
+	s.register(&operation{
+		Name:     "batch_update_notebook_cells",
+		Title:    "Update cells",
+		Category: "notebooks",
+		Description: "Change the source, type and/or metadata of one or more cells in one transaction. Source changes are " +
+			"applied as minimal text diffs, so the cursors of people typing elsewhere in the cell stay put. Address cells " +
+			"with a cell_id in each update (preferred), with cell_ids (parallel to updates), or with start_index/end_index.",
+		Input: object(
+			pathField,
+			field("updates", array("One update per cell.", object(
+				field("cell_id", str("The cell to update.")),
+				field("content", str("New source of the cell.")),
+				field("cell_type", cellTypeSchema().desc("New type of the cell (the cell keeps its id, source and metadata; outputs go when it stops being code).")),
+				field("metadata", freeObject("Metadata to write.")),
+				field("metadata_mode", str("merge: set these keys (a null value removes a key); replace: the cell's metadata becomes exactly this.").enum("merge", "replace").def("merge")),
+				field("expected_source_hash", str("source_hash of the cell as you read it: the update fails if the source changed since.")),
+			)).items(1, maxBatch)),
+			cellIDsField("The cells to update, parallel to updates (instead of a cell_id per update)."),
+			startIndexField,
+			endIndexField,
+			versionField,
+			hashesField,
+		).required("path", "updates"),
+		Example: map[string]any{"path": "analysis/report.ipynb", "updates": []any{
+			map[string]any{"cell_id": "a1b2c3", "content": "df = load('data.csv')\ndf.head()", "expected_source_hash": "3f2a9c1b7d4e"},
+		}},
+		Destructive: true, Idempotent: true,
+		Run: s.batchUpdate,
+	})
+	s.register(&operation{
+		Name:        "batch_delete_notebook_cells",
+		Title:       "Delete cells",
+		Category:    "notebooks",
+		Description: "Delete cells, addressed by cell_ids (preferred) or start_index/end_index, in one transaction.",
+		Input: object(
+			pathField,
+			cellIDsField("The cells to delete."),
+			startIndexField,
+			endIndexField,
+			versionField,
+			hashesField,
+		).required("path"),
+		Example:     map[string]any{"path": "analysis/report.ipynb", "cell_ids": []any{"a1b2c3", "d4e5f6"}},
+		Destructive: true,
+		Run:         s.batchDelete,
+	})
+	s.register(&operation{
+		Name:     "move_notebook_cells",
+		Title:    "Move cells",
+		Category: "notebooks",
+		Description: "Move cells (keeping their ids, outputs and metadata) so that they sit consecutively, in the order " +
+			"given, at to_index of the resulting notebook, or right after/before another cell.",
+		Input: object(
+			pathField,
+			cellIDsField("The cells to move, in the order they should end up."),
+			field("to_index", integer("Index in the resulting notebook of the first moved cell.").min(0)),
+			field("after_cell_id", str("Put the cells right after this cell (instead of to_index).")),
+			field("before_cell_id", str("Put the cells right before this cell (instead of to_index).")),
+			versionField,
+		).required("path", "cell_ids"),
+		Example:    map[string]any{"path": "analysis/report.ipynb", "cell_ids": []any{"d4e5f6"}, "to_index": 0},
+		Idempotent: true,
+		Run:        s.moveCells,
+	})
+}
+
+// --- addressing and guards -------------------------------------------------------------------
+
+type targetArgs struct {
+	CellIDs    []string `json:"cell_ids"`
+	StartIndex *int     `json:"start_index"`
+	EndIndex   *int     `json:"end_index"`
+}
+
+type guardArgs struct {
+	ExpectedVersion      string         `json:"expected_version"`
+	ExpectedSourceHashes map[string]any `json:"expected_source_hashes"`
+}
+
+// resolve returns the indices and ids of the addressed cells, in the order given.
+func resolve(tx *ydoc.Txn, t targetArgs) (indices []int, ids []string, byIndex bool, err error) {
+	current := tx.CellIDs()
+	switch {
+	case len(t.CellIDs) > 0 && (t.StartIndex != nil || t.EndIndex != nil):
+		return nil, nil, false, invalid([]any{"cell_ids"}, "give either cell_ids or start_index/end_index, not both")
+	case len(t.CellIDs) > 0:
+		pos := make(map[string]int, len(current))
+		for i, id := range current {
+			pos[id] = i
+		}
+		seen := map[string]bool{}
+		var missing []string
+		for _, id := range t.CellIDs {
+			if seen[id] {
+				return nil, nil, false, invalid([]any{"cell_ids"}, "cell id %q is listed twice", id)
+			}
+			seen[id] = true
+			i, ok := pos[id]
+			if !ok {
+				missing = append(missing, id)
+				continue
+			}
+			indices = append(indices, i)
+			ids = append(ids, id)
+		}
+		if len(missing) > 0 {
+			return nil, nil, false, invalid([]any{"cell_ids"}, "no cell with id %s in the notebook (it has %d cells; re-read it to get current ids)", quoteList(missing), len(current))
+		}
+		return indices, ids, false, nil
+	case t.StartIndex != nil:
+		start, end := *t.StartIndex, *t.StartIndex
+		if t.EndIndex != nil {
+			end = *t.EndIndex
+		}
+		if start >= len(current) {
+			return nil, nil, true, invalid([]any{"start_index"}, "is %d but the notebook has %d cells (indices 0..%d)", start, len(current), len(current)-1)
+		}
+		if end < start {
+			return nil, nil, true, invalid([]any{"end_index"}, "is %d, before start_index %d", end, start)
+		}
+		if end >= len(current) {
+			return nil, nil, true, invalid([]any{"end_index"}, "is %d but the last cell index is %d", end, len(current)-1)
+		}
+		for i := start; i <= end; i++ {
+			indices = append(indices, i)
+			ids = append(ids, current[i])
+		}
+		return indices, ids, true, nil
+	case t.EndIndex != nil:
+		return nil, nil, true, invalid([]any{"start_index"}, "is required with end_index")
+	}
+	return nil, nil, false, invalid([]any{"cell_ids"}, "say which cells: give cell_ids or start_index/end_index")
+}
+
+func quoteList(s []string) string {
+	q := make([]string, len(s))
+	for i, x := range s {
+		q[i] = fmt.Sprintf("%q", x)
+	}
+	return strings.Join(q, ", ")
+}
+
+// conflict describes a cell someone else changed.
+type conflict struct {
+	CellID  string   `json:"cell_id"`
+	Index   *int     `json:"index,omitempty"` // nil when the cell is gone
+	Changed []string `json:"changed"`
+	By      []string `json:"by,omitempty"`
+}
+
+// guard refuses the edit when the addressed cells changed since the caller's version, or their
+// sources differ from the hashes the caller expects. It runs inside the room goroutine, right
+// before the edit, so nothing can slip in between the check and the change.
+func guard(tx *ydoc.Txn, h bridge.History, g guardArgs, targets []string, byIndex bool) error {
+	var conflicts []conflict
+	current := tx.CellIDs()
+	indexOf := func(id string) *int {
+		for i, c := range current {
+			if c == id {
+				return &i
+			}
+		}
+		return nil
+	}
+	if g.ExpectedVersion != "" {
+		entries, err := h.Entries(bridge.Version(g.ExpectedVersion))
+		if err != nil {
+			return &toolError{
+				Message: fmt.Sprintf("conflict: cannot tell what changed since version %q (%v); re-read the notebook and retry with its version", g.ExpectedVersion, err),
+				Extra:   map[string]any{"current_version": h.Version()},
+			}
+		}
+		changed := map[string][]string{}
+		authors := map[string][]string{}
+		structure := false
+		note := func(id, what string, by []string) {
+			if !contains(changed[id], what) {
+				changed[id] = append(changed[id], what)
+			}
+			for _, a := range by {
+				if !contains(authors[id], a) {
+					authors[id] = append(authors[id], a)
+				}
+			}
+		}
+		for _, e := range entries {
+			for _, c := range e.Change.Cells {
+				for _, f := range c.Fields {
+					note(c.ID, f, e.Authors)
+				}
+			}
+			for _, id := range e.Change.Deleted {
+				note(id, "deleted", e.Authors)
+			}
+			for _, id := range e.Change.Inserted {
+				note(id, "inserted", e.Authors)
+			}
+			structure = structure || len(e.Change.Inserted)+len(e.Change.Deleted) > 0 || e.Change.Moved
+		}
+		for _, id := range targets {
+			if f, ok := changed[id]; ok {
+				conflicts = append(conflicts, conflict{CellID: id, Index: indexOf(id), Changed: f, By: authors[id]})
+			}
+		}
+		if byIndex && structure && len(conflicts) == 0 {
+			return &toolError{
+				Message: fmt.Sprintf("conflict: cells were inserted, deleted or moved since version %s, so the indices you gave may point at other cells; address cells by id or re-read the notebook", g.ExpectedVersion),
+				Extra:   map[string]any{"current_version": h.Version()},
+			}
+		}
+	}
+	ids := make([]string, 0, len(g.ExpectedSourceHashes))
+	for id := range g.ExpectedSourceHashes {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		want, _ := g.ExpectedSourceHashes[id].(string)
+		i := indexOf(id)
+		if i == nil {
+			conflicts = append(conflicts, conflict{CellID: id, Changed: []string{"deleted"}})
+			continue
+		}
+		c, err := tx.Cell(*i)
+		if err != nil {
+			return err
+		}
+		if sourceHash(c.Source) != want {
+			conflicts = append(conflicts, conflict{CellID: id, Index: i, Changed: []string{"source"}})
+		}
+	}
+	if len(conflicts) == 0 {
+		return nil
+	}
+	names := make([]string, len(conflicts))
+	for i, c := range conflicts {
+		names[i] = c.CellID
+		if len(c.By) > 0 {
+			names[i] += " (by " + strings.Join(c.By, ", ") + ")"
+		}
+	}
+	return &toolError{
+		Message: fmt.Sprintf("conflict: %s changed since you read them; nothing was modified. Re-read the cells and retry", strings.Join(names, ", ")),
+		Extra:   map[string]any{"conflicts": conflicts, "current_version": h.Version()},
+	}
+}
+
+func hashesFromUpdates(g *guardArgs, ids []string, updates []cellUpdate) {
+	for i, u := range updates {
+		if u.ExpectedSourceHash != "" && i < len(ids) {
+			if g.ExpectedSourceHashes == nil {
+				g.ExpectedSourceHashes = map[string]any{}
+			}
+			g.ExpectedSourceHashes[ids[i]] = u.ExpectedSourceHash
+		}
+	}
+}
+
+// --- insert ----------------------------------------------------------------------------------
+
+type newCell struct {
+	Content  string         `json:"content"`
+	CellType string         `json:"cell_type"`
+	Metadata map[string]any `json:"metadata"`
+	ID       string         `json:"id"`
+}
+
+type insertArgs struct {
+	Path          string    `json:"path"`
+	Cells         []newCell `json:"cells"`
+	AfterCellID   string    `json:"after_cell_id"`
+	BeforeCellID  string    `json:"before_cell_id"`
+	StartPosition *int      `json:"start_position"`
+	Positions     []int     `json:"positions"`
+	guardArgs
+}
+
+type placedCell struct {
+	ID    string `json:"id"`
+	Index int    `json:"index"`
+}
+
+func (s *Server) batchInsert(ctx context.Context, raw map[string]any) (result, error) {
+	var args insertArgs
+	if err := decodeArgs(raw, &args); err != nil {
+		return result{}, err
+	}
+	modes := 0
+	for _, set := range []bool{args.AfterCellID != "", args.BeforeCellID != "", args.StartPosition != nil, args.Positions != nil} {
+		if set {
+			modes++
+		}
+	}
+	if modes > 1 {
+		return result{}, invalid([]any{"positions"}, "give at most one of after_cell_id, before_cell_id, start_position and positions")
+	}
+	if args.Positions != nil && len(args.Positions) != len(args.Cells) {
+		return result{}, invalid([]any{"positions"}, "has %d entries for %d cells; give one position per cell", len(args.Positions), len(args.Cells))
+	}
+	cells := make([]ydoc.Cell, len(args.Cells))
+	seen := map[string]bool{}
+	for i, c := range args.Cells {
+		typ := c.CellType
+		if typ == "" {
+			typ = ydoc.CellCode
+		}
+		id := c.ID
+		if id == "" {
+			id = ydoc.NewCellID() // chosen now, so a replay after a reset inserts the same cell
+		}
+		if seen[id] {
+			return result{}, invalid([]any{"cells", i, "id"}, "id %q is used twice", id)
+		}
+		seen[id] = true
+		cells[i] = ydoc.Cell{ID: id, Type: typ, Source: c.Content, Metadata: c.Metadata}
+	}
+	room, err := s.openNotebook(ctx, args.Path)
+	if err != nil {
+		return result{}, err
+	}
+	var placed []placedCell
+	var count int
+	ed, err := room.Apply(ctx, func(tx *ydoc.Txn, h bridge.History, replaying bool) error {
+		current := tx.CellIDs()
+		todo := cells
+		if replaying { // cells that made it before the reset are already there
+			todo = nil
+			for _, c := range cells {
+				if tx.CellIndex(c.ID) < 0 {
+					todo = append(todo, c)
+				}
+			}
+		} else {
+			for _, c := range cells {
+				if tx.CellIndex(c.ID) >= 0 {
+					return invalid([]any{"cells"}, "a cell with id %q is already in the notebook", c.ID)
+				}
+			}
+			anchors := []string{}
+			if args.AfterCellID != "" {
+				anchors = append(anchors, args.AfterCellID)
+			}
+			if args.BeforeCellID != "" {
+				anchors = append(anchors, args.BeforeCellID)
+			}
+			byIndex := args.StartPosition != nil || args.Positions != nil
+			if err := guard(tx, h, args.guardArgs, anchors, byIndex); err != nil {
+				return err
+			}
+		}
+		// Plan (position, cell) pairs against the current notebook, then insert from the
+		// highest position down so earlier positions stay valid.
+		type group struct {
+			pos   int
+			cells []ydoc.Cell
+		}
+		var groups []group
+		switch {
+		case args.Positions != nil:
+			byPos := map[int][]ydoc.Cell{}
+			for i, c := range cells {
+				p := args.Positions[i]
+				if p > len(current) {
+					return invalid([]any{"positions", i}, "is %d but the notebook has %d cells (use %d to append)", p, len(current), len(current))
+				}
+				if contains(cellIDs(todo), c.ID) {
+					byPos[p] = append(byPos[p], c)
+				}
+			}
+			for p, cs := range byPos {
+				groups = append(groups, group{p, cs})
+			}
+		default:
+			pos := len(current)
+			switch {
+			case args.StartPosition != nil:
+				pos = *args.StartPosition
+				if pos > len(current) {
+					return invalid([]any{"start_position"}, "is %d but the notebook has %d cells (use %d to append)", pos, len(current), len(current))
+				}
+			case args.AfterCellID != "":
+				i := tx.CellIndex(args.AfterCellID)
+				if i < 0 {
+					return invalid([]any{"after_cell_id"}, "no cell with id %q (re-read the notebook for current ids)", args.AfterCellID)
+				}
+				pos = i + 1
+			case args.BeforeCellID != "":
+				i := tx.CellIndex(args.BeforeCellID)
+				if i < 0 {
+					return invalid([]any{"before_cell_id"}, "no cell with id %q (re-read the notebook for current ids)", args.BeforeCellID)
+				}
+				pos = i
+			}
+			if pos > len(current) {
+				pos = len(current)
+			}
+			groups = []group{{pos, todo}}
+		}
+		sort.Slice(groups, func(i, j int) bool { return groups[i].pos > groups[j].pos })
+		for _, g := range groups {
+			if len(g.cells) == 0 {
+				continue
+			}
+			if err := tx.InsertCells(g.pos, g.cells); err != nil {
+				return err
+			}
+		}
+		placed = placed[:0]
+		for _, c := range cells {
+			placed = append(placed, placedCell{ID: c.ID, Index: tx.CellIndex(c.ID)})
+		}
+		count = tx.NumCells()
+		return nil
+	})
+	if err != nil {
+		return result{}, err
+	}
+	return result{Data: map[string]any{"path": room.Path(), "version": ed.Version, "inserted": placed, "cell_count": count}}, nil
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func cellIDs(cells []ydoc.Cell) []string {
+	ids := make([]string, len(cells))
+	for i, c := range cells {
+		ids[i] = c.ID
+	}
+	return ids
+}
+
+// --- update ----------------------------------------------------------------------------------
+
+type cellUpdate struct {
+	CellID             string         `json:"cell_id"`
+	Content            *string        `json:"content"`
+	CellType           string         `json:"cell_type"`
+	Metadata           map[string]any `json:"metadata"`
+	MetadataMode       string         `json:"metadata_mode"`
+	ExpectedSourceHash string         `json:"expected_source_hash"`
+}
+
+type updateArgs struct {
+	Path    string       `json:"path"`
+	Updates []cellUpdate `json:"updates"`
+	targetArgs
+	guardArgs
+}
+
+type updatedCell struct {
+	ID      string   `json:"id"`
+	Index   int      `json:"index"`
+	Changed []string `json:"changed"`
+}
+
+func (s *Server) batchUpdate(ctx context.Context, raw map[string]any) (result, error) {
+	var args updateArgs
+	if err := decodeArgs(raw, &args); err != nil {
+		return result{}, err
+	}
+	perUpdate := 0
+	for i, u := range args.Updates {
+		if u.CellID != "" {
+			perUpdate++
+		}
+		if u.Content == nil && u.CellType == "" && u.Metadata == nil {
+			return result{}, invalid([]any{"updates", i}, "changes nothing: give content, cell_type and/or metadata")
+		}
+		if u.MetadataMode == "replace" && u.Metadata == nil {
+			return result{}, invalid([]any{"updates", i, "metadata"}, "is required with metadata_mode=replace")
+		}
+	}
+	outside := len(args.CellIDs) > 0 || args.StartIndex != nil || args.EndIndex != nil
+	switch {
+	case perUpdate > 0 && perUpdate < len(args.Updates):
+		return result{}, invalid([]any{"updates"}, "give a cell_id in every update, or in none (and use cell_ids or start_index/end_index)")
+	case perUpdate > 0 && outside:
+		return result{}, invalid([]any{"cell_ids"}, "the updates carry cell_id already; drop cell_ids/start_index/end_index")
+	case perUpdate > 0:
+		for _, u := range args.Updates {
+			args.CellIDs = append(args.CellIDs, u.CellID)
+		}
+	case len(args.CellIDs) > 0 && len(args.CellIDs) != len(args.Updates):
+		return result{}, invalid([]any{"cell_ids"}, "has %d ids for %d updates; they are matched one to one", len(args.CellIDs), len(args.Updates))
+	}
+	room, err := s.openNotebook(ctx, args.Path)
+	if err != nil {
+		return result{}, err
+	}
+	var updated []updatedCell
+	ed, err := room.Apply(ctx, func(tx *ydoc.Txn, h bridge.History, replaying bool) error {
+		indices, ids, byIndex, err := resolve(tx, args.targetArgs)
+		if err != nil {
+			return err
+		}
+		if len(indices) != len(args.Updates) {
+			return invalid([]any{"end_index"}, "the range holds %d cells for %d updates; they are matched one to one", len(indices), len(args.Updates))
+		}
+		if !replaying {
+			g := args.guardArgs
+			hashesFromUpdates(&g, ids, args.Updates)
+			if err := guard(tx, h, g, ids, byIndex); err != nil {
+				return err
+			}
+		}
+		// Validate every update before changing anything.
+		for k, u := range args.Updates {
+			if u.Metadata != nil {
+				if _, err := mergedMetadata(tx, indices[k], u); err != nil {
+					return invalid([]any{"updates", k, "metadata"}, "%v", err)
+				}
+			}
+		}
+		updated = updated[:0]
+		for k, u := range args.Updates {
+			i := indices[k]
+			var changed []string
+			before, err := tx.Cell(i)
+			if err != nil {
+				return err
+			}
+			if u.CellType != "" && u.CellType != before.Type {
+				if err := tx.SetCellType(i, u.CellType); err != nil {
+					return err
+				}
+				changed = append(changed, "cell_type")
+			}
+			if u.Content != nil && *u.Content != before.Source {
+				if err := tx.SetSource(i, *u.Content); err != nil {
+					return err
+				}
+				changed = append(changed, "source")
+			}
+			if u.Metadata != nil {
+				md, _ := mergedMetadata(tx, i, u)
+				if !jsonEqual(md, before.Metadata) {
+					if err := tx.SetCellMetadata(i, md); err != nil {
+						return err
+					}
+					changed = append(changed, "metadata")
+				}
+			}
+			if changed == nil {
+				changed = []string{}
+			}
+			updated = append(updated, updatedCell{ID: ids[k], Index: i, Changed: changed})
+		}
+		return nil
+	})
+	if err != nil {
+		return result{}, err
+	}
+	return result{Data: map[string]any{"path": room.Path(), "version": ed.Version, "updated": updated}}, nil
+}
+
+// mergedMetadata is the metadata a cell gets from an update.
+func mergedMetadata(tx *ydoc.Txn, i int, u cellUpdate) (map[string]any, error) {
+	if u.MetadataMode == "replace" {
+		return u.Metadata, nil
+	}
+	c, err := tx.Cell(i)
+	if err != nil {
+		return nil, err
+	}
+	md := make(map[string]any, len(c.Metadata)+len(u.Metadata))
+	for k, v := range c.Metadata {
+		md[k] = v
+	}
+	for k, v := range u.Metadata {
+		if v == nil {
+			delete(md, k)
+		} else {
+			md[k] = v
+		}
+	}
+	return md, nil
+}
+
+// --- delete ----------------------------------------------------------------------------------
+
+type deleteArgs struct {
+	Path string `json:"path"`
+	targetArgs
+	guardArgs
+}
+
+func (s *Server) batchDelete(ctx context.Context, raw map[string]any) (result, error) {
+	var args deleteArgs
+	if err := decodeArgs(raw, &args); err != nil {
+		return result{}, err
+	}
+	room, err := s.openNotebook(ctx, args.Path)
+	if err != nil {
+		return result{}, err
+	}
+	var deleted []placedCell
+	var count int
+	ed, err := room.Apply(ctx, func(tx *ydoc.Txn, h bridge.History, replaying bool) error {
+		t := args.targetArgs
+		if replaying && len(t.CellIDs) > 0 { // cells already gone before the reset count as deleted
+			var still []string
+			for _, id := range t.CellIDs {
+				if tx.CellIndex(id) >= 0 {
+					still = append(still, id)
+				}
+			}
+			if len(still) == 0 {
+				count = tx.NumCells()
+				return nil
+			}
+			t.CellIDs = still
+		}
+		indices, ids, byIndex, err := resolve(tx, t)
+		if err != nil {
+			return err
+		}
+		if !replaying {
+			if err := guard(tx, h, args.guardArgs, ids, byIndex); err != nil {
+				return err
+			}
+		}
+		deleted = deleted[:0]
+		for k, i := range indices {
+			deleted = append(deleted, placedCell{ID: ids[k], Index: i})
+		}
+		order := append([]int(nil), indices...)
+		sort.Sort(sort.Reverse(sort.IntSlice(order)))
+		for _, i := range order {
+			if err := tx.DeleteCells(i, 1); err != nil {
+				return err
+			}
+		}
+		count = tx.NumCells()
+		return nil
+	})
+	if err != nil {
+		return result{}, err
+	}
+	if deleted == nil {
+		deleted = []placedCell{}
+	}
+	return result{Data: map[string]any{"path": room.Path(), "version": ed.Version, "deleted": deleted, "cell_count": count}}, nil
+}
+
+// --- move ------------------------------------------------------------------------------------
+
+type moveArgs struct {
+	Path         string   `json:"path"`
+	CellIDs      []string `json:"cell_ids"`
+	ToIndex      *int     `json:"to_index"`
+	AfterCellID  string   `json:"after_cell_id"`
+	BeforeCellID string   `json:"before_cell_id"`
+	guardArgs
+}
+
+type movedCell struct {
+	ID   string `json:"id"`
+	From int    `json:"from"`
+	To   int    `json:"to"`
+}
+
+func (s *Server) moveCells(ctx context.Context, raw map[string]any) (result, error) {
+	var args moveArgs
+	if err := decodeArgs(raw, &args); err != nil {
+		return result{}, err
+	}
+	modes := 0
+	for _, set := range []bool{args.ToIndex != nil, args.AfterCellID != "", args.BeforeCellID != ""} {
+		if set {
+			modes++
+		}
+	}
+	if modes != 1 {
+		return result{}, invalid([]any{"to_index"}, "give exactly one of to_index, after_cell_id and before_cell_id")
+	}
+	for _, anchor := range []string{args.AfterCellID, args.BeforeCellID} {
+		if anchor != "" && contains(args.CellIDs, anchor) {
+			return result{}, invalid([]any{"cell_ids"}, "cell %q cannot be moved next to itself", anchor)
+		}
+	}
+	room, err := s.openNotebook(ctx, args.Path)
+	if err != nil {
+		return result{}, err
+	}
+	var moved []movedCell
+	ed, err := room.Apply(ctx, func(tx *ydoc.Txn, h bridge.History, replaying bool) error {
+		indices, ids, _, err := resolve(tx, targetArgs{CellIDs: args.CellIDs})
+		if err != nil {
+			return err
+		}
+		if !replaying {
+			anchors := append([]string(nil), ids...)
+			for _, a := range []string{args.AfterCellID, args.BeforeCellID} {
+				if a != "" {
+					anchors = append(anchors, a)
+				}
+			}
+			if err := guard(tx, h, args.guardArgs, anchors, args.ToIndex != nil); err != nil {
+				return err
+			}
+		}
+		n := tx.NumCells()
+		remaining := n - len(ids)
+		var to int
+		switch {
+		case args.ToIndex != nil:
+			to = *args.ToIndex
+			if to > remaining {
+				return invalid([]any{"to_index"}, "is %d but moving %d of %d cells allows 0..%d", to, len(ids), n, remaining)
+			}
+		default:
+			anchor := args.AfterCellID + args.BeforeCellID
+			ai := tx.CellIndex(anchor)
+			if ai < 0 {
+				name := "after_cell_id"
+				if args.BeforeCellID != "" {
+					name = "before_cell_id"
+				}
+				return invalid([]any{name}, "no cell with id %q (re-read the notebook for current ids)", anchor)
+			}
+			// the anchor's index once the moved cells are out
+			for _, i := range indices {
+				if i < ai {
+					ai--
+				}
+			}
+			to = ai
+			if args.AfterCellID != "" {
+				to++
+			}
+		}
+		// Already in place: nothing to do (a move is delete + re-create, so skip the churn).
+		rest := make([]string, 0, n)
+		for _, id := range tx.CellIDs() {
+			if !contains(ids, id) {
+				rest = append(rest, id)
+			}
+		}
+		final := append(append(append([]string{}, rest[:to]...), ids...), rest[to:]...)
+		if equalStrings(final, tx.CellIDs()) {
+			moved = moved[:0]
+			for k, id := range ids {
+				moved = append(moved, movedCell{ID: id, From: indices[k], To: indices[k]})
+			}
+			return nil
+		}
+		clones := make([]ydoc.Cell, len(indices))
+		for k, i := range indices {
+			c, err := tx.Cell(i)
+			if err != nil {
+				return err
+			}
+			clones[k] = c
+		}
+		order := append([]int(nil), indices...)
+		sort.Sort(sort.Reverse(sort.IntSlice(order)))
+		for _, i := range order {
+			if err := tx.DeleteCells(i, 1); err != nil {
+				return err
+			}
+		}
+		if err := tx.InsertCells(to, clones); err != nil {
+			return err
+		}
+		moved = moved[:0]
+		for k, id := range ids {
+			moved = append(moved, movedCell{ID: id, From: indices[k], To: tx.CellIndex(id)})
+		}
+		return nil
+	})
+	if err != nil {
+		return result{}, err
+	}
+	return result{Data: map[string]any{"path": room.Path(), "version": ed.Version, "moved": moved}}, nil
+}

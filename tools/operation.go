@@ -1,0 +1,247 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+)
+
+// operation is one tool: its documentation, input schema, annotations and implementation. The
+// same value produces the MCP tool, its jupyter://operations/{name} schema resource, and the
+// argument validation.
+type operation struct {
+	Name        string
+	Title       string
+	Category    string // notebooks, documents
+	Description string
+	Input       *schema
+	Example     map[string]any
+	ReadOnly    bool
+	Destructive bool
+	Idempotent  bool
+	Run         func(ctx context.Context, args map[string]any) (result, error)
+}
+
+// result is what a tool returns on success.
+type result struct {
+	Data  any    // a JSON object: the structured content, and the text unless Text is set
+	Text  string // when set, the text content (e.g. a markdown rendering) instead of JSON(Data)
+	Extra []mcp.Content
+}
+
+// toolError is a failure the model should see and can act on.
+type toolError struct {
+	Message string
+	Details []detail
+	Extra   map[string]any // e.g. "conflicts"
+}
+
+func (e *toolError) Error() string { return e.Message }
+
+func failf(format string, args ...any) *toolError {
+	return &toolError{Message: fmt.Sprintf(format, args...)}
+}
+
+// invalid reports one argument problem.
+func invalid(path []any, format string, args ...any) *toolError {
+	d := detail{Path: path, Message: fmt.Sprintf(format, args...)}
+	return &toolError{Message: "invalid arguments: " + d.String(), Details: []detail{d}}
+}
+
+// includeSchemaField is accepted by every tool.
+var includeSchemaField = field("includeSchema", boolean("Embed this tool's input schema in the result (it is always embedded when a call fails).").def(false))
+
+func (s *Server) register(op *operation) {
+	op.Input.Properties = append(op.Input.Properties, includeSchemaField)
+	s.ops = append(s.ops, op)
+	s.opsByName[op.Name] = op
+	raw, err := json.Marshal(op.Input.JSON())
+	if err != nil {
+		panic(fmt.Sprintf("tool %s: schema does not marshal: %v", op.Name, err)) // a programming error
+	}
+	tool := mcp.NewToolWithRawSchema(op.Name, op.Description, raw)
+	// mcp-go defaults destructive and open-world to true: set every hint explicitly.
+	tool.Annotations = mcp.ToolAnnotation{
+		Title:           op.Title,
+		ReadOnlyHint:    mcp.ToBoolPtr(op.ReadOnly),
+		DestructiveHint: mcp.ToBoolPtr(op.Destructive),
+		IdempotentHint:  mcp.ToBoolPtr(op.Idempotent),
+		OpenWorldHint:   mcp.ToBoolPtr(false), // only the Jupyter server the sidecar is attached to
+	}
+	s.mcp.AddTool(tool, s.handler(op))
+}
+
+func (s *Server) handler(op *operation) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
+		defer cancel()
+		args := req.GetArguments()
+		if args == nil {
+			args = map[string]any{}
+		}
+		includeSchema, _ := args["includeSchema"].(bool)
+		var details []detail
+		op.Input.validate(args, nil, &details)
+		if len(details) > 0 {
+			msg := "invalid arguments: " + details[0].String()
+			if len(details) > 1 {
+				msg += fmt.Sprintf(" (and %d more)", len(details)-1)
+			}
+			return s.failure(op, &toolError{Message: msg, Details: details}), nil
+		}
+		res, err := op.Run(ctx, args)
+		if err != nil {
+			s.log.Debug().Str("tool", op.Name).Err(err).Msg("tool call failed")
+			return s.failure(op, asToolError(err)), nil
+		}
+		return s.success(op, res, includeSchema || s.opts.AlwaysEmbedSchema), nil
+	}
+}
+
+func (s *Server) success(op *operation, res result, embed bool) *mcp.CallToolResult {
+	text := res.Text
+	if text == "" {
+		b, err := json.Marshal(res.Data)
+		if err != nil {
+			return s.failure(op, failf("encode result: %v", err))
+		}
+		text = string(b)
+	}
+	out := &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(text)}, StructuredContent: res.Data}
+	out.Content = append(out.Content, res.Extra...)
+	if embed {
+		out.Content = append(out.Content, s.schemaContent(op))
+	}
+	return out
+}
+
+// failure is {"success": false, "error": ..., "details": [...]} with isError set and the tool's
+// schema embedded, so the model can correct the call without another round trip.
+func (s *Server) failure(op *operation, e *toolError) *mcp.CallToolResult {
+	body := map[string]any{"success": false, "error": e.Message}
+	if len(e.Details) > 0 {
+		body["details"] = e.Details
+	}
+	for k, v := range e.Extra {
+		body[k] = v
+	}
+	b, _ := json.Marshal(body)
+	return &mcp.CallToolResult{
+		IsError:           true,
+		Content:           []mcp.Content{mcp.NewTextContent(string(b)), s.schemaContent(op)},
+		StructuredContent: body,
+	}
+}
+
+func (s *Server) schemaContent(op *operation) mcp.Content {
+	b, _ := json.Marshal(s.operationDoc(op))
+	priority := 0.5
+	return mcp.EmbeddedResource{
+		Type:      "resource",
+		Annotated: mcp.Annotated{Annotations: &mcp.Annotations{Audience: []mcp.Role{mcp.RoleAssistant}, Priority: &priority}},
+		Resource:  mcp.TextResourceContents{URI: operationURI(op.Name), MIMEType: "application/json", Text: string(b)},
+	}
+}
+
+func operationURI(name string) string { return "jupyter://operations/" + name }
+
+// operationDoc is the schema resource of one operation.
+func (s *Server) operationDoc(op *operation) map[string]any {
+	return map[string]any{
+		"name":         op.Name,
+		"title":        op.Title,
+		"category":     op.Category,
+		"description":  op.Description,
+		"input_schema": op.Input.JSON(),
+		"example":      op.Example,
+		"annotations": map[string]bool{
+			"readOnlyHint": op.ReadOnly, "destructiveHint": op.Destructive,
+			"idempotentHint": op.Idempotent, "openWorldHint": false,
+		},
+	}
+}
+
+func (s *Server) operationNames() []string {
+	names := make([]string, len(s.ops))
+	for i, op := range s.ops {
+		names[i] = op.Name
+	}
+	sort.Strings(names)
+	return names
+}
+
+// registerOperationResources serves the catalog and the per-operation schemas.
+func (s *Server) registerOperationResources() {
+	s.mcp.AddResource(mcp.NewResource("jupyter://operations", "operations",
+		mcp.WithResourceDescription("Catalog of every operation (tool) with its category and schema URI."),
+		mcp.WithMIMEType("application/json"),
+	), func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+		list := make([]map[string]string, 0, len(s.ops))
+		for _, op := range s.ops {
+			list = append(list, map[string]string{"name": op.Name, "title": op.Title, "category": op.Category,
+				"description": firstSentence(op.Description), "uri": operationURI(op.Name)})
+		}
+		b, _ := json.Marshal(map[string]any{"operations": list})
+		return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: "application/json", Text: string(b)}}, nil
+	})
+	s.mcp.AddResourceTemplate(mcp.NewResourceTemplate("jupyter://operations/{operation}", "operation schema",
+		mcp.WithTemplateDescription("One operation: name, title, description, category, input schema and an example call."),
+		mcp.WithTemplateMIMEType("application/json"),
+	), func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+		name := strings.TrimPrefix(req.Params.URI, "jupyter://operations/")
+		op, ok := s.opsByName[name]
+		if !ok {
+			return nil, fmt.Errorf("unknown operation %q; valid operations: %s", name, strings.Join(s.operationNames(), ", "))
+		}
+		b, _ := json.Marshal(s.operationDoc(op))
+		return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: "application/json", Text: string(b)}}, nil
+	})
+}
+
+func firstSentence(s string) string {
+	if i := strings.Index(s, ". "); i > 0 {
+		return s[:i+1]
+	}
+	return s
+}
+
+// asToolError turns an error from bridge or the server into what the model should read.
+func asToolError(err error) *toolError {
+	var te *toolError
+	if errors.As(err, &te) {
+		return te
+	}
+	var w *bridge.WithdrawnError
+	var u *bridge.UnconfirmedError
+	switch {
+	case errors.As(err, &w):
+		return failf("nothing was changed: the room could not reach jupyter-server in time (%v); try again", w.Err)
+	case errors.As(err, &u):
+		return failf("the edit is applied in the sidecar's replica but jupyter-server has not confirmed it yet; it will be delivered when the connection recovers. Re-read before retrying to avoid applying it twice")
+	case errors.Is(err, bridge.ErrBadPath):
+		return &toolError{Message: err.Error(), Details: []detail{{Path: []any{"path"}, Message: err.Error()}}}
+	case errors.Is(err, context.DeadlineExceeded):
+		return failf("timed out: %v", err)
+	}
+	return failf("%v", err)
+}
+
+// decodeArgs converts validated arguments into a typed struct.
+func decodeArgs(args map[string]any, dst any) error {
+	b, err := json.Marshal(args)
+	if err != nil {
+		return failf("arguments: %v", err)
+	}
+	if err := json.Unmarshal(b, dst); err != nil {
+		return failf("arguments: %v", err)
+	}
+	return nil
+}
