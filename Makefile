@@ -7,7 +7,7 @@ SHELL := /bin/bash
 GO ?= go
 PYTHON ?= python3
 VENV := .venv
-PEER := integration/peer
+NODE := integration/node
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOTESTFLAGS ?=
 FUZZTIME ?= 15s
@@ -29,9 +29,9 @@ $(VENV)/.installed: integration/requirements.txt
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r integration/requirements.txt
 	touch $@
 
-node: $(PEER)/node_modules/.installed
-$(PEER)/node_modules/.installed: $(PEER)/package.json $(PEER)/package-lock.json
-	npm ci --prefix $(PEER) --no-audit --no-fund --loglevel=error
+node: $(NODE)/node_modules/.installed
+$(NODE)/node_modules/.installed: $(NODE)/package.json $(NODE)/package-lock.json
+	npm ci --prefix $(NODE) --no-audit --no-fund --loglevel=error
 	touch $@
 
 # --- checks ---------------------------------------------------------------------------------
@@ -65,4 +65,4 @@ run: deps build
 	./bin/devrun
 
 clean:
-	rm -rf bin $(PEER)/node_modules
+	rm -rf bin $(NODE)/node_modules

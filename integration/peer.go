@@ -14,8 +14,8 @@ import (
 	"sync/atomic"
 )
 
-// Peer drives the independent Node peer (integration/peer/peer.mjs: yjs + y-protocols).
-type Peer struct {
+// nodeProc drives a Node script of integration/node over JSON lines on stdin/stdout.
+type nodeProc struct {
 	cmd     *exec.Cmd
 	stdin   io.WriteCloser
 	seq     atomic.Int64
@@ -35,16 +35,28 @@ type PeerEvent struct {
 	Text   string `json:"text"`
 }
 
-// StartPeer starts a peer process. node and integration/peer/node_modules must exist
-// (the Makefile installs them).
+// Peer drives the independent Yjs peer (integration/node/peer.mjs: yjs + y-protocols).
+type Peer struct{ *nodeProc }
+
+// StartPeer starts a peer process. node and integration/node/node_modules must exist (the
+// Makefile installs them).
 func StartPeer() (*Peer, error) {
+	p, err := startNode("peer.mjs")
+	if err != nil {
+		return nil, err
+	}
+	return &Peer{p}, nil
+}
+
+func startNode(name string) (*nodeProc, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, err
 	}
-	script := filepath.Join(root, "integration", "peer", "peer.mjs")
-	if _, err := os.Stat(filepath.Join(root, "integration", "peer", "node_modules", "yjs")); err != nil {
-		return nil, fmt.Errorf("integration peer dependencies missing (run `make deps`): %w", err)
+	dir := filepath.Join(root, "integration", "node")
+	script := filepath.Join(dir, name)
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "yjs")); err != nil {
+		return nil, fmt.Errorf("integration Node dependencies missing (run `make deps`): %w", err)
 	}
 	cmd := exec.Command("node", script)
 	stdin, err := cmd.StdinPipe()
@@ -55,7 +67,7 @@ func StartPeer() (*Peer, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Peer{
+	p := &nodeProc{
 		cmd:     cmd,
 		stdin:   stdin,
 		pending: map[int64]chan json.RawMessage{},
@@ -71,7 +83,7 @@ func StartPeer() (*Peer, error) {
 	return p, nil
 }
 
-func (p *Peer) readLoop(r io.Reader) {
+func (p *nodeProc) readLoop(r io.Reader) {
 	defer close(p.done)
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 256<<20)
@@ -106,11 +118,11 @@ func (p *Peer) readLoop(r io.Reader) {
 	}
 }
 
-// Events returns the peer's unsolicited events.
-func (p *Peer) Events() <-chan PeerEvent { return p.events }
+// Events returns the script's unsolicited events.
+func (p *nodeProc) Events() <-chan PeerEvent { return p.events }
 
 // Call sends a request and decodes the reply into out (may be nil).
-func (p *Peer) Call(ctx context.Context, op string, args map[string]any, out any) error {
+func (p *nodeProc) Call(ctx context.Context, op string, args map[string]any, out any) error {
 	id := p.seq.Add(1)
 	req := map[string]any{"id": id, "op": op}
 	for k, v := range args {
@@ -154,7 +166,7 @@ func (p *Peer) Call(ctx context.Context, op string, args map[string]any, out any
 }
 
 // Close stops the peer.
-func (p *Peer) Close() error {
+func (p *nodeProc) Close() error {
 	_ = p.stdin.Close()
 	select {
 	case <-p.done:

@@ -1,0 +1,429 @@
+//go:build integration
+
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
+)
+
+// End to end: the official MCP TypeScript SDK client drives the real binary (stdio and
+// Streamable HTTP) attached to the real jupyter-server, while the independent Yjs peer plays a
+// human editing the same notebook; the peer and the file on disk must agree with every edit.
+
+func TestMCPEndToEnd(t *testing.T) {
+	bin, err := BuildSidecar()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, transport := range []string{"stdio", "http"} {
+		t.Run(transport, func(t *testing.T) {
+			ctx := ctxT(t, 3*time.Minute)
+			name := uniqueName(t, ".ipynb")
+			if err := shared.WriteFile(name, fixture(t, "jupyterlab--example.ipynb")); err != nil {
+				t.Fatal(err)
+			}
+			c, err := StartMCPClient()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Close() })
+			var sidecarLog func() string
+			switch transport {
+			case "stdio":
+				err = c.Call(ctx, "connect", map[string]any{"transport": "stdio", "command": bin,
+					"env": map[string]string{"JUPYTER_URL": shared.URL, "JUPYTER_TOKEN": shared.Token, "LOG_LEVEL": "debug"}}, nil)
+				sidecarLog = func() string { return "" }
+			default:
+				sp, err := StartHTTPSidecar(ctx, shared)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(sp.Stop)
+				sidecarLog = sp.Log.String
+				err = c.Call(ctx, "connect", map[string]any{"transport": "http", "url": sp.URL, "headers": map[string]string{"Authorization": "Bearer " + sp.Token}}, nil)
+				if err == nil {
+					t.Cleanup(func() {
+						if strings.Contains(sp.Log.String(), shared.Token) || strings.Contains(sp.Log.String(), sp.Token) {
+							t.Error("a token appears in the sidecar's log")
+						}
+					})
+				}
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			runScenario(t, ctx, c, name, sidecarLog)
+		})
+	}
+}
+
+func runScenario(t *testing.T, ctx context.Context, c *MCPClient, name string, sidecarLog func() string) {
+	call := func(tool string, args map[string]any) map[string]any {
+		t.Helper()
+		res, err := c.CallTool(ctx, tool, args)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", tool, err, tail(sidecarLog(), 3000))
+		}
+		if res.IsError {
+			t.Fatalf("%s failed: %s", tool, res.Text())
+		}
+		if len(res.Embedded()) != 0 {
+			t.Errorf("%s: a successful call embedded the schema without includeSchema", tool)
+		}
+		if !jsonEq(res.StructuredContent, res.JSON()) && res.JSON() != nil {
+			t.Errorf("%s: structuredContent differs from the text content", tool)
+		}
+		return res.JSON()
+	}
+
+	var tools struct {
+		Tools []struct {
+			Name        string         `json:"name"`
+			Annotations map[string]any `json:"annotations"`
+		} `json:"tools"`
+	}
+	if err := c.Call(ctx, "listTools", nil, &tools); err != nil {
+		t.Fatal(err)
+	}
+	if len(tools.Tools) != 13 {
+		t.Errorf("%d tools listed, want 13", len(tools.Tools))
+	}
+	for _, tl := range tools.Tools {
+		for _, hint := range []string{"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"} {
+			if _, ok := tl.Annotations[hint]; !ok {
+				t.Errorf("tool %s: annotation %s not set", tl.Name, hint)
+			}
+		}
+	}
+
+	list := call("list_notebooks", map[string]any{"path_prefix": name})
+	if nbs, _ := list["notebooks"].([]any); len(nbs) != 1 {
+		t.Fatalf("list_notebooks(%s) = %v", name, list)
+	}
+	nb := call("get_notebook", map[string]any{"path": name})
+	cells := nb["cells"].([]any)
+	first := cells[0].(map[string]any)
+	firstID := first["id"].(string)
+
+	// A human is in the notebook too.
+	p := newPeer(t)
+	if err := p.Connect(ctx, shared, name, "notebook"); err != nil {
+		t.Fatal(err)
+	}
+	if got := peerIDs(mustSnapshot(t, ctx, p)); !slices.Equal(got, idsOf(cells)) {
+		t.Fatalf("peer ids %v, get_notebook ids %v", got, idsOf(cells))
+	}
+
+	ins := call("batch_insert_notebook_cells", map[string]any{"path": name, "after_cell_id": firstID, "cells": []any{
+		map[string]any{"id": "agent-md", "cell_type": "markdown", "content": "## Added by the agent\n\nfirst line\nsecond line\n"},
+		map[string]any{"id": "agent-code", "content": "answer = 42\nprint(answer)\n", "metadata": map[string]any{"tags": []any{"agent"}}},
+	}})
+	if v := ins["version"]; v == nb["version"] || v == "" {
+		t.Errorf("insert version %v, before %v", v, nb["version"])
+	}
+	snap, err := p.WaitFor(ctx, `nb.cells[1].id === "agent-md" && nb.cells[2].id === "agent-code"`, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Cells[2].Types["source"] != "Text" || snap.Cells[2].Metadata["tags"] == nil {
+		t.Errorf("peer sees %+v", snap.Cells[2])
+	}
+
+	// The human types in the markdown cell while the agent edits the code cell.
+	if err := p.Transact(ctx, `cells.get(1).get('source').insert(0, 'HUMAN: ')`, nil); err != nil {
+		t.Fatal(err)
+	}
+	call("batch_update_notebook_cells", map[string]any{"path": name, "updates": []any{
+		map[string]any{"cell_id": "agent-code", "content": "answer = 42\nprint(answer * 2)\n"},
+	}})
+	// And edits the same cell as the agent: both survive (minimal diff on the agent's side).
+	if err := p.Transact(ctx, `cells.get(1).get('source').insert(cells.get(1).get('source').length, 'human tail\n')`, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Read the cell once the sidecar has the human's text (it travels through the server).
+	var read, md map[string]any
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		read = call("get_notebook", map[string]any{"path": name, "cell_range": map[string]any{"start": 1, "end": 1}})
+		md = read["cells"].([]any)[0].(map[string]any)
+		if strings.HasSuffix(md["source"].(string), "human tail\n") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sidecar never saw the human's edit: %q", md["source"])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	call("batch_update_notebook_cells", map[string]any{"path": name, "updates": []any{map[string]any{
+		"cell_id": "agent-md", "content": strings.Replace(md["source"].(string), "first line", "first line (edited by the agent)", 1),
+		"expected_source_hash": md["source_hash"],
+	}}})
+	snap, err = p.WaitFor(ctx, `nb.cells[1].source.includes("(edited by the agent)") && nb.cells[2].source.includes("answer * 2")`, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := snap.Cells[1].Source; !strings.HasPrefix(s, "HUMAN: ## Added") || !strings.HasSuffix(s, "human tail\n") {
+		t.Errorf("the human's text did not survive the agent's edit: %q", s)
+	}
+
+	// A stale expected_version fails as a conflict naming the cell, and changes nothing.
+	if err := p.Transact(ctx, `cells.get(2).get('source').insert(0, '# human was here\n')`, nil); err != nil {
+		t.Fatal(err)
+	}
+	sidecarSees(t, call, name, func(cells []any) bool {
+		return strings.HasPrefix(cells[2].(map[string]any)["source"].(string), "# human was here")
+	})
+	res, err := c.CallTool(ctx, "batch_update_notebook_cells", map[string]any{"path": name, "expected_version": read["version"],
+		"updates": []any{map[string]any{"cell_id": "agent-code", "content": "overwritten"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || !strings.Contains(res.Text(), "conflict") || !strings.Contains(res.Text(), "agent-code") {
+		t.Errorf("stale expected_version: %s", res.Text())
+	}
+	if len(res.Embedded()) != 1 {
+		t.Errorf("a failed call did not embed the schema: %v", res.Content)
+	}
+
+	call("move_notebook_cells", map[string]any{"path": name, "cell_ids": []any{"agent-code"}, "to_index": 0})
+	call("batch_delete_notebook_cells", map[string]any{"path": name, "cell_ids": []any{"agent-md"}})
+	final, err := p.WaitFor(ctx, `nb.cells[0].id === "agent-code" && !nb.cells.some(c => c.id === "agent-md")`, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if final.Cells[0].Metadata["tags"] == nil {
+		t.Errorf("move lost the cell's metadata: %+v", final.Cells[0])
+	}
+	// nbformat 4.0 files keep no cell ids on disk (jupyter_ydoc drops them below 4.5): compare
+	// sources and order.
+	disk := waitDisk(t, shared, name, "the agent's and the human's edits", func(d ydoc.Notebook) bool {
+		return slices.Equal(sources(d), peerSources(final))
+	})
+	if len(disk.Cells) != len(cells)+1 {
+		t.Errorf("disk has %d cells, want %d", len(disk.Cells), len(cells)+1)
+	}
+
+	// Schemas on demand.
+	res, err = c.CallTool(ctx, "get_notebook", map[string]any{"path": name, "format": "outline", "includeSchema": true})
+	if err != nil || res.IsError {
+		t.Fatalf("outline: %v %s", err, res.Text())
+	}
+	if emb := res.Embedded(); len(emb) != 1 || emb[0]["resource"].(map[string]any)["uri"] != "jupyter://operations/get_notebook" {
+		t.Errorf("includeSchema did not embed the schema: %v", res.Content)
+	} else if ann := emb[0]["annotations"].(map[string]any); ann["priority"] != 0.5 || fmt.Sprint(ann["audience"]) != "[assistant]" {
+		t.Errorf("embedded schema annotations %v", ann)
+	}
+	res, err = c.CallTool(ctx, "batch_insert_notebook_cells", map[string]any{"path": name, "cells": []any{map[string]any{"cell_type": "python"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fail struct {
+		Success *bool `json:"success"`
+		Details []struct {
+			Path    []any  `json:"path"`
+			Message string `json:"message"`
+		} `json:"details"`
+	}
+	_ = json.Unmarshal([]byte(res.Text()), &fail)
+	if !res.IsError || fail.Success == nil || *fail.Success || len(fail.Details) != 1 ||
+		fmt.Sprint(fail.Details[0].Path) != "[cells 0 cell_type]" || !strings.Contains(fail.Details[0].Message, "code, markdown, raw") {
+		t.Errorf("validation failure: %s", res.Text())
+	}
+
+	var resources struct {
+		Resources []map[string]any `json:"resources"`
+	}
+	var templates struct {
+		Templates []map[string]any `json:"templates"`
+	}
+	if err := c.Call(ctx, "listResources", nil, &resources); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Call(ctx, "listTemplates", nil, &templates); err != nil {
+		t.Fatal(err)
+	}
+	if !hasField(resources.Resources, "uri", "jupyter://operations") || !hasField(templates.Templates, "uriTemplate", "jupyter://operations/{operation}") {
+		t.Errorf("resources %v templates %v", resources.Resources, templates.Templates)
+	}
+	var read2 struct {
+		Contents []map[string]any `json:"contents"`
+		RPCError *struct {
+			Message string `json:"message"`
+		} `json:"rpcError"`
+	}
+	if err := c.Call(ctx, "readResource", map[string]any{"uri": "jupyter://operations/batch_update_notebook_cells"}, &read2); err != nil || read2.RPCError != nil {
+		t.Fatalf("read schema: %v %v", err, read2.RPCError)
+	}
+	if !strings.Contains(read2.Contents[0]["text"].(string), `"input_schema"`) {
+		t.Errorf("schema resource %v", read2.Contents)
+	}
+	read2.RPCError = nil
+	if err := c.Call(ctx, "readResource", map[string]any{"uri": "jupyter://operations/no_such_tool"}, &read2); err != nil {
+		t.Fatal(err)
+	}
+	if read2.RPCError == nil || !strings.Contains(read2.RPCError.Message, "get_notebook") {
+		t.Errorf("unknown operation: %+v", read2.RPCError)
+	}
+
+	// Text documents.
+	doc := strings.TrimSuffix(name, ".ipynb") + ".md"
+	created := call("create_document_session", map[string]any{"path": doc, "create_if_missing": true})
+	if created["created"] != true {
+		t.Errorf("create_document_session %v", created)
+	}
+	call("batch_insert_text", map[string]any{"path": doc, "operations": []any{map[string]any{"text": "héllo 🎉 wörld\n", "position": -1}}})
+	call("batch_update_document", map[string]any{"path": doc, "operations": []any{
+		map[string]any{"position": 0, "length": 5, "content": "HÉLLO"},
+		map[string]any{"position": 8, "length": 5, "content": "WÖRLD"},
+	}})
+	call("batch_delete_text", map[string]any{"path": doc, "operations": []any{map[string]any{"position": 6, "length": 2}}})
+	got := call("get_document", map[string]any{"path": doc})
+	if got["content"] != "HÉLLO WÖRLD\n" {
+		t.Errorf("document %q", got["content"])
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b, _ := shared.ReadFile(doc)
+		if string(b) == "HÉLLO WÖRLD\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("file on disk %q", b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// sidecarSees polls get_notebook until the sidecar's replica satisfies cond.
+func sidecarSees(t *testing.T, call func(string, map[string]any) map[string]any, name string, cond func([]any) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		nb := call("get_notebook", map[string]any{"path": name, "include_outputs": false})
+		if cond(nb["cells"].([]any)) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sidecar never saw the expected state: %v", nb["cells"])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func mustSnapshot(t *testing.T, ctx context.Context, p *Peer) PeerSnapshot {
+	t.Helper()
+	s, err := p.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func idsOf(cells []any) []string {
+	out := make([]string, len(cells))
+	for i, c := range cells {
+		out[i] = c.(map[string]any)["id"].(string)
+	}
+	return out
+}
+
+func hasField(list []map[string]any, key, want string) bool {
+	for _, m := range list {
+		if m[key] == want {
+			return true
+		}
+	}
+	return false
+}
+
+// The HTTP endpoint refuses missing and wrong bearer tokens and foreign Host headers, before any
+// MCP processing.
+func TestMCPHTTPAuth(t *testing.T) {
+	ctx := ctxT(t, time.Minute)
+	sp, err := StartHTTPSidecar(ctx, shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sp.Stop)
+	initBody := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	for _, tc := range []struct {
+		name, auth, host string
+		want             int
+	}{
+		{"no token", "", "", 401},
+		{"wrong token", "Bearer " + strings.Repeat("x", 48), "", 401},
+		{"basic auth", "Basic " + sp.Token, "", 401},
+		{"rebinding host", "Bearer " + sp.Token, "attacker.example:80", 403},
+		{"good", "Bearer " + sp.Token, "", 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequestWithContext(ctx, "POST", sp.URL, bytes.NewReader(initBody))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			if tc.auth != "" {
+				req.Header.Set("Authorization", tc.auth)
+			}
+			if tc.host != "" {
+				req.Host = tc.host
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Errorf("status %d, want %d", resp.StatusCode, tc.want)
+			}
+			if tc.want == 401 && !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+				t.Errorf("401 without a Bearer challenge: %q", resp.Header.Get("WWW-Authenticate"))
+			}
+		})
+	}
+	// The SDK client with a wrong token fails to connect.
+	c, err := StartMCPClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	err = c.Call(ctx, "connect", map[string]any{"transport": "http", "url": sp.URL, "headers": map[string]string{"Authorization": "Bearer wrong-wrong-wrong-wrong"}}, nil)
+	if err == nil {
+		t.Error("the SDK client connected with a wrong token")
+	}
+}
+
+// --always-embed-schema (ALWAYS_EMBED_SCHEMA) embeds the schema in successful results too.
+func TestMCPAlwaysEmbedSchema(t *testing.T) {
+	ctx := ctxT(t, time.Minute)
+	name := uniqueName(t, ".ipynb")
+	if err := shared.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {
+		t.Fatal(err)
+	}
+	sp, err := StartHTTPSidecar(ctx, shared, "ALWAYS_EMBED_SCHEMA=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sp.Stop)
+	c, err := StartMCPClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if err := c.Call(ctx, "connect", map[string]any{"transport": "http", "url": sp.URL, "headers": map[string]string{"Authorization": "Bearer " + sp.Token}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.CallTool(ctx, "get_notebook", map[string]any{"path": name})
+	if err != nil || res.IsError {
+		t.Fatalf("%v %s", err, res.Text())
+	}
+	if len(res.Embedded()) != 1 {
+		t.Errorf("ALWAYS_EMBED_SCHEMA=true: %d embedded resources in a successful result", len(res.Embedded()))
+	}
+}
