@@ -138,6 +138,29 @@ func (e *env) call(name string, args map[string]any) *result {
 	return decodeResult(e.t, res)
 }
 
+// callNoFatal is call for goroutines other than the test's: it returns nil on a protocol error.
+func (e *env) callNoFatal(name string, args map[string]any) *result {
+	req := mcp.CallToolRequest{}
+	req.Params.Name = name
+	req.Params.Arguments = args
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	res, err := e.c.CallTool(ctx, req)
+	if err != nil {
+		return nil
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil
+	}
+	out := &result{}
+	if json.Unmarshal(b, &out.Raw) != nil {
+		return nil
+	}
+	out.IsError, _ = out.Raw["isError"].(bool)
+	return out
+}
+
 func decodeResult(t *testing.T, res *mcp.CallToolResult) *result {
 	t.Helper()
 	b, err := json.Marshal(res)
