@@ -1,9 +1,11 @@
 package tools_test
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
@@ -217,5 +219,70 @@ func TestConflictBadVersion(t *testing.T) {
 	}
 	if e.snapshot(editPath) != before {
 		t.Fatal("an edit with a bad version changed the notebook")
+	}
+}
+
+// injectPeer makes a collaborator appear in the room's awareness, as JupyterLab's awareness
+// update would (the fake forwards it to the sidecar).
+func injectPeer(t *testing.T, e *env, path string, clientID uint64, username, display string) {
+	t.Helper()
+	state, _ := json.Marshal(map[string]any{"user": map[string]any{
+		"username": username, "name": display, "display_name": display, "initials": display[:1], "color": "#ff0000"}})
+	room := e.m.Get(path, ydoc.KindNotebook)
+	sub := room.Subscribe(256)
+	defer sub.Close()
+	e.srv.Inject(ydoc.EncodeAwarenessFrame(ydoc.EncodeAwarenessUpdate(clientID, 1, state)))
+	timer := time.NewTimer(waitLimit)
+	defer timer.Stop()
+	for {
+		for _, c := range room.Info().Collaborators {
+			if c.ClientID == clientID {
+				return
+			}
+		}
+		select {
+		case <-sub.C: // re-check after every room event (awareness changes publish one)
+		case <-timer.C:
+			t.Fatalf("peer %d never showed up in the room's collaborators", clientID)
+		}
+	}
+}
+
+func TestCollaboratorsAndConflictAuthors(t *testing.T) {
+	e := editEnv(t)
+	human := e.srv.DocClientID(editPath)
+	injectPeer(t, e, editPath, human, "alice", "Alice A.")
+	injectPeer(t, e, editPath, human+1000, "alice", "Alice A.") // a second browser tab
+	injectPeer(t, e, editPath, human+2000, "bob", "Bob")
+
+	body := e.ok("get_notebook", map[string]any{"path": editPath})
+	var names []string
+	for _, x := range asList(t, asMap(t, body["collaboration"])["collaborators"]) {
+		m := asMap(t, x)
+		names = append(names, str(m["username"])+"="+str(m["name"]))
+		if str(m["color"]) == "" {
+			t.Errorf("collaborator without color: %v", m)
+		}
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"alice=Alice A.", "bob=Bob"}) {
+		t.Errorf("collaborators = %v, want alice once and bob", names)
+	}
+	list := e.ok("list_notebooks", map[string]any{})
+	for _, x := range asList(t, list["notebooks"]) {
+		m := asMap(t, x)
+		if m["path"] == editPath && len(asList(t, m["collaborators"])) != 2 {
+			t.Errorf("list_notebooks collaborators of the open notebook = %v", m["collaborators"])
+		}
+	}
+
+	v := e.nbVersion(editPath)
+	humanSetSource(e, "c", "Alice was here")
+	r := e.fail("batch_update_notebook_cells", map[string]any{"path": editPath, "expected_version": v,
+		"updates": []any{map[string]any{"cell_id": "c", "content": "agent"}}})
+	mustContain(t, "conflict message", errorText(r), "c (by Alice A.)")
+	by := asList(t, asMap(t, asList(t, r.Body["conflicts"])[0])["by"])
+	if len(by) != 1 || by[0] != "Alice A." {
+		t.Errorf("conflict by = %v", by)
 	}
 }

@@ -55,6 +55,8 @@ type env struct {
 	m   *bridge.Manager
 	ts  *tools.Server
 	c   *client.Client
+	// embed is true when every result carries the schema (AlwaysEmbedSchema).
+	embed bool
 }
 
 type envOpt func(*tools.Options)
@@ -95,7 +97,7 @@ func newEnv(t *testing.T, files []bridgetest.File, opts ...envOpt) *env {
 	if _, err := c.Initialize(ctx, init); err != nil {
 		t.Fatalf("Initialize: %v", err)
 	}
-	return &env{t: t, srv: srv, m: m, ts: ts, c: c}
+	return &env{t: t, srv: srv, m: m, ts: ts, c: c, embed: o.AlwaysEmbedSchema}
 }
 
 // ctxT returns a context bounded by waitLimit and cancelled when the test ends.
@@ -203,6 +205,19 @@ func (e *env) ok(name string, args map[string]any) map[string]any {
 	}
 	if r.Body == nil {
 		e.t.Fatalf("%s(%s): first content is not a JSON object: %s", name, compact(args), r)
+	}
+	// Lean results: one JSON text plus the same object as structured content; the schema only
+	// when asked for.
+	want := 1
+	if args["includeSchema"] == true || e.embed {
+		want = 2
+		checkSchemaEmbedded(e.t, name, r)
+	}
+	if len(r.Content) != want || r.Content[0]["type"] != "text" {
+		e.t.Errorf("%s: %d content items (%s), want %d", name, len(r.Content), compact(r.Content), want)
+	}
+	if !reflect.DeepEqual(r.Structured, jsonRoundTrip(e.t, r.Body)) {
+		e.t.Errorf("%s: structuredContent differs from the text content:\nstructured %s\ntext       %s", name, compact(r.Structured), compact(r.Body))
 	}
 	return r.Body
 }
