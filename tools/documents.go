@@ -171,7 +171,7 @@ func (s *Server) listDocuments(ctx context.Context, raw map[string]any) (result,
 			prefix = ""
 		}
 	}
-	files, truncatedWalk, err := s.walk(ctx, prefix, "file")
+	files, truncatedWalk, err := s.walk(ctx, prefix, "file", "path_filter")
 	if err != nil {
 		return result{}, err
 	}
@@ -283,6 +283,7 @@ func (s *Server) getDocument(ctx context.Context, raw map[string]any) (result, e
 	var b strings.Builder
 	budget := args.MaxContentLength
 	next := first
+	cutLine := 0
 	for i := first; i <= last && i >= 1; i++ {
 		l := lines[i-1]
 		n := utf8.RuneCountInString(l)
@@ -291,6 +292,7 @@ func (s *Server) getDocument(ctx context.Context, raw map[string]any) (result, e
 				cut, _ := capText(l, budget)
 				b.WriteString(cut)
 				next = i + 1
+				cutLine = i
 			}
 			break
 		}
@@ -305,12 +307,19 @@ func (s *Server) getDocument(ctx context.Context, raw map[string]any) (result, e
 	if args.LineRange != nil {
 		out["lines"] = map[string]int{"start": first, "end": next - 1}
 	}
-	if next <= last {
-		out["truncated"] = map[string]any{
+	if next <= last || cutLine > 0 {
+		t := map[string]any{
 			"returned_lines": map[string]int{"start": first, "end": next - 1},
 			"reason":         fmt.Sprintf("max_content_length %d reached", args.MaxContentLength),
-			"next_call":      map[string]any{"line_range": map[string]int{"start": next, "end": last}},
 		}
+		if next <= last {
+			t["next_call"] = map[string]any{"line_range": map[string]int{"start": next, "end": last}}
+		}
+		if cutLine > 0 {
+			t["cut_line"] = cutLine
+			t["note"] = "that line alone exceeds max_content_length and was cut; raise max_content_length to read it whole"
+		}
+		out["truncated"] = t
 	}
 	if boolOr(args.IncludeCollab, true) {
 		out["collaboration"] = collabOf(room.Info())
@@ -329,7 +338,7 @@ func (s *Server) createDocumentSession(ctx context.Context, raw map[string]any) 
 	if extOf(args.Path) == "ipynb" {
 		return result{}, invalid([]any{"path"}, "is a notebook; use create_notebook_session")
 	}
-	room, created, err := s.openOrCreate(ctx, args.Path, ydoc.KindText, args.CreateIfMissing, nil)
+	room, created, err := s.openOrCreate(ctx, args.Path, ydoc.KindText, args.CreateIfMissing, nil, nil)
 	if err != nil {
 		return result{}, err
 	}
@@ -409,23 +418,46 @@ func planText(text string, ops []textOp) ([]span, error) {
 		}
 		spans[i] = span{index: i, start: pos, end: pos + op.Length, ins: ins}
 	}
-	sorted := append([]span(nil), spans...)
-	sort.SliceStable(sorted, func(a, b int) bool { return sorted[a].start < sorted[b].start })
-	for k := 1; k < len(sorted); k++ {
-		a, b := sorted[k-1], sorted[k]
-		if b.start < a.end { // also catches an insertion strictly inside a replaced range
-			return nil, invalid([]any{"operations", b.index}, "overlaps operation %d (code points %d..%d and %d..%d); operations must touch disjoint ranges", a.index, a.start, a.end, b.start, b.end)
+	// Pairwise: ranges may not intersect, and an insertion may not fall strictly inside a range.
+	// (At most 500 operations, so quadratic is fine and obviously right.)
+	for i := range spans {
+		for j := i + 1; j < len(spans); j++ {
+			if a, b := spans[i], spans[j]; spansOverlap(a, b) {
+				return nil, invalid([]any{"operations", b.index}, "overlaps operation %d (code points %d..%d and %d..%d); operations must touch disjoint ranges", a.index, a.start, a.end, b.start, b.end)
+			}
 		}
 	}
-	// Apply from the end; at one position, later operations first, so the results read in
-	// the order given.
-	sort.SliceStable(sorted, func(a, b int) bool {
-		if sorted[a].start != sorted[b].start {
-			return sorted[a].start > sorted[b].start
+	// Operations at the same position merge into one replacement whose text is their texts in
+	// the order given (there is at most one non-empty range per position); then apply from the
+	// end, so earlier positions stay valid.
+	byStart := map[int]*span{}
+	for _, sp := range spans {
+		if g, ok := byStart[sp.start]; ok {
+			g.end = max(g.end, sp.end)
+			g.ins += sp.ins
+			continue
 		}
-		return sorted[a].index > sorted[b].index
-	})
-	return sorted, nil
+		c := sp
+		byStart[sp.start] = &c
+	}
+	merged := make([]span, 0, len(byStart))
+	for _, g := range byStart {
+		merged = append(merged, *g)
+	}
+	sort.Slice(merged, func(a, b int) bool { return merged[a].start > merged[b].start })
+	return merged, nil
+}
+
+func spansOverlap(a, b span) bool {
+	switch {
+	case a.start == a.end && b.start == b.end:
+		return false
+	case a.start == a.end:
+		return b.start < a.start && a.start < b.end
+	case b.start == b.end:
+		return a.start < b.start && b.start < a.end
+	}
+	return a.start < b.end && b.start < a.end
 }
 
 func (s *Server) textEdit(name string) func(ctx context.Context, raw map[string]any) (result, error) {

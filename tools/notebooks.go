@@ -131,7 +131,7 @@ func (s *Server) listNotebooks(ctx context.Context, raw map[string]any) (result,
 	if err := decodeArgs(raw, &args); err != nil {
 		return result{}, err
 	}
-	files, truncatedWalk, err := s.walk(ctx, args.PathPrefix, "notebook")
+	files, truncatedWalk, err := s.walk(ctx, args.PathPrefix, "notebook", "path_prefix")
 	if err != nil {
 		return result{}, err
 	}
@@ -168,22 +168,21 @@ func (s *Server) listNotebooks(ctx context.Context, raw map[string]any) (result,
 	return result{Data: out}, nil
 }
 
-// walk lists files of a type (notebook, file) under a path prefix, breadth first, sorted.
-func (s *Server) walk(ctx context.Context, prefix, fileType string) ([]bridge.FileInfo, bool, error) {
+// walk lists files of a type (notebook, file) whose path starts with prefix, breadth first,
+// sorted. A prefix ending in "/" is a directory; otherwise it is a path prefix ("analysis"
+// matches analysis/… and analysis_old.ipynb). field names the argument in error details.
+func (s *Server) walk(ctx context.Context, prefix, fileType, field string) ([]bridge.FileInfo, bool, error) {
 	prefix = strings.TrimPrefix(prefix, "/")
 	clean, err := bridge.CleanPath(prefix)
 	if err != nil {
-		return nil, false, invalid([]any{"path_prefix"}, "%v", err)
+		return nil, false, invalid([]any{field}, "%v", err)
 	}
-	start, match := clean, clean
-	if fi, err := s.opts.Manager.Stat(ctx, clean); err != nil || fi.Type != "directory" {
-		start = path.Dir(clean)
-		if start == "." {
-			start = ""
-		}
+	match, start := clean, path.Dir(clean)
+	if strings.HasSuffix(prefix, "/") && clean != "" {
+		match, start = clean+"/", clean
 	}
-	if strings.HasSuffix(prefix, "/") {
-		match = clean + "/"
+	if start == "." {
+		start = ""
 	}
 	var out []bridge.FileInfo
 	queue := []string{start}
@@ -203,7 +202,7 @@ func (s *Server) walk(ctx context.Context, prefix, fileType string) ([]bridge.Fi
 		if err != nil {
 			if dir == start {
 				if bridge.IsNotFound(err) {
-					return nil, false, invalid([]any{"path_prefix"}, "no such directory %q", start)
+					return nil, false, invalid([]any{field}, "no such directory %q", start)
 				}
 				return nil, false, err
 			}
@@ -215,7 +214,8 @@ func (s *Server) walk(ctx context.Context, prefix, fileType string) ([]bridge.Fi
 			}
 			switch {
 			case e.Type == "directory":
-				if strings.HasPrefix(e.Path+"/", match) || strings.HasPrefix(match, e.Path+"/") || match == "" {
+				// descend where matches can be: inside the prefix, or on the way to it
+				if strings.HasPrefix(e.Path+"/", match) || strings.HasPrefix(match, e.Path+"/") {
 					queue = append(queue, e.Path)
 				}
 			case e.Type == fileType && strings.HasPrefix(e.Path, match):
@@ -366,7 +366,9 @@ func (s *Server) getNotebook(ctx context.Context, raw map[string]any) (result, e
 		if args.Format == "outline" {
 			header += "\nindex type id [count] (lines): first line → outputs"
 		}
-		return result{Data: out, Text: header + "\n\n" + md.String()}, nil
+		text := header + "\n\n" + md.String()
+		out["content"] = text // structured clients get the rendering too
+		return result{Data: out, Text: text}, nil
 	}
 }
 
@@ -433,7 +435,12 @@ func (s *Server) createNotebookSession(ctx context.Context, raw map[string]any) 
 	if err := decodeArgs(raw, &args); err != nil {
 		return result{}, err
 	}
-	room, created, err := s.openOrCreate(ctx, args.Path, ydoc.KindNotebook, args.CreateIfMissing, []byte(emptyNotebook))
+	room, created, err := s.openOrCreate(ctx, args.Path, ydoc.KindNotebook, args.CreateIfMissing, []byte(emptyNotebook), func() error {
+		if extOf(args.Path) != "ipynb" {
+			return invalid([]any{"path"}, "a new notebook needs the .ipynb extension (got %q); use create_document_session for other files", args.Path)
+		}
+		return nil
+	})
 	if err != nil {
 		return result{}, err
 	}
@@ -452,8 +459,9 @@ func (s *Server) createNotebookSession(ctx context.Context, raw map[string]any) 
 	}}, nil
 }
 
-// openOrCreate opens a document's room, creating the document when asked and missing.
-func (s *Server) openOrCreate(ctx context.Context, p string, kind ydoc.Kind, create bool, content []byte) (*bridge.Room, bool, error) {
+// openOrCreate opens a document's room, creating the document when asked and missing (after
+// beforeCreate, when given, accepts the path).
+func (s *Server) openOrCreate(ctx context.Context, p string, kind ydoc.Kind, create bool, content []byte, beforeCreate func() error) (*bridge.Room, bool, error) {
 	room, err := s.opts.Manager.Open(ctx, p, kind)
 	if err == nil {
 		return room, false, nil
@@ -466,6 +474,11 @@ func (s *Server) openOrCreate(ctx context.Context, p string, kind ydoc.Kind, cre
 			return nil, false, fmt.Errorf("%w (pass create_if_missing=true to create it)", err)
 		}
 		return nil, false, err
+	}
+	if beforeCreate != nil {
+		if err := beforeCreate(); err != nil {
+			return nil, false, err
+		}
 	}
 	room, err = s.opts.Manager.Create(ctx, p, kind, content)
 	if err != nil {

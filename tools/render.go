@@ -35,8 +35,12 @@ func stripANSI(s string) string { return ansiEscape.ReplaceAllString(s, "") }
 
 // capText cuts s to at most max characters (code points), saying how much was left out.
 func capText(s string, max int) (string, bool) {
-	if max <= 0 || utf8.RuneCountInString(s) <= max {
+	n := utf8.RuneCountInString(s)
+	if n <= max {
 		return s, false
+	}
+	if max <= 0 {
+		return fmt.Sprintf("[%d characters not shown]", n), true
 	}
 	r := []rune(s)
 	return string(r[:max]) + fmt.Sprintf("\n… [%d more characters not shown]", len(r)-max), true

@@ -8,6 +8,9 @@ import (
 	"strings"
 )
 
+// maxSafeInteger is the largest integer a JSON number carries exactly (2^53-1).
+const maxSafeInteger = 1<<53 - 1
+
 // A small JSON Schema subset, written once per tool. The same value is advertised to clients
 // (tools/list, the jupyter://operations resources) and used to validate arguments, so the two
 // cannot disagree, and validation messages name the field and the allowed values.
@@ -71,7 +74,6 @@ func boolean(desc string) *schema { return &schema{Type: "boolean", Description:
 func array(desc string, items *schema) *schema {
 	return &schema{Type: "array", Description: desc, Items: items}
 }
-func anyJSON(desc string) *schema { return &schema{Description: desc} }
 func freeObject(desc string) *schema {
 	return &schema{Type: "object", Description: desc, Open: true}
 }
@@ -159,7 +161,7 @@ func (s *schema) validate(v any, path []any, out *[]detail) {
 			return
 		}
 		for _, r := range s.Required {
-			if _, present := m[r]; !present {
+			if v, present := m[r]; !present || v == nil {
 				*out = append(*out, detail{Path: appendPath(path, r), Message: "is required"})
 			}
 		}
@@ -222,6 +224,10 @@ func (s *schema) validate(v any, path []any, out *[]detail) {
 		}
 		if s.Type == "integer" && (f != math.Trunc(f) || math.IsInf(f, 0)) {
 			add("must be an integer (got %v)", f)
+			return
+		}
+		if math.Abs(f) > maxSafeInteger {
+			add("is too large (got %v)", f)
 			return
 		}
 		if s.Min != nil && f < *s.Min {
