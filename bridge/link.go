@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -21,6 +22,15 @@ type link struct {
 	wdone  chan struct{} // closed when the writer exited
 	wg     sync.WaitGroup
 	closed bool
+	recv   atomic.Int64 // unix nanos of the last frame read
+}
+
+// lastReceived is when the last frame arrived (zero if none did).
+func (k *link) lastReceived() time.Time {
+	if n := k.recv.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 // inbound is a decoded frame, or a frame that failed to decode.
@@ -57,6 +67,7 @@ func (k *link) read() {
 			k.errc <- err
 			return
 		}
+		k.recv.Store(time.Now().UnixNano())
 		f, derr := ydoc.DecodeFrame(b)
 		select {
 		case k.in <- inbound{frame: f, err: derr}:
@@ -109,7 +120,14 @@ func (k *link) closeGracefully(last [][]byte, timeout time.Duration) {
 	}
 	k.closed = true
 	close(k.stop)
-	<-k.wdone // the writer is gone: this goroutine may write now
+	select {
+	case <-k.wdone: // the writer is gone: this goroutine may write now
+	case <-time.After(timeout):
+		// The writer is stuck in a write to a dead peer: no point saying goodbye.
+		_ = k.conn.Close()
+		k.wg.Wait()
+		return
+	}
 	deadline := time.Now().Add(timeout)
 	for _, b := range last {
 		if k.conn.Write(b, deadline) != nil {

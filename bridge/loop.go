@@ -15,6 +15,13 @@ import (
 // errReconnect ends a connection on purpose (conflict, reset needed); the loop reconnects.
 var errReconnect = errors.New("bridge: reconnecting")
 
+// Give up on a room that resets again and again without ever syncing (a document the engine
+// cannot load, a server that rejects every session), instead of reconnecting forever.
+const (
+	maxResetsNoSync = 8
+	maxBrokenNoSync = 3
+)
+
 func (l *roomLoop) serve(ctx context.Context) error {
 	tick := time.NewTicker(l.r.opts.TickInterval)
 	defer tick.Stop()
@@ -41,7 +48,10 @@ func (l *roomLoop) serve(ctx context.Context) error {
 		case fn := <-l.r.reqs:
 			fn(l)
 		case <-tick.C:
-			l.tick(l.r.opts.Now())
+			if err := l.tick(l.r.opts.Now()); err != nil {
+				l.dropLink()
+				return err
+			}
 		}
 	}
 }
@@ -62,6 +72,12 @@ func (l *roomLoop) classifyClose(err error) error {
 		}
 		_ = json.Unmarshal([]byte(ce.CloseReason()), &reason)
 		if reason.Reason == "initialization_error" || (reason.Reloadable != nil && !*reason.Reloadable) {
+			// Any exception while the server loads the file ends up here, transient ones too:
+			// retry a few times before calling it permanent.
+			l.initErrors++
+			if l.initErrors < 3 {
+				return err
+			}
 			msg := "the server could not load the document"
 			if reason.Detail != "" {
 				msg += ": " + reason.Detail
@@ -69,6 +85,9 @@ func (l *roomLoop) classifyClose(err error) error {
 			return &RoomError{Path: l.r.opts.Path, Err: fmt.Errorf("%s: %w", msg, err)}
 		}
 		l.requestReset("the server closed the session (" + nonEmpty(reason.Reason, ce.CloseReason()) + ")")
+		if l.resetsNoSync >= maxResetsNoSync {
+			return &RoomError{Path: l.r.opts.Path, Err: fmt.Errorf("the server keeps refusing our session (%d times without a sync): %w", l.resetsNoSync, err)}
+		}
 		return err
 	case closeFileNotFound:
 		return &RoomError{Path: l.r.opts.Path, Err: fmt.Errorf("file not found: %w", err)}
@@ -88,9 +107,10 @@ func nonEmpty(a, b string) string {
 // receive handles one frame; a non-nil error drops the connection.
 func (l *roomLoop) receive(in inbound) error {
 	if in.err != nil {
-		// A frame we cannot decode may have carried an update: ask for a full diff.
+		// A frame we cannot decode may have carried an update (or the step 2 we wait for): ask
+		// for a full diff.
 		l.log.Warn().Err(in.err).Msg("dropping malformed frame from server; resyncing")
-		l.handle(l.sess.Tick())
+		l.handle(l.sess.Resync())
 		return nil
 	}
 	f := in.frame
@@ -100,11 +120,15 @@ func (l *roomLoop) receive(in inbound) error {
 		out, err := l.sess.Receive(f)
 		if err != nil {
 			if errors.Is(err, ydoc.ErrDocBroken) {
+				l.brokenNoSync++
+				if l.brokenNoSync >= maxBrokenNoSync {
+					return &RoomError{Path: l.r.opts.Path, Err: fmt.Errorf("the CRDT engine cannot load this document (failed %d times in a row): %w", l.brokenNoSync, err)}
+				}
 				l.requestReset("the local replica broke: " + err.Error())
 				return errReconnect
 			}
 			l.log.Warn().Err(err).Str("sync", f.Sync.String()).Msg("bad sync message from server; resyncing")
-			l.handle(l.sess.Tick())
+			l.handle(l.sess.Resync())
 			return nil
 		}
 		l.handle(out)
@@ -168,14 +192,15 @@ func (l *roomLoop) handle(out ydoc.Output) {
 		l.ready = true
 		l.awayFrom = time.Time{}
 		l.lastSync = now
+		l.resetsNoSync, l.brokenNoSync, l.initErrors = 0, 0, 0
 		l.bo.Reset()
 		select {
 		case <-l.r.synced:
 		default:
 			close(l.r.synced)
 		}
-		for _, fn := range l.deferred {
-			fn(nil)
+		for _, rc := range l.deferred {
+			rc.run(l, nil)
 		}
 		l.deferred = nil
 		l.r.mu.Lock()
@@ -213,7 +238,16 @@ func (l *roomLoop) send(f []byte) {
 	l.outbox = append(l.outbox, f)
 }
 
-func (l *roomLoop) tick(now time.Time) {
+func (l *roomLoop) tick(now time.Time) error {
+	if l.link != nil && !l.sess.Synced() && now.Sub(l.connectedAt) >= l.r.opts.HandshakeTimeout {
+		if l.handshakeAsked {
+			return fmt.Errorf("no sync step 2 from the server within %s", 2*l.r.opts.HandshakeTimeout)
+		}
+		l.handshakeAsked = true
+		l.connectedAt = now
+		l.log.Warn().Msg("no sync step 2 yet; asking again")
+		l.handle(l.sess.Resync())
+	}
 	if update, ch := l.aw.Tick(now); update != nil || !ch.Empty() {
 		if update != nil {
 			l.send(ydoc.EncodeAwarenessFrame(update))
@@ -227,6 +261,7 @@ func (l *roomLoop) tick(now time.Time) {
 		l.lastSync = now
 		l.handle(l.sess.Tick())
 	}
+	return nil
 }
 
 // dropLink tears the connection down after an error.
@@ -234,11 +269,21 @@ func (l *roomLoop) dropLink() {
 	if l.link == nil {
 		return
 	}
+	last := l.link.lastReceived()
 	l.link.close()
 	l.link = nil
 	l.outbox = nil
 	l.sess.Disconnected()
+	// Away since we last heard from the server, not since we noticed: a silent network
+	// failure is only detected by the read deadline.
 	l.awayFrom = l.r.opts.Now()
+	if !last.IsZero() && last.Before(l.awayFrom) {
+		l.awayFrom = last
+	}
+	for id, c := range l.saves {
+		delete(l.saves, id)
+		c <- saveResult{err: fmt.Errorf("disconnected before the server answered the save: %w", ErrNotSynced)}
+	}
 	l.r.mu.Lock()
 	l.r.info.Reconnects++
 	l.r.mu.Unlock()
@@ -260,6 +305,7 @@ func (l *roomLoop) reset() error {
 	}
 	l.aw.Reset(uint64(id), l.r.opts.Now())
 	l.ready = false
+	l.resetsNoSync++
 	l.log.Info().Str("reason", l.needReset).Msg("rebuilding the replica")
 	l.needReset = ""
 	l.r.mu.Lock()
@@ -269,13 +315,28 @@ func (l *roomLoop) reset() error {
 	return nil
 }
 
-// whenReady runs fn now if the replica holds the server's state, or after the next sync.
-func (l *roomLoop) whenReady(fn func(err error)) {
+// maxDeferred bounds reads waiting for a sync.
+const maxDeferred = 1024
+
+// whenReady runs a read now if the replica holds the server's state, or after the next sync.
+func (l *roomLoop) whenReady(rc *readCall) {
 	if l.ready {
-		fn(nil)
+		rc.run(l, nil)
 		return
 	}
-	l.deferred = append(l.deferred, fn)
+	kept := l.deferred[:0] // drop reads whose callers gave up
+	for _, d := range l.deferred {
+		if d.state.Load() == readPending {
+			kept = append(kept, d)
+		}
+	}
+	clear(l.deferred[len(kept):])
+	l.deferred = kept
+	if len(l.deferred) >= maxDeferred {
+		rc.run(l, fmt.Errorf("bridge: %d reads are already waiting for room %s to sync; try again later", len(l.deferred), l.r.opts.Path))
+		return
+	}
+	l.deferred = append(l.deferred, rc)
 }
 
 // stop ends the room: pending callers learn why, and a live connection is left politely (null
@@ -285,16 +346,13 @@ func (l *roomLoop) stop(err error) {
 	if cause == nil {
 		cause = ErrRoomClosed
 	}
-	for _, d := range l.sess.Abort(cause) {
-		d.Err = fmt.Errorf("room stopped before the server confirmed the edit: %w", d.Err)
-		l.finishEdit(d)
-	}
+	l.abortEdits(cause)
 	for id, c := range l.saves {
 		delete(l.saves, id)
 		c <- saveResult{err: cause}
 	}
-	for _, fn := range l.deferred {
-		fn(cause)
+	for _, rc := range l.deferred {
+		rc.run(l, cause)
 	}
 	l.deferred = nil
 	if l.link != nil {
@@ -312,13 +370,25 @@ func (l *roomLoop) stop(err error) {
 			drained = true
 		}
 	}
-	for _, d := range l.sess.Abort(cause) {
-		l.finishEdit(d)
-	}
-	for _, fn := range l.deferred {
-		fn(cause)
+	l.abortEdits(cause)
+	for _, rc := range l.deferred {
+		rc.run(l, cause)
 	}
 	l.deferred = nil
+}
+
+// abortEdits ends every pending edit: the ones that never ran changed nothing; the ones already
+// in the replica were sent and may have reached the server, so their outcome is unknown.
+func (l *roomLoop) abortEdits(cause error) {
+	notApplied, unconfirmed := l.sess.Abort()
+	for _, d := range notApplied {
+		d.Err = &WithdrawnError{Err: cause}
+		l.finishEdit(d)
+	}
+	for _, d := range unconfirmed {
+		d.Err = &UnconfirmedError{Err: cause}
+		l.finishEdit(d)
+	}
 }
 
 func (l *roomLoop) setStatus(s Status, err error) {

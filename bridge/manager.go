@@ -37,9 +37,10 @@ type Manager struct {
 	log  zerolog.Logger
 	hub  *hub
 
-	mu      sync.Mutex
-	rooms   map[roomKey]*Room
-	running bool
+	mu       sync.Mutex
+	createMu sync.Mutex // one Create at a time: check-then-write must not interleave
+	rooms    map[roomKey]*Room
+	running  bool
 	// life bounds every room; it ends when Run returns or Close is called.
 	life   context.Context
 	finish context.CancelFunc
@@ -125,6 +126,9 @@ func (m *Manager) Open(ctx context.Context, path string, kind ydoc.Kind) (*Room,
 	wctx, cancel := context.WithTimeout(ctx, m.opts.JoinTimeout)
 	defer cancel()
 	if err := room.WaitSynced(wctx); err != nil {
+		if errors.Is(err, ErrRoomClosed) && m.life.Err() == nil && ctx.Err() == nil {
+			return m.Open(ctx, path, kind) // closed as idle while we joined it: start afresh
+		}
 		return nil, fmt.Errorf("join %s: %w", path, err)
 	}
 	return room, nil
@@ -143,18 +147,42 @@ func (m *Manager) Create(ctx context.Context, path string, kind ydoc.Kind, conte
 	if path == "" {
 		return nil, fmt.Errorf("create: %w", ErrBadPath)
 	}
-	if _, err := m.opts.Server.Stat(ctx, path); err == nil {
-		return nil, fmt.Errorf("create %s: %w", path, ErrExists)
-	} else if !IsNotFound(err) {
-		return nil, fmt.Errorf("create %s: %w", path, err)
-	}
-	if err := m.mkdirAll(ctx, pathpkg.Dir(path)); err != nil {
-		return nil, fmt.Errorf("create %s: %w", path, err)
-	}
-	if _, err := m.opts.Server.Create(ctx, path, kind, content); err != nil {
-		return nil, fmt.Errorf("create %s: %w", path, err)
+	if err := m.createFile(ctx, path, kind, content); err != nil {
+		return nil, err
 	}
 	return m.Open(ctx, path, kind)
+}
+
+// createFile writes the file unless it exists. The contents API overwrites, so the existence
+// checks are serialised in this process and repeated right before the write; a room open for
+// the path means the file exists, whatever Stat says.
+func (m *Manager) createFile(ctx context.Context, path string, kind ydoc.Kind, content []byte) error {
+	m.createMu.Lock()
+	defer m.createMu.Unlock()
+	exists := func() error {
+		if m.Get(path, ydoc.KindNotebook) != nil || m.Get(path, ydoc.KindText) != nil {
+			return fmt.Errorf("create %s: %w", path, ErrExists)
+		}
+		if _, err := m.opts.Server.Stat(ctx, path); err == nil {
+			return fmt.Errorf("create %s: %w", path, ErrExists)
+		} else if !IsNotFound(err) {
+			return fmt.Errorf("create %s: %w", path, err)
+		}
+		return nil
+	}
+	if err := exists(); err != nil {
+		return err
+	}
+	if err := m.mkdirAll(ctx, pathpkg.Dir(path)); err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	if err := exists(); err != nil {
+		return err
+	}
+	if _, err := m.opts.Server.Create(ctx, path, kind, content); err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	return nil
 }
 
 // mkdirAll creates the missing directories of a path, top down.
@@ -295,11 +323,18 @@ func (m *Manager) closeIdle() {
 		return
 	}
 	cutoff := time.Now().Add(-m.opts.IdleTimeout)
-	for _, r := range m.Rooms() {
+	var idle []*Room
+	m.mu.Lock()
+	for key, r := range m.rooms {
 		if r.LastUsed().Before(cutoff) && r.hub.count() == 0 {
-			m.log.Info().Str("room_path", r.Path()).Msg("closing idle room")
-			r.Close()
+			delete(m.rooms, key) // out of the table first: a concurrent Open starts a fresh room
+			idle = append(idle, r)
 		}
+	}
+	m.mu.Unlock()
+	for _, r := range idle {
+		m.log.Info().Str("room_path", r.Path()).Msg("closing idle room")
+		r.Close()
 	}
 }
 

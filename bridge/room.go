@@ -47,7 +47,7 @@ func (e *UnconfirmedError) Unwrap() error { return e.Err }
 type WithdrawnError struct{ Err error }
 
 func (e *WithdrawnError) Error() string {
-	return "edit not applied (the room was not connected) and withdrawn: " + e.Err.Error()
+	return "edit not applied, nothing changed: " + e.Err.Error()
 }
 func (e *WithdrawnError) Unwrap() error { return e.Err }
 
@@ -73,13 +73,14 @@ type RoomOptions struct {
 	// autosave, so edits reach the file even when no human is connected.
 	NoAutosave bool
 
-	MinBackoff     time.Duration // first reconnect delay (250ms)
-	MaxBackoff     time.Duration // reconnect delay cap (30s)
-	ResyncInterval time.Duration // periodic sync step 1 to heal gaps (30s)
-	ResetAfter     time.Duration // rebuild the replica after being away this long (45s; the server cleans idle rooms after 60s)
-	PingInterval   time.Duration // websocket ping (20s)
-	WriteTimeout   time.Duration // per frame (10s)
-	TickInterval   time.Duration // loop housekeeping (1s)
+	MinBackoff       time.Duration // first reconnect delay (250ms)
+	MaxBackoff       time.Duration // reconnect delay cap (30s)
+	ResyncInterval   time.Duration // periodic sync step 1 to heal gaps (30s)
+	ResetAfter       time.Duration // rebuild the replica after being away this long (45s; the server cleans idle rooms after 60s)
+	PingInterval     time.Duration // websocket ping (15s)
+	HandshakeTimeout time.Duration // no sync step 2 within this: ask again, then reconnect (15s)
+	WriteTimeout     time.Duration // per frame (10s)
+	TickInterval     time.Duration // loop housekeeping (1s)
 
 	NewClientID func() uint32    // random non-zero by default
 	Now         func() time.Time // time.Now by default
@@ -105,7 +106,8 @@ func (o *RoomOptions) defaults() error {
 	def(&o.MaxBackoff, 30*time.Second)
 	def(&o.ResyncInterval, 30*time.Second)
 	def(&o.ResetAfter, 45*time.Second)
-	def(&o.PingInterval, 20*time.Second)
+	def(&o.PingInterval, 15*time.Second)
+	def(&o.HandshakeTimeout, 15*time.Second)
 	def(&o.WriteTimeout, 10*time.Second)
 	def(&o.TickInterval, time.Second)
 	if o.NewClientID == nil {
@@ -313,33 +315,65 @@ func (r *Room) View(ctx context.Context, fn func(*ydoc.Doc) error) error {
 
 // Read is View with the room's change history (the replica's version, what changed since an
 // earlier one). fn must not keep either.
+//
+// fn (like every callback handed to a room: View, Apply, OnEvent) runs on the room goroutine,
+// Apply's with the CRDT engine locked for all rooms: it must be short and must not call any
+// Room or Manager method, or it deadlocks. A panic in fn is returned as an error.
 func (r *Room) Read(ctx context.Context, fn func(*ydoc.Doc, History) error) error {
 	r.touch()
-	errc := make(chan error, 1)
-	err := r.do(ctx, func(l *roomLoop) {
-		l.whenReady(func(err error) {
-			if err == nil {
-				err = fn(l.sess.Doc(), History{l.hist})
-			}
-			errc <- err
-		})
-	})
+	rc := &readCall{fn: fn, errc: make(chan error, 1)}
+	err := r.do(ctx, func(l *roomLoop) { l.whenReady(rc) })
 	if err != nil {
 		return err
 	}
 	select {
-	case err := <-errc:
+	case err := <-rc.errc:
 		return err
 	case <-r.done:
 		select {
-		case err := <-errc:
+		case err := <-rc.errc:
 			return err
 		default:
 			return r.stoppedErr()
 		}
 	case <-ctx.Done():
-		return ctx.Err()
+		if rc.state.CompareAndSwap(readPending, readCancelled) {
+			return ctx.Err() // it will not run: nothing touches the caller's variables later
+		}
+		return <-rc.errc // already running on the room goroutine: wait for it (callbacks are short)
 	}
+}
+
+// readCall is a Read waiting on the room goroutine; the caller may cancel it until it starts.
+type readCall struct {
+	fn    func(*ydoc.Doc, History) error
+	state atomic.Int32
+	errc  chan error
+}
+
+const (
+	readPending int32 = iota
+	readRunning
+	readCancelled
+)
+
+// run executes the read (or reports why it cannot), unless the caller gave up.
+func (rc *readCall) run(l *roomLoop, cause error) {
+	if !rc.state.CompareAndSwap(readPending, readRunning) {
+		return
+	}
+	err := cause
+	if err == nil {
+		err = func() (err error) {
+			defer func() {
+				if p := recover(); p != nil {
+					err = fmt.Errorf("bridge: read callback panicked: %v", p)
+				}
+			}()
+			return rc.fn(l.sess.Doc(), History{l.hist})
+		}()
+	}
+	rc.errc <- err
 }
 
 // Edited is the outcome of a confirmed edit.
@@ -369,7 +403,14 @@ func (r *Room) Apply(ctx context.Context, fn func(tx *ydoc.Txn, h History, repla
 	res := make(chan editOutcome, 1)
 	err := r.do(ctx, func(l *roomLoop) {
 		l.waiters[id] = res
-		l.handle(l.sess.Propose(id, func(tx *ydoc.Txn, replaying bool) error {
+		l.handle(l.sess.Propose(id, func(tx *ydoc.Txn, replaying bool) (err error) {
+			// A panic in the caller's function is its bug, not the engine's: report it instead
+			// of marking the replica broken.
+			defer func() {
+				if p := recover(); p != nil {
+					err = fmt.Errorf("bridge: edit function panicked: %v", p)
+				}
+			}()
 			return fn(tx, History{l.hist}, replaying) // runs in the room goroutine
 		}))
 		l.publishPending()
@@ -442,6 +483,15 @@ func (r *Room) Save(ctx context.Context) (string, error) {
 	case <-r.done:
 		return "", r.stoppedErr()
 	case <-ctx.Done():
+		forget, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = r.do(forget, func(l *roomLoop) {
+			for id, c := range l.saves {
+				if c == res {
+					delete(l.saves, id)
+				}
+			}
+		})
 		return "", ctx.Err()
 	}
 }
@@ -525,12 +575,18 @@ type roomLoop struct {
 	versions  map[uint64]uint64 // edit id → history seq of the change it applied
 	saves     map[uint64]chan saveResult
 	saveSeq   uint64
-	ready     bool              // the replica holds the server's state
-	deferred  []func(err error) // views waiting for ready
-	needReset string            // non-empty: rebuild the replica before the next connect
-	awayFrom  time.Time         // when the last connection dropped (zero while connected)
-	lastSync  time.Time         // last periodic step 1
-	lastErr   error             // last connection error, for logs and info
+	ready     bool        // the replica holds the server's state
+	deferred  []*readCall // reads waiting for ready
+	needReset string      // non-empty: rebuild the replica before the next connect
+	awayFrom  time.Time   // when the last connection dropped (zero while connected)
+	lastSync  time.Time   // last periodic step 1
+	lastErr   error       // last connection error, for logs and info
+
+	connectedAt    time.Time // when the current link was dialled
+	handshakeAsked bool      // a second step 1 was sent for the current handshake
+	resetsNoSync   int       // resets since the last successful sync
+	brokenNoSync   int       // replica breakdowns (engine panics) since the last successful sync
+	initErrors     int       // consecutive initialization_error closes
 }
 
 func newRoomLoop(r *Room) (*roomLoop, error) {
@@ -623,8 +679,10 @@ func (l *roomLoop) run(ctx context.Context) error {
 			return &RoomError{Path: l.r.opts.Path, Err: err}
 		}
 		delay := l.bo.Next()
-		if l.needReset != "" && delay > l.r.opts.MinBackoff {
-			delay = l.r.opts.MinBackoff // a reset is a reason to come back quickly, not a fault
+		if l.needReset != "" && l.resetsNoSync == 0 && delay > l.r.opts.MinBackoff {
+			// The first reset after a healthy sync is a reason to come back quickly, not a fault;
+			// repeated ones back off like any failure.
+			delay = l.r.opts.MinBackoff
 		}
 		l.lastErr = err
 		l.log.Warn().Err(err).Dur("retry_in", delay).Msg("room connection lost; reconnecting")
@@ -676,6 +734,7 @@ func (l *roomLoop) connectAndServe(ctx context.Context) error {
 	l.r.info.RoomID, l.r.info.FileID, l.r.info.SessionID = ds.RoomID, ds.FileID, ds.SessionID
 	l.r.mu.Unlock()
 	l.link = startLink(conn, linkTimings{writeTimeout: l.r.opts.WriteTimeout, pingInterval: l.r.opts.PingInterval}, l.log)
+	l.connectedAt, l.handshakeAsked = l.r.opts.Now(), false
 	l.log.Info().Str("room_id", ds.RoomID).Str("file_id", ds.FileID).Msg("joined room")
 	l.handle(l.sess.Connect())
 	if aw := l.aw.Current(); aw != nil {

@@ -215,8 +215,9 @@ func TestEditFailsWhenRoomCloses(t *testing.T) {
 
 	h.room.Close()
 	r := awaitEdit(t, res, "after Close")
-	if !errors.Is(r.err, bridge.ErrRoomClosed) || isWithdrawn(r.err) || isUnconfirmed(r.err) {
-		t.Errorf("Edit pending when the room closed: err %v (%T), want one wrapping ErrRoomClosed", r.err, r.err)
+	// It never ran: withdrawn (nothing changed), because the room closed.
+	if !errors.Is(r.err, bridge.ErrRoomClosed) || !isWithdrawn(r.err) || isUnconfirmed(r.err) {
+		t.Errorf("Edit pending when the room closed: err %v (%T), want a *WithdrawnError wrapping ErrRoomClosed", r.err, r.err)
 	}
 	if err := h.runResult(); err != nil {
 		t.Errorf("Run after Close = %v, want nil", err)
@@ -354,6 +355,37 @@ func TestResetAfterLongAbsence(t *testing.T) {
 	assertCellsOnce(t, srv, nbPath, "cell-a", "cell-b", "after-absence")
 }
 
+// A document the server fails to load, again and again, fails the room after a few attempts,
+// with backoff in between: no endless reconnecting.
+func TestInitializationErrorRetried(t *testing.T) {
+	srv := newServer(t)
+	h := startSynced(t, srv, nil)
+	srv.RejectConnections(1003, `{"reason":"initialization_error","reloadable":false,"errorReason":"bad json"}`)
+	e := h.await("failed", kindIs(bridge.EventFailed))
+	var re *bridge.RoomError
+	if !errors.As(e.Err, &re) || !strings.Contains(e.Err.Error(), "could not load") {
+		t.Fatalf("EventFailed.Err = %v, want a permanent RoomError saying the server could not load the document", e.Err)
+	}
+	if n := srv.DialCalls(); n != 3 {
+		t.Errorf("%d dials: want the first plus two retries", n)
+	}
+}
+
+// Sessions refused again and again (each 1003 asks for a reset) end the room instead of
+// reconnecting forever.
+func TestRepeatedSessionRefusalFails(t *testing.T) {
+	srv := newServer(t)
+	h := startSynced(t, srv, nil)
+	srv.RejectConnections(1003, `{"reason":"unknown_session","reloadable":true}`)
+	e := h.await("failed", kindIs(bridge.EventFailed))
+	if !strings.Contains(e.Err.Error(), "keeps refusing") {
+		t.Fatalf("EventFailed.Err = %v", e.Err)
+	}
+	if n := srv.DialCalls(); n < 8 || n > 12 {
+		t.Errorf("%d dials before giving up", n)
+	}
+}
+
 func TestCloseCodes(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -366,8 +398,10 @@ func TestCloseCodes(t *testing.T) {
 		{"1003 version_mismatch", 1003, `{"reason":"version_mismatch","sessionId":"session-1","reloadable":true}`, false, true},
 		{"1003 without reloadable", 1003, `{"reason":"unknown_session"}`, false, true},
 		{"1003 plain text", 1003, "session expired", false, true},
-		{"1003 initialization_error", 1003, `{"reason":"initialization_error","reloadable":false,"errorReason":"bad json"}`, true, false},
-		{"1003 not reloadable", 1003, `{"reason":"version_mismatch","reloadable":false}`, true, false},
+		// initialization_error is retried (any load exception, transient ones too) and becomes
+		// permanent only when it repeats: see TestInitializationErrorRetried.
+		{"1003 initialization_error once", 1003, `{"reason":"initialization_error","reloadable":false,"errorReason":"bad json"}`, false, false},
+		{"1003 not reloadable once", 1003, `{"reason":"version_mismatch","reloadable":false}`, false, false},
 		{"4404 file not found", 4404, "Error initializing: nb.ipynb.", true, false},
 		{"4400 bad request", 4400, "Error initializing: nb.ipynb.", true, false},
 		{"4500 server error", 4500, "Error initializing: nb.ipynb.", false, false},

@@ -54,7 +54,8 @@ func New(opts Options) (*Client, error) {
 	}
 	base, err := url.Parse(opts.URL)
 	if err != nil {
-		return nil, fmt.Errorf("jupyter: server URL: %w", err)
+		// url.Parse quotes the whole URL in its error, and a URL may carry a token.
+		return nil, errors.New("jupyter: the server URL does not parse (expected e.g. http://127.0.0.1:8888/)")
 	}
 	if base.Scheme != "http" && base.Scheme != "https" {
 		return nil, fmt.Errorf("jupyter: server URL scheme %q: must be http or https", base.Scheme)

@@ -19,8 +19,9 @@ import (
 const MaxRoomFrame = 1 << 30
 
 // roomIdle is how long a room socket may be silent before it is considered dead. The server's
-// own awareness renews every 15 s, and we ping more often than this.
-const roomIdle = 75 * time.Second
+// own awareness renews every 15 s and the room pings every 15 s; staying under the 45 s after
+// which a room rebuilds its replica keeps a silent failure from passing as a short one.
+const roomIdle = 40 * time.Second
 
 // CloseError is a websocket close received from the server.
 type CloseError struct {

@@ -147,9 +147,15 @@ func (a *Awareness) Tick(now time.Time) ([]byte, AwarenessChange) {
 	}
 	var ch AwarenessChange
 	for id, e := range a.peers {
-		if e.state != nil && now.Sub(e.updated) >= AwarenessOutdated {
+		switch {
+		case e.state != nil && now.Sub(e.updated) >= AwarenessOutdated:
 			e.state = nil
+			e.updated = now
 			ch.Removed = append(ch.Removed, id)
+		case e.state == nil && now.Sub(e.updated) >= AwarenessOutdated:
+			// A tombstone only needs to outlive late copies of the peer's last messages; every
+			// browser reload is a new client id, so keeping them forever would grow unbounded.
+			delete(a.peers, id)
 		}
 	}
 	sortIDs(ch.Removed)

@@ -1,6 +1,8 @@
 package ydoc
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -166,13 +168,35 @@ func (d *Doc) Apply(update []byte) (UpdateMeta, Change, error) {
 
 // HasPending reports whether the replica holds structs or deletes waiting for missing
 // dependencies (the cure is another sync step 1).
-func (d *Doc) HasPending() bool {
-	pending := false
+func (d *Doc) HasPending() bool { return d.PendingFingerprint() != "" }
+
+// PendingFingerprint identifies what is pending ("" when nothing is): the missing clocks and
+// the pending bytes. It changes only when the pending set does.
+func (d *Doc) PendingFingerprint() string {
+	fp := ""
 	_ = d.run(func() error {
-		pending = d.yd.Store.PendingStructs != nil || len(d.yd.Store.PendingDs) > 0
+		st := d.yd.Store
+		if st.PendingStructs == nil && len(st.PendingDs) == 0 {
+			return nil
+		}
+		h := sha256.New()
+		if ps := st.PendingStructs; ps != nil {
+			clients := make([]int, 0, len(ps.Missing))
+			for c := range ps.Missing {
+				clients = append(clients, c)
+			}
+			sort.Ints(clients)
+			for _, c := range clients {
+				fmt.Fprintf(h, "%d:%d;", c, ps.Missing[c])
+			}
+			h.Write(ps.Update)
+		}
+		h.Write([]byte{0})
+		h.Write(st.PendingDs)
+		fp = hex.EncodeToString(h.Sum(nil)[:8])
 		return nil
 	})
-	return pending
+	return fp
 }
 
 // StateVector returns the replica's state vector.

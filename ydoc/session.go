@@ -74,6 +74,9 @@ type Session struct {
 
 	serverSV      StateVector // inserts the server is known to hold
 	serverDeletes IDSet       // deletions the server is known to hold
+	// pendingAsked is the pending set we last asked the server to heal with a step 1: the same
+	// stuck set is not asked about again on every frame (the periodic Tick retries it).
+	pendingAsked string
 }
 
 // NewSession creates a session with a fresh, empty replica.
@@ -158,9 +161,11 @@ func (s *Session) Receive(f Frame) (Output, error) {
 			out.merge(s.afterSync())
 		}
 		out.Done = append(out.Done, s.confirm()...)
-		if s.doc.HasPending() {
+		if fp := s.doc.PendingFingerprint(); fp != "" && fp != s.pendingAsked {
 			// y-crdt loses deletes that arrive before their inserts; a step 1 makes the server
-			// send the missing structs and its full delete set again.
+			// send the missing structs and its full delete set again. Asked once per pending
+			// set, so a set that cannot be healed does not ping-pong.
+			s.pendingAsked = fp
 			out.Frames = append(out.Frames, EncodeSync(SyncStep1, s.doc.StateVector().Encode()))
 			out.Resynced = true
 		}
@@ -175,9 +180,7 @@ func (s *Session) learn(meta UpdateMeta) {
 	for _, r := range meta.Structs {
 		s.serverSV[r.Client] = max(s.serverSV[r.Client], r.Clock+r.Len)
 	}
-	for _, r := range meta.Deletes {
-		s.serverDeletes.Add(r)
-	}
+	s.serverDeletes.AddAll(meta.Deletes) // a step 2 carries the whole delete set: merge in bulk
 }
 
 // held reports whether the server holds everything an edit wrote.
@@ -267,10 +270,14 @@ func (s *Session) apply(e *pendingEdit) Output {
 		return out
 	}
 	meta, perr := ParseUpdate(update)
-	if perr != nil { // our own engine produced something our parser rejects: a bug, not input
-		s.log.Error().Err(perr).Msg("local update does not parse")
-	}
 	out.Frames = append(out.Frames, EncodeSync(SyncUpdate, update))
+	if perr != nil {
+		// Our own engine produced something our parser rejects: a bug, not input. The update is
+		// in the replica and is sent, but without knowing what it holds it cannot be confirmed.
+		s.log.Error().Err(perr).Msg("local update does not parse")
+		out.Done = append(out.Done, EditResult{ID: e.id, Change: change, Err: fmt.Errorf("internal: the local update could not be tracked, so the server's acknowledgement cannot be checked: %w", perr)})
+		return out
+	}
 	if len(meta.Structs) == 0 && len(meta.Deletes) > 0 {
 		// A delete-only update the server already holds (someone deleted the same thing first)
 		// produces no echo. A step 1 right behind it makes the server answer with its full delete
@@ -300,14 +307,23 @@ func (s *Session) Tick() Output {
 	return Output{Frames: [][]byte{EncodeSync(SyncStep1, s.doc.StateVector().Encode())}}
 }
 
-// Abort fails every pending edit with err (the room is closing or failed for good).
-func (s *Session) Abort(err error) []EditResult {
-	var done []EditResult
-	for _, list := range [][]*pendingEdit{s.queued, s.inflight, s.replay} {
+// Abort ends every pending edit (the room is closing or failed for good). notApplied are the
+// edits that never ran (nothing changed); unconfirmed were applied to a replica and may or may
+// not have reached the server.
+func (s *Session) Abort() (notApplied, unconfirmed []EditResult) {
+	for _, e := range s.queued {
+		notApplied = append(notApplied, EditResult{ID: e.id})
+	}
+	for _, list := range [][]*pendingEdit{s.inflight, s.replay} {
 		for _, e := range list {
-			done = append(done, EditResult{ID: e.id, Err: err})
+			unconfirmed = append(unconfirmed, EditResult{ID: e.id, Change: e.change})
 		}
 	}
 	s.queued, s.inflight, s.replay = nil, nil, nil
-	return done
+	return notApplied, unconfirmed
+}
+
+// Resync returns a sync step 1 whatever the state (to retry a handshake that did not complete).
+func (s *Session) Resync() Output {
+	return Output{Frames: [][]byte{EncodeSync(SyncStep1, s.doc.StateVector().Encode())}}
 }

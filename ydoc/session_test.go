@@ -784,14 +784,66 @@ func TestSessionAbort(t *testing.T) {
 	a.disconnect()
 	a.sess.Reset(freshClientID())                                             // now awaiting replay
 	a.propose(2, func(tx *Txn, _ bool) error { return tx.SetSource(0, "y") }) // queued
-	bye := errors.New("closing")
-	res := a.sess.Abort(bye)
-	if len(res) != 2 || a.sess.Pending() != 0 {
-		t.Fatalf("Abort = %+v, pending %d", res, a.sess.Pending())
+	notApplied, unconfirmed := a.sess.Abort()
+	if a.sess.Pending() != 0 {
+		t.Fatalf("pending %d after Abort", a.sess.Pending())
 	}
-	for _, r := range res {
-		if !errors.Is(r.Err, bye) {
-			t.Fatalf("result %+v", r)
+	if len(notApplied) != 1 || notApplied[0].ID != 2 {
+		t.Errorf("not applied = %+v, want edit 2 (queued)", notApplied)
+	}
+	if len(unconfirmed) != 1 || unconfirmed[0].ID != 1 {
+		t.Errorf("unconfirmed = %+v, want edit 1 (applied before the reset)", unconfirmed)
+	}
+}
+
+// A pending set that cannot be healed is asked about once, not on every frame.
+func TestSessionPendingStep1NotRepeated(t *testing.T) {
+	srv := newFakeServer(t, sessionNotebook())
+	a := srv.newClient("a")
+	a.connect()
+	srv.flush()
+	// A delete of items nobody has: pending forever.
+	orphan := EncodeSync(SyncUpdate, []byte{0x00, 0x01, 0x99, 0x01, 0x01, 0x00, 0x03})
+	step1s := 0
+	for i := 0; i < 5; i++ {
+		f, err := DecodeFrame(orphan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := a.sess.Receive(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fr := range out.Frames {
+			if g, _ := DecodeFrame(fr); g.Type == MsgSync && g.Sync == SyncStep1 {
+				step1s++
+			}
+		}
+	}
+	if step1s != 1 {
+		t.Errorf("%d step 1 frames for the same stuck pending set, want 1", step1s)
+	}
+}
+
+// AddAll merges like repeated Add, in bulk.
+func TestIDSetAddAllMatchesAdd(t *testing.T) {
+	var rs []IDRange
+	for i := 0; i < 3000; i++ {
+		rs = append(rs, IDRange{Client: uint64(i % 3), Clock: uint64((i * 7919) % 20000), Len: uint64(1 + i%5)})
+	}
+	one, bulk := IDSet{}, IDSet{}
+	for _, r := range rs {
+		one.Add(r)
+	}
+	bulk.AddAll(rs)
+	for c := range one {
+		if len(one[c]) != len(bulk[c]) {
+			t.Fatalf("client %d: %d ranges by Add, %d by AddAll", c, len(one[c]), len(bulk[c]))
+		}
+		for i := range one[c] {
+			if one[c][i] != bulk[c][i] {
+				t.Fatalf("client %d range %d: %+v vs %+v", c, i, one[c][i], bulk[c][i])
+			}
 		}
 	}
 }

@@ -412,6 +412,37 @@ func (s IDSet) Add(r IDRange) {
 	s[r.Client] = out
 }
 
+// AddAll inserts many ranges at once: append, sort and merge per client, O(n log n) instead of
+// one copy per range.
+func (s IDSet) AddAll(rs []IDRange) {
+	if len(rs) < 8 {
+		for _, r := range rs {
+			s.Add(r)
+		}
+		return
+	}
+	byClient := map[uint64][]IDRange{}
+	for _, r := range rs {
+		if r.Len > 0 {
+			byClient[r.Client] = append(byClient[r.Client], r)
+		}
+	}
+	for client, add := range byClient {
+		all := append(append([]IDRange(nil), s[client]...), add...)
+		sort.Slice(all, func(i, j int) bool { return all[i].Clock < all[j].Clock })
+		merged := all[:0]
+		for _, r := range all {
+			if n := len(merged); n > 0 && merged[n-1].Clock+merged[n-1].Len >= r.Clock {
+				last := &merged[n-1]
+				last.Len = max(last.Clock+last.Len, r.Clock+r.Len) - last.Clock
+				continue
+			}
+			merged = append(merged, r)
+		}
+		s[client] = merged
+	}
+}
+
 // Contains reports whether the whole range is in the set.
 func (s IDSet) Contains(r IDRange) bool {
 	if r.Len == 0 {

@@ -148,6 +148,7 @@ type Server struct {
 	nextCID uint32
 
 	down, refuse bool
+	reject       *CloseError   // non-nil: every new connection is closed with it (a room that cannot load)
 	openGate     chan struct{} // non-nil: OpenDocSession blocks until it is closed
 	openBlocked  int           // calls currently blocked at the gate
 	echoToSender bool
@@ -261,6 +262,10 @@ func (s *Server) DialRoom(ctx context.Context, roomID, sessionID string) (bridge
 	}
 	c := newConn(s)
 	s.conns = append(s.conns, c)
+	if s.reject != nil {
+		c.closeRemoteLocked(s.reject)
+		return c, nil
+	}
 	if !s.known[sessionID] {
 		reason, _ := json.Marshal(map[string]any{"reason": "unknown_session", "sessionId": sessionID, "reloadable": true})
 		c.closeRemoteLocked(&CloseError{Code: CloseSessionProblem, Reason: string(reason)})
@@ -580,6 +585,19 @@ func (s *Server) CloseWith(code int, reason string) {
 	s.dropAllLocked(&CloseError{Code: code, Reason: reason})
 	s.bumpLocked()
 }
+
+// RejectConnections closes every live and every new connection with code and reason, as a
+// server does for a document it cannot load; AcceptConnections undoes it.
+func (s *Server) RejectConnections(code int, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reject = &CloseError{Code: code, Reason: reason}
+	s.dropAllLocked(s.reject)
+	s.bumpLocked()
+}
+
+// AcceptConnections undoes RejectConnections.
+func (s *Server) AcceptConnections() { s.set(func() { s.reject = nil }) }
 
 // RefuseTokens makes OpenDocSession and DialRoom fail with a permanent 403.
 func (s *Server) RefuseTokens() { s.set(func() { s.refuse = true }) }
