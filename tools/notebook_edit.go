@@ -141,7 +141,11 @@ type guardArgs struct {
 
 // resolve returns the indices and ids of the addressed cells, in the order given.
 func resolve(tx *ydoc.Txn, t targetArgs) (indices []int, ids []string, byIndex bool, err error) {
-	current := tx.CellIDs()
+	return resolveIDs(tx.CellIDs(), t)
+}
+
+// resolveIDs addresses cells among the current cell ids.
+func resolveIDs(current []string, t targetArgs) (indices []int, ids []string, byIndex bool, err error) {
 	switch {
 	case len(t.CellIDs) > 0 && (t.StartIndex != nil || t.EndIndex != nil):
 		return nil, nil, false, invalid([]any{"cell_ids"}, "give either cell_ids or start_index/end_index, not both")

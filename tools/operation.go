@@ -87,6 +87,9 @@ func (s *Server) handler(op *operation) server.ToolHandlerFunc {
 		if args == nil {
 			args = map[string]any{}
 		}
+		if m := req.Params.Meta; m != nil && m.ProgressToken != nil {
+			ctx = context.WithValue(ctx, progressKey{}, m.ProgressToken)
+		}
 		includeSchema, _ := args["includeSchema"].(bool)
 		var details []detail
 		op.Input.validate(args, nil, &details)

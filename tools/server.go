@@ -22,6 +22,8 @@ import (
 // Options configure the MCP server.
 type Options struct {
 	Manager *bridge.Manager
+	// Executor runs cells; nil leaves the execution tools out.
+	Executor *bridge.Executor
 	Logger  zerolog.Logger
 	Version string
 	// CallTimeout bounds one tool call (default 2 min).
@@ -63,6 +65,9 @@ func New(opts Options) (*Server, error) {
 	s.registerNotebookTools()
 	s.registerNotebookEditTools()
 	s.registerDocumentTools()
+	if opts.Executor != nil {
+		s.registerExecutionTools()
+	}
 	s.registerOperationResources()
 	return s, nil
 }

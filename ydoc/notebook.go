@@ -694,6 +694,109 @@ func (tx *Txn) AppendOutput(i int, out map[string]any) error {
 	return tx.markDirty()
 }
 
+// InsertOutput appends an output to a code cell without merging streams (the executor merges
+// itself, as JupyterLab's output area does).
+func (tx *Txn) InsertOutput(i int, out map[string]any) error {
+	if _, err := toAny(out); err != nil {
+		return fmt.Errorf("output: %w", err)
+	}
+	m, err := tx.codeCell(i)
+	if err != nil {
+		return err
+	}
+	outs := tx.outputsArray(m)
+	if err := tx.insertOutputs(outs, outs.GetLength(), []map[string]any{out}); err != nil {
+		return err
+	}
+	return tx.markDirty()
+}
+
+// ReplaceOutput replaces output j of a code cell (update_display_data).
+func (tx *Txn) ReplaceOutput(i, j int, out map[string]any) error {
+	if _, err := toAny(out); err != nil {
+		return fmt.Errorf("output: %w", err)
+	}
+	m, err := tx.codeCell(i)
+	if err != nil {
+		return err
+	}
+	outs := tx.outputsArray(m)
+	if j < 0 || j >= outs.GetLength() {
+		return fmt.Errorf("output %d of %d: %w", j, outs.GetLength(), ErrOutOfRange)
+	}
+	tx.deleteRange(outs, j, 1)
+	if err := tx.insertOutputs(outs, j, []map[string]any{out}); err != nil {
+		return err
+	}
+	return tx.markDirty()
+}
+
+// SetStreamText rewrites the text of stream output j with a minimal diff (appending, in the
+// common case; carriage-return progress bars rewrite the tail).
+func (tx *Txn) SetStreamText(i, j int, text string) error {
+	m, err := tx.codeCell(i)
+	if err != nil {
+		return err
+	}
+	items := arrayItems(tx.outputsArray(m))
+	if j < 0 || j >= len(items) {
+		return fmt.Errorf("output %d of %d: %w", j, len(items), ErrOutOfRange)
+	}
+	out, ok := items[j].(*y.YMap)
+	if !ok {
+		return fmt.Errorf("output %d is not a map", j)
+	}
+	t, ok := mustGet(out, "text").(*y.YText)
+	if !ok {
+		out.Set("text", y.NewYText(text))
+		return tx.markDirty()
+	}
+	if applyTextDiff(t, textString(t), text) {
+		return tx.markDirty()
+	}
+	return nil
+}
+
+// NumOutputs is the number of outputs of a code cell.
+func (tx *Txn) NumOutputs(i int) (int, error) {
+	m, err := tx.codeCell(i)
+	if err != nil {
+		return 0, err
+	}
+	return tx.outputsArray(m).GetLength(), nil
+}
+
+// DeleteCellMetadataKey removes one metadata key of a cell (no-op when absent).
+func (tx *Txn) DeleteCellMetadataKey(i int, key string) error {
+	m, err := tx.cellMap(i)
+	if err != nil {
+		return err
+	}
+	if md, ok := mustGet(m, "metadata").(*y.YMap); ok {
+		if _, present := mapGet(md, key); present {
+			md.Delete(key)
+			return tx.markDirty()
+		}
+	}
+	return nil
+}
+
+// StateValue reads one key of the state map.
+func (tx *Txn) StateValue(key string) (any, bool) {
+	v, ok := mapGet(tx.d.state, key)
+	if !ok {
+		return nil, false
+	}
+	return fromAny(v), true
+}
+
+// DeleteState removes a key of the state map.
+func (tx *Txn) DeleteState(key string) {
+	if _, ok := mapGet(tx.d.state, key); ok {
+		tx.d.state.Delete(key)
+	}
+}
+
 func mustGet(m *y.YMap, key string) any {
 	v, _ := mapGet(m, key)
 	return v

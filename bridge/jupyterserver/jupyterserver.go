@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	pathpkg "path"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/jupyter"
@@ -90,4 +91,96 @@ func fileInfo(e jupyter.Entry) bridge.FileInfo {
 		size = *e.Size
 	}
 	return bridge.FileInfo{Name: e.Name, Path: e.Path, Type: e.Type, Size: size, LastModified: e.LastModified, Writable: e.Writable}
+}
+
+// Kernels adapts a *jupyter.Client to bridge.Kernels.
+type Kernels struct {
+	C        *jupyter.Client
+	Username string // in the header of our kernel messages
+}
+
+var _ bridge.Kernels = Kernels{}
+
+// Sessions implements bridge.Kernels.
+func (k Kernels) Sessions(ctx context.Context) ([]bridge.KernelSession, error) {
+	ss, err := k.C.Sessions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]bridge.KernelSession, 0, len(ss))
+	for _, s := range ss {
+		out = append(out, kernelSession(s))
+	}
+	return out, nil
+}
+
+func kernelSession(s jupyter.SessionModel) bridge.KernelSession {
+	ks := bridge.KernelSession{ID: s.ID, Path: s.Path}
+	if s.Kernel != nil {
+		ks.KernelID, ks.KernelName, ks.State = s.Kernel.ID, s.Kernel.Name, s.Kernel.ExecutionState
+	}
+	return ks
+}
+
+// StartSession implements bridge.Kernels.
+func (k Kernels) StartSession(ctx context.Context, path, kernelName string) (bridge.KernelSession, error) {
+	s, err := k.C.StartSession(ctx, path, pathpkg.Base(path), kernelName)
+	if err != nil {
+		return bridge.KernelSession{}, err
+	}
+	return kernelSession(s), nil
+}
+
+// KernelState implements bridge.Kernels.
+func (k Kernels) KernelState(ctx context.Context, id string) (string, error) {
+	m, err := k.C.Kernel(ctx, id)
+	return m.ExecutionState, err
+}
+
+// Interrupt implements bridge.Kernels.
+func (k Kernels) Interrupt(ctx context.Context, id string) error { return k.C.InterruptKernel(ctx, id) }
+
+// Restart implements bridge.Kernels.
+func (k Kernels) Restart(ctx context.Context, id string) error {
+	_, err := k.C.RestartKernel(ctx, id)
+	return err
+}
+
+// Connect implements bridge.Kernels.
+func (k Kernels) Connect(ctx context.Context, id string) (bridge.KernelChannel, error) {
+	c, err := k.C.ConnectKernel(ctx, id, k.Username)
+	if err != nil {
+		return nil, err
+	}
+	return kernelChannel{c}, nil
+}
+
+type kernelChannel struct{ c *jupyter.KernelConn }
+
+func (kc kernelChannel) Execute(ctx context.Context, code string, storeHistory, stopOnError bool, md map[string]any) (bridge.RunningCode, error) {
+	e, err := kc.c.Execute(ctx, jupyter.ExecuteRequest{Code: code, StoreHistory: storeHistory, StopOnError: stopOnError, Metadata: md})
+	if err != nil {
+		return nil, err
+	}
+	return running{e}, nil
+}
+
+func (kc kernelChannel) Done() <-chan struct{} { return kc.c.Done() }
+func (kc kernelChannel) Restarts() int         { return kc.c.Restarts() }
+func (kc kernelChannel) Close() error          { return kc.c.Close() }
+
+type running struct{ e *jupyter.Execution }
+
+func (r running) Abandon() { r.e.Abandon() }
+
+func (r running) Next(ctx context.Context) ([]bridge.KernelMsg, bool, error) {
+	msgs, done, err := r.e.Next(ctx)
+	out := make([]bridge.KernelMsg, len(msgs))
+	for i, m := range msgs {
+		out[i] = bridge.KernelMsg{Channel: m.Channel, Type: m.Header.MsgType, Content: m.Content}
+		if m.Channel == "server" && m.Header.MsgType == jupyter.KernelRestarting {
+			out[i].Type = bridge.MsgKernelRestarting
+		}
+	}
+	return out, done, err
 }

@@ -74,7 +74,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if err != nil {
 		return err
 	}
-	mcpServer, err := tools.New(tools.Options{Manager: manager, Logger: log, Version: version, CallTimeout: cfg.CallTimeout, AlwaysEmbedSchema: cfg.AlwaysEmbedSchema})
+	executor, err := bridge.NewExecutor(bridge.ExecutorOptions{
+		Manager:  manager,
+		Kernels:  jupyterserver.Kernels{C: client, Username: cfg.AgentUsername},
+		Logger:   log,
+		Username: cfg.AgentUsername,
+	})
+	if err != nil {
+		return err
+	}
+	mcpServer, err := tools.New(tools.Options{Manager: manager, Executor: executor, Logger: log, Version: version, CallTimeout: cfg.CallTimeout, AlwaysEmbedSchema: cfg.AlwaysEmbedSchema})
 	if err != nil {
 		return err
 	}
@@ -87,6 +96,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	go func() {
 		defer close(managerDone)
 		_ = manager.Run(managerCtx)
+	}()
+	executorDone := make(chan struct{})
+	go func() {
+		defer close(executorDone)
+		_ = executor.Run(managerCtx)
 	}()
 	g.Go(func() error {
 		if cfg.Listen == "" {
@@ -112,6 +126,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return mcpServer.ServeHTTP(gctx, tools.HTTPOptions{Listener: l, Protect: protect, SessionIdleTTL: cfg.SessionIdleTTL})
 	})
 	err = g.Wait()
+	executor.Close() // runs end before their rooms close
+	<-executorDone
 	stopManager()
 	select {
 	case <-managerDone:

@@ -1,0 +1,53 @@
+package bridge
+
+import (
+	"context"
+)
+
+// Kernels is what execution needs from jupyter-server: kernel sessions, kernel state and
+// control, and a channel to run code. bridge/jupyterserver implements it; tests use fakes.
+type Kernels interface {
+	// Sessions lists kernel sessions (which kernel serves which notebook).
+	Sessions(ctx context.Context) ([]KernelSession, error)
+	// StartSession gets or creates the kernel session of a notebook; kernelName may be empty.
+	StartSession(ctx context.Context, path, kernelName string) (KernelSession, error)
+	// KernelState returns a kernel's execution_state; a gone kernel is an error IsNotFound accepts.
+	KernelState(ctx context.Context, kernelID string) (string, error)
+	Interrupt(ctx context.Context, kernelID string) error
+	Restart(ctx context.Context, kernelID string) error
+	// Connect opens the kernel's channels.
+	Connect(ctx context.Context, kernelID string) (KernelChannel, error)
+}
+
+// KernelSession is a notebook's kernel session.
+type KernelSession struct {
+	ID         string
+	Path       string
+	KernelID   string
+	KernelName string
+	State      string // the kernel's execution_state (idle, busy, starting, dead, ...)
+}
+
+// KernelChannel runs code in one kernel. Execute may be called concurrently.
+type KernelChannel interface {
+	Execute(ctx context.Context, code string, storeHistory, stopOnError bool, metadata map[string]any) (RunningCode, error)
+	// Done is closed when the channel is lost.
+	Done() <-chan struct{}
+	// Restarts counts the kernel restarts (or deaths) seen on this channel: a change means its
+	// state was lost.
+	Restarts() int
+	Close() error
+}
+
+// RunningCode is one request in flight: Next returns the messages received so far (waiting for
+// at least one), with done once the reply and the kernel's idle status have both arrived, or
+// with an error when the kernel went away first.
+type RunningCode interface {
+	Next(ctx context.Context) (msgs []KernelMsg, done bool, err error)
+	// Abandon stops following the request (its later messages are dropped).
+	Abandon()
+}
+
+// MsgKernelRestarting is the type of a message (channel "server") telling a running request
+// that the server is restarting the kernel.
+const MsgKernelRestarting = "kernel_restarting"

@@ -1,0 +1,182 @@
+package bridge
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// outputModel turns a request's kernel messages into nbformat outputs the way JupyterLab's
+// output area does: consecutive stream outputs of the same name merge, \r and \b rewrite the
+// current line, clear_output(wait) clears at the next output, update_display_data replaces the
+// outputs carrying the same display id. Each message yields room operations that reproduce it.
+type outputModel struct {
+	outputs      []map[string]any
+	raw          map[int]string   // stream output index → text as received (before \r/\b processing)
+	displays     map[string][]int // display id → output indices
+	pendingClear bool
+}
+
+type opKind int
+
+const (
+	opClear  opKind = iota + 1 // remove every output
+	opInsert                   // append out
+	opText                     // set the text of stream output index to text
+	opSwap                     // replace output index with out
+)
+
+type outputOp struct {
+	kind  opKind
+	index int
+	out   map[string]any
+	text  string
+}
+
+// KernelMsg is one kernel message for an execution (iopub or shell).
+type KernelMsg struct {
+	Channel string
+	Type    string
+	Content json.RawMessage
+}
+
+// apply folds one iopub message into the model and returns the room operations.
+func (m *outputModel) apply(msg KernelMsg) []outputOp {
+	var content map[string]any
+	if err := json.Unmarshal(msg.Content, &content); err != nil {
+		return nil
+	}
+	var ops []outputOp
+	clearIfPending := func() {
+		if m.pendingClear {
+			m.pendingClear = false
+			m.outputs, m.displays, m.raw = nil, nil, nil
+			ops = append(ops, outputOp{kind: opClear})
+		}
+	}
+	switch msg.Type {
+	case "stream":
+		clearIfPending()
+		name, _ := content["name"].(string)
+		text, _ := content["text"].(string)
+		if m.raw == nil {
+			m.raw = map[int]string{}
+		}
+		if n := len(m.outputs); n > 0 && m.outputs[n-1]["output_type"] == "stream" && m.outputs[n-1]["name"] == name {
+			m.raw[n-1] += text
+			merged := processText(m.raw[n-1])
+			m.outputs[n-1]["text"] = merged
+			ops = append(ops, outputOp{kind: opText, index: n - 1, text: merged})
+			break
+		}
+		out := map[string]any{"output_type": "stream", "name": name, "text": processText(text)}
+		m.outputs = append(m.outputs, out)
+		m.raw[len(m.outputs)-1] = text
+		ops = append(ops, outputOp{kind: opInsert, out: cloneOutput(out)})
+	case "execute_result", "display_data", "error":
+		clearIfPending()
+		out := nbOutput(msg.Type, content)
+		m.outputs = append(m.outputs, out)
+		if id := displayID(content); id != "" {
+			if m.displays == nil {
+				m.displays = map[string][]int{}
+			}
+			m.displays[id] = append(m.displays[id], len(m.outputs)-1)
+		}
+		ops = append(ops, outputOp{kind: opInsert, out: cloneOutput(out)})
+	case "update_display_data":
+		id := displayID(content)
+		for _, i := range m.displays[id] {
+			old := m.outputs[i]
+			out := map[string]any{"output_type": old["output_type"], "data": orMap(content["data"]), "metadata": orMap(content["metadata"])}
+			if c, ok := old["execution_count"]; ok {
+				out["execution_count"] = c
+			}
+			m.outputs[i] = out
+			ops = append(ops, outputOp{kind: opSwap, index: i, out: cloneOutput(out)})
+		}
+	case "clear_output":
+		if wait, _ := content["wait"].(bool); wait {
+			m.pendingClear = true
+			break
+		}
+		m.pendingClear = false
+		if len(m.outputs) > 0 {
+			m.outputs, m.displays, m.raw = nil, nil, nil
+			ops = append(ops, outputOp{kind: opClear})
+		}
+	}
+	return ops
+}
+
+// nbOutput builds the nbformat output of an iopub message (transient data dropped, as
+// JupyterLab's toJSON does).
+func nbOutput(typ string, c map[string]any) map[string]any {
+	switch typ {
+	case "error":
+		tb, _ := c["traceback"].([]any)
+		if tb == nil {
+			tb = []any{}
+		}
+		return map[string]any{"output_type": "error", "ename": c["ename"], "evalue": c["evalue"], "traceback": tb}
+	case "execute_result":
+		return map[string]any{"output_type": "execute_result", "execution_count": c["execution_count"], "data": orMap(c["data"]), "metadata": orMap(c["metadata"])}
+	}
+	return map[string]any{"output_type": "display_data", "data": orMap(c["data"]), "metadata": orMap(c["metadata"])}
+}
+
+func displayID(c map[string]any) string {
+	t, _ := c["transient"].(map[string]any)
+	id, _ := t["display_id"].(string)
+	return id
+}
+
+func orMap(v any) map[string]any {
+	if m, ok := v.(map[string]any); ok {
+		return m
+	}
+	return map[string]any{}
+}
+
+func cloneOutput(o map[string]any) map[string]any {
+	b, _ := json.Marshal(o)
+	var c map[string]any
+	_ = json.Unmarshal(b, &c)
+	return c
+}
+
+// processText applies terminal control characters as a terminal (and JupyterLab's output area)
+// does: \r\n is a newline; a lone \r returns to the start of the line, so what follows
+// overwrites it character by character; \b deletes the character before the cursor.
+func processText(s string) string {
+	if !strings.ContainsAny(s, "\r\b") {
+		return s
+	}
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	var done strings.Builder
+	var line []rune
+	cursor := 0
+	for _, r := range s {
+		switch r {
+		case '\n':
+			done.WriteString(string(line))
+			done.WriteRune('\n')
+			line, cursor = line[:0], 0
+		case '\r':
+			cursor = 0
+		case '\b':
+			if cursor > 0 {
+				line = append(line[:cursor-1], line[cursor:]...)
+				cursor--
+			}
+		default:
+			if cursor < len(line) {
+				line[cursor] = r
+			} else {
+				line = append(line, r)
+			}
+			cursor++
+		}
+	}
+	done.WriteString(string(line))
+	return done.String()
+}

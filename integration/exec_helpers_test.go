@@ -1,0 +1,88 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/jupyterserver"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/tools"
+)
+
+// agent is the MCP server (with execution) wired to a sidecar, driven in-process.
+type agent struct {
+	t        testing.TB
+	sc       *sidecar
+	executor *bridge.Executor
+	client   *client.Client
+}
+
+func newAgent(t testing.TB, s *JupyterServer) *agent {
+	t.Helper()
+	sc := newSidecar(t, s, nil)
+	x, err := bridge.NewExecutor(bridge.ExecutorOptions{Manager: sc.manager, Kernels: jupyterserver.Kernels{C: sc.client, Username: "jupyter-collab-mcp"}, Logger: testLogger(t), Username: "jupyter-collab-mcp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = x.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	srv, err := tools.New(tools.Options{Manager: sc.manager, Executor: x, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.NewInProcessClient(srv.MCP())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx := ctxT(t, time.Minute)
+	if err := c.Start(cctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Initialize(cctx, mcp.InitializeRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return &agent{t: t, sc: sc, executor: x, client: c}
+}
+
+// call runs a tool and returns the decoded JSON and the raw result.
+func (a *agent) call(ctx context.Context, name string, args map[string]any) (map[string]any, *mcp.CallToolResult) {
+	a.t.Helper()
+	res, err := a.client.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: name, Arguments: args}})
+	if err != nil {
+		a.t.Fatalf("%s: %v", name, err)
+	}
+	var out map[string]any
+	if tc, ok := res.Content[0].(mcp.TextContent); ok {
+		_ = json.Unmarshal([]byte(tc.Text), &out)
+	}
+	return out, res
+}
+
+// ok is call that fails the test on a tool error.
+func (a *agent) ok(ctx context.Context, name string, args map[string]any) map[string]any {
+	a.t.Helper()
+	out, res := a.call(ctx, name, args)
+	if res.IsError {
+		b, _ := json.Marshal(out)
+		a.t.Fatalf("%s failed: %s", name, b)
+	}
+	return out
+}
+
+func cellResults(out map[string]any) []map[string]any {
+	var cells []map[string]any
+	for _, c := range out["cells"].([]any) {
+		cells = append(cells, c.(map[string]any))
+	}
+	return cells
+}

@@ -1,0 +1,464 @@
+package jupyter
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/rs/zerolog"
+)
+
+// Kernels: the sessions and kernels REST APIs, and the kernel channels websocket (the legacy
+// JSON protocol, which jupyter-server speaks when no subprotocol is offered).
+
+// KernelModel is a kernel as the REST API describes it.
+type KernelModel struct {
+	ID             string `json:"id"`
+	Name           string `json:"name"`
+	ExecutionState string `json:"execution_state"`
+	Connections    int    `json:"connections"`
+	LastActivity   string `json:"last_activity"`
+}
+
+// SessionModel is a kernel session (GET /api/sessions).
+type SessionModel struct {
+	ID     string       `json:"id"`
+	Path   string       `json:"path"`
+	Name   string       `json:"name"`
+	Type   string       `json:"type"`
+	Kernel *KernelModel `json:"kernel"`
+}
+
+// Sessions lists kernel sessions.
+func (c *Client) Sessions(ctx context.Context) ([]SessionModel, error) {
+	var out []SessionModel
+	_, err := c.do(ctx, http.MethodGet, c.endpoint("api", "sessions"), nil, &out)
+	return out, err
+}
+
+// StartSession gets or creates the kernel session of a notebook path (POST /api/sessions is
+// get-or-create by path). kernelName may be empty for the server's default.
+func (c *Client) StartSession(ctx context.Context, path, name, kernelName string) (SessionModel, error) {
+	body := map[string]any{"path": path, "name": name, "type": "notebook"}
+	if kernelName != "" {
+		body["kernel"] = map[string]string{"name": kernelName}
+	}
+	var out SessionModel
+	_, err := c.do(ctx, http.MethodPost, c.endpoint("api", "sessions"), body, &out)
+	return out, err
+}
+
+// DeleteSession ends a kernel session (and shuts its kernel down).
+func (c *Client) DeleteSession(ctx context.Context, id string) error {
+	_, err := c.do(ctx, http.MethodDelete, c.endpoint("api", "sessions", id), nil, nil)
+	return err
+}
+
+// Kernel describes a running kernel; a 404 means it is gone (dead and reaped, or culled).
+func (c *Client) Kernel(ctx context.Context, id string) (KernelModel, error) {
+	var out KernelModel
+	_, err := c.do(ctx, http.MethodGet, c.endpoint("api", "kernels", id), nil, &out)
+	return out, err
+}
+
+// InterruptKernel sends an interrupt (KeyboardInterrupt in Python kernels).
+func (c *Client) InterruptKernel(ctx context.Context, id string) error {
+	_, err := c.do(ctx, http.MethodPost, c.endpoint("api", "kernels", id, "interrupt"), map[string]any{}, nil)
+	return err
+}
+
+// RestartKernel restarts a kernel (its state is lost).
+func (c *Client) RestartKernel(ctx context.Context, id string) (KernelModel, error) {
+	var out KernelModel
+	_, err := c.do(ctx, http.MethodPost, c.endpoint("api", "kernels", id, "restart"), map[string]any{}, &out)
+	return out, err
+}
+
+// KernelSpecs returns the default kernel name and the installed kernel names.
+func (c *Client) KernelSpecs(ctx context.Context) (string, []string, error) {
+	var out struct {
+		Default string                     `json:"default"`
+		Specs   map[string]json.RawMessage `json:"kernelspecs"`
+	}
+	if _, err := c.do(ctx, http.MethodGet, c.endpoint("api", "kernelspecs"), nil, &out); err != nil {
+		return "", nil, err
+	}
+	names := make([]string, 0, len(out.Specs))
+	for n := range out.Specs {
+		names = append(names, n)
+	}
+	return out.Default, names, nil
+}
+
+// KernelMessage is one Jupyter message on a kernel channel.
+type KernelMessage struct {
+	Channel      string          `json:"channel"`
+	Header       MessageHeader   `json:"header"`
+	ParentHeader MessageHeader   `json:"parent_header"`
+	Metadata     map[string]any  `json:"metadata"`
+	Content      json.RawMessage `json:"content"`
+}
+
+// MessageHeader is a Jupyter message header.
+type MessageHeader struct {
+	MsgID    string `json:"msg_id"`
+	MsgType  string `json:"msg_type"`
+	Username string `json:"username,omitempty"`
+	Session  string `json:"session,omitempty"`
+	Date     string `json:"date,omitempty"`
+	Version  string `json:"version,omitempty"`
+}
+
+// KernelRestarting is the type of a synthetic message (channel "server") an execution receives
+// when the server reports that the kernel is restarting.
+const KernelRestarting = "kernel_restarting"
+
+// ErrKernelGone is wrapped when the kernel connection ends (the kernel died, restarted, or the
+// server went away) before an execution finished.
+var ErrKernelGone = errors.New("jupyter: kernel connection lost")
+
+// KernelConn is one websocket to a kernel's channels, shared by executions. A reader goroutine
+// routes each message to the execution whose request it answers; messages for other clients'
+// requests (a human running cells in the same kernel) are dropped.
+type KernelConn struct {
+	ws      *websocket.Conn
+	session string
+	user    string
+	log     zerolog.Logger
+
+	writeMu sync.Mutex
+	mu      sync.Mutex
+	pending map[string]*Execution // msg_id → execution
+	status  string                // last kernel status seen (busy, idle, restarting, dead, ...)
+	restart int                   // how many times the server reported the kernel restarting or dead
+	err     error                 // set when the connection ended
+	done    chan struct{}
+}
+
+// ConnectKernel opens the channels websocket of a kernel.
+func (c *Client) ConnectKernel(ctx context.Context, kernelID, username string) (*KernelConn, error) {
+	session := newUUID()
+	u := c.endpoint("api", "kernels", kernelID, "channels")
+	u.RawQuery = url.Values{"session_id": {session}}.Encode()
+	if u.Scheme == "https" {
+		u.Scheme = "wss"
+	} else {
+		u.Scheme = "ws"
+	}
+	h := http.Header{}
+	c.authorize(h)
+	d := websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: c.timeout, Jar: c.jar}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	ws, resp, err := d.DialContext(ctx, u.String(), h)
+	if err != nil {
+		if resp != nil {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			resp.Body.Close()
+			return nil, &APIError{Method: "GET", Path: u.Path, Status: resp.StatusCode, Message: serverMessage(body)}
+		}
+		return nil, &RequestError{Method: "GET", Path: u.Path, Err: scrubURLError(err)}
+	}
+	ws.SetReadLimit(MaxRoomFrame)
+	k := &KernelConn{ws: ws, session: session, user: username, log: c.log, pending: map[string]*Execution{}, done: make(chan struct{})}
+	go k.read()
+	return k, nil
+}
+
+// Done is closed when the connection has ended; Err then says why.
+func (k *KernelConn) Done() <-chan struct{} { return k.done }
+
+// Err returns why the connection ended (nil while it is up).
+func (k *KernelConn) Err() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.err
+}
+
+// Restarts counts the restarts (and deaths) of the kernel the server reported on this
+// connection: a change means the kernel's state was lost.
+func (k *KernelConn) Restarts() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.restart
+}
+
+// Close ends the connection; pending executions fail with ErrKernelGone.
+func (k *KernelConn) Close() error {
+	err := k.ws.Close()
+	<-k.done
+	return err
+}
+
+func (k *KernelConn) read() {
+	defer close(k.done)
+	for {
+		typ, data, err := k.ws.ReadMessage()
+		if err != nil {
+			k.fail(fmt.Errorf("%w: %v", ErrKernelGone, err))
+			return
+		}
+		if typ == websocket.BinaryMessage {
+			if data, err = legacyBinaryJSON(data); err != nil {
+				k.log.Debug().Err(err).Msg("dropping a kernel message with buffers")
+				continue
+			}
+		}
+		var m KernelMessage
+		if err := json.Unmarshal(data, &m); err != nil {
+			k.log.Debug().Err(err).Msg("dropping an undecodable kernel message")
+			continue
+		}
+		k.route(m)
+	}
+}
+
+// legacyBinaryJSON extracts the JSON part of a legacy binary kernel message: a big-endian
+// uint32 count of offsets, the offsets, then the JSON message and its buffers.
+func legacyBinaryJSON(b []byte) ([]byte, error) {
+	if len(b) < 4 {
+		return nil, errors.New("short binary kernel message")
+	}
+	n := binary.BigEndian.Uint32(b)
+	if n == 0 || uint64(len(b)) < 4+4*uint64(n) {
+		return nil, errors.New("bad binary kernel message header")
+	}
+	start := binary.BigEndian.Uint32(b[4:])
+	end := uint32(len(b))
+	if n > 1 {
+		end = binary.BigEndian.Uint32(b[8:])
+	}
+	if start > end || end > uint32(len(b)) {
+		return nil, errors.New("bad binary kernel message offsets")
+	}
+	return b[start:end], nil
+}
+
+func (k *KernelConn) route(m KernelMessage) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if m.Header.MsgType == "status" {
+		var st struct {
+			ExecutionState string `json:"execution_state"`
+		}
+		_ = json.Unmarshal(m.Content, &st)
+		k.status = st.ExecutionState
+		switch st.ExecutionState {
+		case "restarting":
+			// The server is restarting the kernel process. A request it had not read yet may
+			// still reach the new process (ZMQ queues it), so executions stay pending; they
+			// are told, and decide.
+			k.restart++
+			for _, e := range k.pending {
+				e.push(KernelMessage{Channel: "server", Header: MessageHeader{MsgType: KernelRestarting}})
+			}
+			return
+		case "dead":
+			k.restart++
+			for id, e := range k.pending {
+				e.finish(fmt.Errorf("%w: the kernel is dead", ErrKernelGone))
+				delete(k.pending, id)
+			}
+			return
+		}
+	}
+	e := k.pending[m.ParentHeader.MsgID]
+	if e == nil {
+		return // someone else's request
+	}
+	e.push(m)
+	if e.complete() {
+		delete(k.pending, m.ParentHeader.MsgID)
+		e.finish(nil)
+	}
+}
+
+func (k *KernelConn) fail(err error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.err = err
+	for id, e := range k.pending {
+		e.finish(err)
+		delete(k.pending, id)
+	}
+}
+
+// ExecuteRequest is what to run.
+type ExecuteRequest struct {
+	Code         string
+	StoreHistory bool           // false for scratch code: the execution counter does not move
+	StopOnError  bool           // abort queued requests after an error
+	Metadata     map[string]any // e.g. {"cellId": ...}, as JupyterLab sends
+}
+
+// Execute sends an execute_request on the shell channel. stdin is never allowed: input() fails
+// at once in the kernel instead of hanging.
+func (k *KernelConn) Execute(ctx context.Context, req ExecuteRequest) (*Execution, error) {
+	id := newUUID()
+	e := &Execution{MsgID: id, conn: k, signal: make(chan struct{}, 1), done: make(chan struct{})}
+	msg := map[string]any{
+		"channel": "shell",
+		"header": MessageHeader{MsgID: id, MsgType: "execute_request", Username: k.user, Session: k.session,
+			Date: time.Now().UTC().Format(time.RFC3339Nano), Version: "5.3"},
+		"parent_header": map[string]any{},
+		"metadata":      orEmpty(req.Metadata),
+		"content": map[string]any{
+			"code": req.Code, "silent": false, "store_history": req.StoreHistory, "user_expressions": map[string]any{},
+			"allow_stdin": false, "stop_on_error": req.StopOnError,
+		},
+		"buffers": []any{},
+	}
+	b, err := json.Marshal(msg)
+	if err != nil {
+		return nil, err
+	}
+	k.mu.Lock()
+	if k.err != nil {
+		k.mu.Unlock()
+		return nil, k.err
+	}
+	k.pending[id] = e
+	k.mu.Unlock()
+	k.writeMu.Lock()
+	deadline, ok := ctx.Deadline()
+	if !ok || time.Until(deadline) > 10*time.Second {
+		deadline = time.Now().Add(10 * time.Second)
+	}
+	_ = k.ws.SetWriteDeadline(deadline)
+	err = k.ws.WriteMessage(websocket.TextMessage, b)
+	k.writeMu.Unlock()
+	if err != nil {
+		k.mu.Lock()
+		delete(k.pending, id)
+		k.mu.Unlock()
+		return nil, fmt.Errorf("%w: send execute_request: %v", ErrKernelGone, err)
+	}
+	return e, nil
+}
+
+// Execution is one request's stream of messages: iopub outputs and status, and the shell reply.
+// It completes when both the reply and the kernel's idle status for the request have arrived,
+// so no output is missed.
+type Execution struct {
+	MsgID string
+	conn  *KernelConn
+
+	mu     sync.Mutex
+	queue  []KernelMessage
+	signal chan struct{} // non-blocking: something was queued
+	reply  bool
+	idle   bool
+	done   chan struct{}
+	err    error
+}
+
+func (e *Execution) push(m KernelMessage) {
+	e.mu.Lock()
+	e.queue = append(e.queue, m)
+	switch {
+	case m.Channel == "shell" && m.Header.MsgType == "execute_reply":
+		e.reply = true
+	case m.Channel == "iopub" && m.Header.MsgType == "status":
+		var st struct {
+			ExecutionState string `json:"execution_state"`
+		}
+		if json.Unmarshal(m.Content, &st) == nil && st.ExecutionState == "idle" {
+			e.idle = true
+		}
+	}
+	e.mu.Unlock()
+	select {
+	case e.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (e *Execution) complete() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.reply && e.idle
+}
+
+func (e *Execution) finish(err error) {
+	e.mu.Lock()
+	if e.err == nil {
+		e.err = err
+	}
+	e.mu.Unlock()
+	select {
+	case <-e.done:
+	default:
+		close(e.done)
+	}
+}
+
+// Next returns the messages queued so far, waiting until there is at least one, the execution
+// completed, or ctx ends. done reports that nothing more will come (err says whether the
+// connection was lost first).
+func (e *Execution) Next(ctx context.Context) (msgs []KernelMessage, done bool, err error) {
+	for {
+		e.mu.Lock()
+		msgs, e.queue = e.queue, nil
+		finished := false
+		select {
+		case <-e.done:
+			finished = true
+		default:
+		}
+		err = e.err
+		e.mu.Unlock()
+		if len(msgs) > 0 || finished {
+			if finished {
+				// a message may have been queued after we took the queue: take it too
+				e.mu.Lock()
+				msgs = append(msgs, e.queue...)
+				e.queue = nil
+				e.mu.Unlock()
+			}
+			return msgs, finished, err
+		}
+		select {
+		case <-e.signal:
+		case <-e.done:
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
+	}
+}
+
+// Done is closed when the execution completed or was lost.
+func (e *Execution) Done() <-chan struct{} { return e.done }
+
+// Abandon stops following the request: later messages for it are dropped.
+func (e *Execution) Abandon() {
+	e.conn.mu.Lock()
+	delete(e.conn.pending, e.MsgID)
+	e.conn.mu.Unlock()
+	e.finish(fmt.Errorf("%w: abandoned", ErrKernelGone))
+}
+
+func orEmpty(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
+
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}

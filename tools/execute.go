@@ -1,0 +1,456 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
+)
+
+// Execution tools: run cells through the notebook's kernel (the humans see [*], then the outputs
+// streaming in, then the count), poll and cancel long runs, interrupt/restart the kernel, run
+// scratch code. Results render outputs for a model: text capped, ANSI stripped, images attached
+// as image content, downscaled.
+
+var (
+	timeoutField = field("timeout", integer("Seconds to wait for the run. The run itself is not limited: if it outlives the wait, the result says so and gives a job_id to poll.").def(30).min(0).max(3600))
+	outCapField  = field("max_output_chars", integer("Upper bound of each output's text in characters (the full output stays in the notebook).").def(2000).min(0).max(1000000))
+	imagesField  = field("include_images", boolean("Attach image outputs (PNG, JPEG) as images; false replaces each with a one-line description.").def(true))
+	pixelsField  = field("max_image_pixels", integer("Images larger than this many pixels are downscaled (default about 800×600).").def(defaultMaxImagePixels).min(1024).max(16_000_000))
+	kernelField  = field("kernel_name", str("Kernel to start when the notebook has none (default: the notebook's kernelspec)."))
+)
+
+func (s *Server) registerExecutionTools() {
+	runProps := func(extra ...prop) *schema {
+		props := append([]prop{pathField}, extra...)
+		props = append(props,
+			timeoutField,
+			field("stop_on_error", boolean("Stop at the first cell that raises; the rest are skipped.").def(true)),
+			field("wait", boolean("Wait for the run (up to timeout); false returns a job_id at once.").def(true)),
+			outCapField, imagesField, pixelsField, kernelField,
+		)
+		return object(props...).required("path")
+	}
+	s.register(&operation{
+		Name:     "batch_execute_notebook_cells",
+		Title:    "Run cells",
+		Category: "execution",
+		Description: "Run cells, in order, through the notebook's kernel (the one a human's tab uses, so state is shared), " +
+			"exactly as if someone pressed Shift-Enter: collaborators see [*], the outputs streaming in, then the execution " +
+			"count. Returns per cell: status, execution count and outputs rendered for you (text capped, errors with " +
+			"traceback, images attached). Progress notifications are sent while waiting when the client asks for them.",
+		Input: runProps(
+			cellIDsField("The cells to run, in order."),
+			startIndexField,
+			endIndexField,
+		),
+		Example: map[string]any{"path": "analysis/report.ipynb", "cell_ids": []any{"a1b2", "c3d4"}, "timeout": 60},
+		Run:     s.batchExecute,
+	})
+	s.register(&operation{
+		Name:        "execute_notebook_cell",
+		Title:       "Run a cell",
+		Category:    "execution",
+		Description: "Run one cell through the notebook's kernel; see batch_execute_notebook_cells.",
+		Input:       runProps(field("cell_id", str("The cell to run."))).required("path", "cell_id"),
+		Example:     map[string]any{"path": "analysis/report.ipynb", "cell_id": "a1b2"},
+		Run: func(ctx context.Context, raw map[string]any) (result, error) {
+			raw["cell_ids"] = []any{raw["cell_id"]}
+			delete(raw, "cell_id")
+			return s.batchExecute(ctx, raw)
+		},
+	})
+	s.register(&operation{
+		Name:        "get_execution",
+		Title:       "Check a run",
+		Category:    "execution",
+		Description: "The state and outputs of a run started earlier (by a call that returned a job_id); optionally wait up to timeout seconds for it to finish.",
+		Input: object(
+			field("job_id", str("The job_id a run returned.")),
+			field("timeout", integer("Seconds to wait for the run to finish (0: answer at once).").def(0).min(0).max(3600)),
+			outCapField, imagesField, pixelsField,
+		).required("job_id"),
+		Example:  map[string]any{"job_id": "job-3f2a9c1b7d4e5f60", "timeout": 10},
+		ReadOnly: true, Idempotent: true,
+		Run: s.getExecution,
+	})
+	s.register(&operation{
+		Name:        "cancel_execution",
+		Title:       "Cancel a run",
+		Category:    "execution",
+		Description: "Cancel a run: cells not started are cancelled, the running one is interrupted (KeyboardInterrupt).",
+		Input:       object(field("job_id", str("The job_id a run returned."))).required("job_id"),
+		Example:     map[string]any{"job_id": "job-3f2a9c1b7d4e5f60"},
+		Destructive: true, Idempotent: true,
+		Run:         s.cancelExecution,
+	})
+	s.register(&operation{
+		Name:        "interrupt_kernel",
+		Title:       "Interrupt the kernel",
+		Category:    "execution",
+		Description: "Interrupt the notebook's kernel (whatever it is running, the humans' runs included).",
+		Input:       object(pathField).required("path"),
+		Example:     map[string]any{"path": "analysis/report.ipynb"},
+		Destructive: true, Idempotent: true,
+		Run:         s.kernelAction("interrupt"),
+	})
+	s.register(&operation{
+		Name:        "restart_kernel",
+		Title:       "Restart the kernel",
+		Category:    "execution",
+		Description: "Restart the notebook's kernel. Every variable is lost, for the humans working in it too.",
+		Input:       object(pathField).required("path"),
+		Example:     map[string]any{"path": "analysis/report.ipynb"},
+		Destructive: true,
+		Run:         s.kernelAction("restart"),
+	})
+	s.register(&operation{
+		Name:     "execute_code",
+		Title:    "Run scratch code",
+		Category: "execution",
+		Description: "Run code in the notebook's kernel without adding it to the notebook (nothing is written, the " +
+			"execution counter does not move): to inspect variables, check a shape, try an idea.",
+		Input: object(
+			pathField,
+			field("code", str("The code to run.")),
+			timeoutField, outCapField, imagesField, pixelsField, kernelField,
+		).required("path", "code"),
+		Example:     map[string]any{"path": "analysis/report.ipynb", "code": "df.shape"},
+		Destructive: false,
+		Run:         s.executeCode,
+	})
+}
+
+type execArgs struct {
+	Path           string   `json:"path"`
+	CellIDs        []string `json:"cell_ids"`
+	StartIndex     *int     `json:"start_index"`
+	EndIndex       *int     `json:"end_index"`
+	Timeout        *int     `json:"timeout"`
+	StopOnError    *bool    `json:"stop_on_error"`
+	Wait           *bool    `json:"wait"`
+	MaxOutputChars *int     `json:"max_output_chars"`
+	IncludeImages  *bool    `json:"include_images"`
+	MaxImagePixels int      `json:"max_image_pixels"`
+	KernelName     string   `json:"kernel_name"`
+	Code           string   `json:"code"`
+	JobID          string   `json:"job_id"`
+}
+
+func (a execArgs) render() renderOpts {
+	r := renderOpts{maxChars: 2000, images: boolOr(a.IncludeImages, true), maxPixels: a.MaxImagePixels}
+	if a.MaxOutputChars != nil {
+		r.maxChars = *a.MaxOutputChars
+	}
+	if r.maxPixels == 0 {
+		r.maxPixels = defaultMaxImagePixels
+	}
+	return r
+}
+
+func (a execArgs) timeout(def int) time.Duration {
+	if a.Timeout != nil {
+		return time.Duration(*a.Timeout) * time.Second
+	}
+	return time.Duration(def) * time.Second
+}
+
+func (s *Server) executor() (*bridge.Executor, error) {
+	if s.opts.Executor == nil {
+		return nil, failf("execution is not available on this server")
+	}
+	return s.opts.Executor, nil
+}
+
+func (s *Server) batchExecute(ctx context.Context, raw map[string]any) (result, error) {
+	var args execArgs
+	if err := decodeArgs(raw, &args); err != nil {
+		return result{}, err
+	}
+	x, err := s.executor()
+	if err != nil {
+		return result{}, err
+	}
+	room, err := s.openNotebook(ctx, args.Path)
+	if err != nil {
+		return result{}, err
+	}
+	var ids []string
+	if err := room.View(ctx, func(d *ydoc.Doc) error {
+		var err error
+		_, ids, _, err = resolveIDs(d.CellIDs(), targetArgs{CellIDs: args.CellIDs, StartIndex: args.StartIndex, EndIndex: args.EndIndex})
+		return err
+	}); err != nil {
+		return result{}, err
+	}
+	return s.runAndWait(ctx, x, room.Path(), ids, args)
+}
+
+// runAndWait starts a job and waits for it (sending progress), up to the timeout.
+func (s *Server) runAndWait(ctx context.Context, x *bridge.Executor, path string, ids []string, args execArgs) (result, error) {
+	job, err := x.Start(ctx, path, ids, bridge.RunOptions{StopOnError: boolOr(args.StopOnError, true), KernelName: args.KernelName})
+	if err != nil {
+		return result{}, err
+	}
+	if !boolOr(args.Wait, true) {
+		return s.jobResult(job.View(), args.render(), "started; poll get_execution with this job_id, or cancel_execution"), nil
+	}
+	return s.waitJob(ctx, job, args.timeout(30), args.render())
+}
+
+func (s *Server) waitJob(ctx context.Context, job *bridge.Job, wait time.Duration, r renderOpts) (result, error) {
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	progress := newProgress(ctx)
+	start := time.Now()
+	for {
+		changed := job.Changed()
+		select {
+		case <-job.Done():
+			return s.jobResult(job.View(), r, ""), nil
+		case <-deadline.C:
+			return s.jobResult(job.View(), r, fmt.Sprintf("still running after %s; it goes on: poll get_execution with this job_id, or cancel_execution", wait)), nil
+		case <-ctx.Done():
+			return s.jobResult(job.View(), r, "the call ended before the run; it goes on: poll get_execution with this job_id"), nil
+		case <-changed:
+			progress.report(job.View(), time.Since(start))
+		}
+	}
+}
+
+func (s *Server) getExecution(ctx context.Context, raw map[string]any) (result, error) {
+	var args execArgs
+	if err := decodeArgs(raw, &args); err != nil {
+		return result{}, err
+	}
+	x, err := s.executor()
+	if err != nil {
+		return result{}, err
+	}
+	job, err := x.Job(args.JobID)
+	if err != nil {
+		return result{}, invalid([]any{"job_id"}, "%v", err)
+	}
+	return s.waitJob(ctx, job, args.timeout(0), args.render())
+}
+
+func (s *Server) cancelExecution(ctx context.Context, raw map[string]any) (result, error) {
+	var args execArgs
+	if err := decodeArgs(raw, &args); err != nil {
+		return result{}, err
+	}
+	x, err := s.executor()
+	if err != nil {
+		return result{}, err
+	}
+	job, err := x.Cancel(ctx, args.JobID)
+	if err != nil {
+		if errors.Is(err, bridge.ErrUnknownJob) {
+			return result{}, invalid([]any{"job_id"}, "%v", err)
+		}
+		return result{}, err
+	}
+	return s.waitJob(ctx, job, 10*time.Second, renderOpts{maxChars: 2000, maxPixels: defaultMaxImagePixels})
+}
+
+func (s *Server) kernelAction(action string) func(context.Context, map[string]any) (result, error) {
+	return func(ctx context.Context, raw map[string]any) (result, error) {
+		var args execArgs
+		if err := decodeArgs(raw, &args); err != nil {
+			return result{}, err
+		}
+		x, err := s.executor()
+		if err != nil {
+			return result{}, err
+		}
+		var ks bridge.KernelSession
+		note := ""
+		if action == "interrupt" {
+			ks, err = x.Interrupt(ctx, args.Path)
+			note = "interrupt sent; a running cell ends with KeyboardInterrupt"
+		} else {
+			ks, err = x.Restart(ctx, args.Path)
+			note = "kernel restarted; every variable is gone"
+		}
+		if err != nil {
+			if errors.Is(err, bridge.ErrBadPath) {
+				return result{}, invalid([]any{"path"}, "%v", err)
+			}
+			return result{}, err
+		}
+		return result{Data: map[string]any{"path": args.Path, "kernel_id": ks.KernelID, "kernel_name": ks.KernelName, "note": note}}, nil
+	}
+}
+
+func (s *Server) executeCode(ctx context.Context, raw map[string]any) (result, error) {
+	var args execArgs
+	if err := decodeArgs(raw, &args); err != nil {
+		return result{}, err
+	}
+	x, err := s.executor()
+	if err != nil {
+		return result{}, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, args.timeout(30))
+	defer cancel()
+	run, note, err := x.RunCode(wctx, args.Path, args.Code, args.KernelName)
+	if err != nil {
+		if errors.Is(err, bridge.ErrBadPath) {
+			return result{}, invalid([]any{"path"}, "%v", err)
+		}
+		return result{}, err
+	}
+	r := args.render()
+	var extra []mcp.Content
+	cell := renderRun(run, r, &extra)
+	delete(cell, "cell_id")
+	delete(cell, "index")
+	out := map[string]any{"path": args.Path, "result": cell}
+	if note != "" {
+		out["note"] = note
+	}
+	return result{Data: out, Extra: extra}, nil
+}
+
+// renderOpts say how outputs are shown.
+type renderOpts struct {
+	maxChars  int
+	images    bool
+	maxPixels int
+}
+
+// jobResult renders a job for the model; images go to extra content.
+func (s *Server) jobResult(v bridge.JobView, r renderOpts, note string) result {
+	var extra []mcp.Content
+	cells := make([]map[string]any, 0, len(v.Cells))
+	for _, c := range v.Cells {
+		cells = append(cells, renderRun(c, r, &extra))
+	}
+	out := map[string]any{"job_id": v.ID, "path": v.Path, "status": v.Status, "cells": cells}
+	if !v.Ended.IsZero() {
+		out["elapsed_ms"] = v.Ended.Sub(v.Created).Milliseconds()
+	} else {
+		out["elapsed_ms"] = time.Since(v.Created).Milliseconds()
+	}
+	if n := joinNote(v.Note, note); n != "" {
+		out["note"] = n
+	}
+	return result{Data: out, Extra: extra}
+}
+
+func joinNote(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "; " + b
+}
+
+// renderRun renders one cell's run; image outputs become image content in extra.
+func renderRun(c bridge.CellRun, r renderOpts, extra *[]mcp.Content) map[string]any {
+	out := map[string]any{"cell_id": c.CellID, "index": c.Index, "status": c.Status}
+	if c.ExecutionCount != nil {
+		out["execution_count"] = *c.ExecutionCount
+	}
+	if c.Note != "" {
+		out["note"] = c.Note
+	}
+	var outs []map[string]any
+	for _, o := range c.Outputs {
+		ro := renderOutput(o, r.maxChars)
+		if data, ok := o["data"].(map[string]any); ok {
+			rdata, _ := ro["data"].(map[string]any)
+			for _, mime := range []string{"image/png", "image/jpeg"} {
+				b64, ok := data[mime].(string)
+				if !ok {
+					continue
+				}
+				if !r.images {
+					continue // summarised in one line by renderOutput
+				}
+				img, size, orig, err := fitImage(mime, b64, r.maxPixels)
+				if err != nil {
+					rdata[mime] = fmt.Sprintf("[%s not shown: %v]", mime, err)
+					continue
+				}
+				*extra = append(*extra, mcp.NewImageContent(img, mime))
+				desc := fmt.Sprintf("[%s %dx%d attached as image %d", mime, orig.X, orig.Y, len(*extra))
+				if size != orig {
+					desc += fmt.Sprintf(", downscaled to %dx%d", size.X, size.Y)
+				}
+				rdata[mime] = desc + "]"
+			}
+		}
+		outs = append(outs, ro)
+	}
+	if len(outs) > 0 {
+		out["outputs"] = outs
+	}
+	return out
+}
+
+// progress sends MCP progress notifications when the client asked for them (a progress token
+// in the request), at most every 250 ms.
+type progress struct {
+	ctx   context.Context
+	token mcp.ProgressToken
+	last  time.Time
+}
+
+type progressKey struct{}
+
+func newProgress(ctx context.Context) *progress {
+	token, _ := ctx.Value(progressKey{}).(mcp.ProgressToken)
+	return &progress{ctx: ctx, token: token}
+}
+
+func (p *progress) report(v bridge.JobView, elapsed time.Duration) {
+	if p.token == nil || time.Since(p.last) < 250*time.Millisecond {
+		return
+	}
+	srv := server.ServerFromContext(p.ctx)
+	if srv == nil {
+		return
+	}
+	p.last = time.Now()
+	done, running := 0, -1
+	for i, c := range v.Cells {
+		switch c.Status {
+		case bridge.CellPending:
+		case bridge.CellRunning:
+			running = i
+		default:
+			done++
+		}
+	}
+	msg := fmt.Sprintf("%d of %d cells done, %.1fs", done, len(v.Cells), elapsed.Seconds())
+	if running >= 0 {
+		c := v.Cells[running]
+		msg = fmt.Sprintf("running cell %d of %d (%s), %.1fs", running+1, len(v.Cells), c.CellID, elapsed.Seconds())
+		if tail := lastOutputLine(c.Outputs); tail != "" {
+			msg += ": " + tail
+		}
+	}
+	_ = srv.SendNotificationToClient(p.ctx, "notifications/progress", map[string]any{
+		"progressToken": p.token, "progress": done, "total": len(v.Cells), "message": msg,
+	})
+}
+
+func lastOutputLine(outs []map[string]any) string {
+	for i := len(outs) - 1; i >= 0; i-- {
+		if t := strings.TrimSpace(stripANSI(asString(outs[i]["text"]))); t != "" {
+			lines := strings.Split(t, "\n")
+			return oneLine(lines[len(lines)-1], 120)
+		}
+	}
+	return ""
+}
