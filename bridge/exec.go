@@ -751,7 +751,6 @@ func (x *Executor) attempt(ctx context.Context, k *nbKernel, code, cellID string
 // lostUnstarted says a request was lost with a restarting kernel before any of it ran.
 const lostUnstarted = "the request was lost while the kernel restarted"
 
-
 // waitKernelReady waits (up to 60 s) for a restarting kernel to be usable again.
 func (x *Executor) waitKernelReady(ctx context.Context, k *nbKernel) bool {
 	deadline := time.Now().Add(60 * time.Second)

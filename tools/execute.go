@@ -89,7 +89,7 @@ func (s *Server) registerExecutionTools() {
 		Input:       object(field("job_id", str("The job_id a run returned."))).required("job_id"),
 		Example:     map[string]any{"job_id": "job-3f2a9c1b7d4e5f60"},
 		Destructive: true, Idempotent: true,
-		Run:         s.cancelExecution,
+		Run: s.cancelExecution,
 	})
 	s.register(&operation{
 		Name:        "interrupt_kernel",
@@ -99,7 +99,7 @@ func (s *Server) registerExecutionTools() {
 		Input:       object(pathField).required("path"),
 		Example:     map[string]any{"path": "analysis/report.ipynb"},
 		Destructive: true, Idempotent: true,
-		Run:         s.kernelAction("interrupt"),
+		Run: s.kernelAction("interrupt"),
 	})
 	s.register(&operation{
 		Name:        "restart_kernel",

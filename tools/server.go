@@ -24,8 +24,8 @@ type Options struct {
 	Manager *bridge.Manager
 	// Executor runs cells; nil leaves the execution tools out.
 	Executor *bridge.Executor
-	Logger  zerolog.Logger
-	Version string
+	Logger   zerolog.Logger
+	Version  string
 	// CallTimeout bounds one tool call (default 2 min).
 	CallTimeout time.Duration
 	// AlwaysEmbedSchema embeds each tool's schema in every result, not only in failures and
