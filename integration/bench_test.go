@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/jupyter"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -89,7 +90,7 @@ func report(b *testing.B, what string, ds []time.Duration) {
 	}
 	b.ReportMetric(pct(0.50), what+"-p50-ms")
 	b.ReportMetric(pct(0.99), what+"-p99-ms")
-	b.Logf("%s latency over %d edits: p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms", what, len(ds), pct(0.5), pct(0.9), pct(0.99), pct(1))
+	b.Logf("%s latency over %d samples: p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms", what, len(ds), pct(0.5), pct(0.9), pct(0.99), pct(1))
 }
 
 // generatedNotebook builds a notebook of n code cells of about size bytes each (source, a
@@ -165,4 +166,99 @@ func BenchmarkJoinLargeNotebook(b *testing.B) {
 	b.ReportMetric(mb, "doc-MB")
 	b.ReportMetric(heap[len(heap)/2]/(1<<20), "replica-heap-MB")
 	b.Logf("notebook %.2f MB on disk; replica heap (median of %d) %.2f MB = %.1fx the document", mb, runs, heap[len(heap)/2]/(1<<20), heap[len(heap)/2]/float64(len(raw)))
+}
+
+// BenchmarkExecuteOverhead: a trivial cell through the tool (edit the room: reset, outputs,
+// count; wait for the server's confirmations) against the raw kernel round trip on the same
+// kernel; and a batch of 50 trivial cells against 50 raw round trips.
+func BenchmarkExecuteOverhead(b *testing.B) {
+	const runs = 200
+	ctx := ctxT(b, 10*time.Minute)
+	name := uniqueName(b, ".ipynb")
+	if err := shared.WriteFile(name, fixture(b, "jupyter_ydoc--nb0.ipynb")); err != nil {
+		b.Fatal(err)
+	}
+	a := newAgent(b, shared)
+	var cells []any
+	var ids []any
+	for i := 0; i < 50; i++ {
+		id := fmt.Sprintf("t%02d", i)
+		cells = append(cells, map[string]any{"id": id, "content": fmt.Sprintf("%d + 1", i)})
+		ids = append(ids, id)
+	}
+	a.ok(ctx, "batch_insert_notebook_cells", map[string]any{"path": name, "start_position": 0, "cells": cells, "exec": false})
+	// Warm up (kernel start) and find the kernel the tool uses.
+	a.ok(ctx, "execute_notebook_cell", map[string]any{"path": name, "cell_id": "t00"})
+	sessions, err := a.sc.client.Sessions(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	kernelID := ""
+	for _, s := range sessions {
+		if s.Path == name && s.Kernel != nil {
+			kernelID = s.Kernel.ID
+		}
+	}
+	raw, err := a.sc.client.ConnectKernel(ctx, kernelID, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer raw.Close()
+	rawOnce := func() time.Duration {
+		start := time.Now()
+		e, err := raw.Execute(ctx, jupyter.ExecuteRequest{Code: "1 + 1", StoreHistory: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			_, done, err := e.Next(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if done {
+				return time.Since(start)
+			}
+		}
+	}
+	// Separate phases (raw, tool, raw again): interleaving them makes each wait on the other's
+	// trailing traffic. The raw phases before and after show the drift.
+	var rawTimes, toolTimes []time.Duration
+	for i := 0; i < runs/2; i++ {
+		rawTimes = append(rawTimes, rawOnce())
+	}
+	for i := 0; i < runs; i++ {
+		start := time.Now()
+		a.ok(ctx, "execute_notebook_cell", map[string]any{"path": name, "cell_id": "t01"})
+		toolTimes = append(toolTimes, time.Since(start))
+	}
+	for i := 0; i < runs/2; i++ {
+		rawTimes = append(rawTimes, rawOnce())
+	}
+	report(b, "raw-kernel", append([]time.Duration(nil), rawTimes...))
+	report(b, "tool-cell", append([]time.Duration(nil), toolTimes...))
+	slices.Sort(rawTimes)
+	slices.Sort(toolTimes)
+	b.ReportMetric(float64((toolTimes[runs/2]-rawTimes[runs/2]).Microseconds())/1000, "overhead-p50-ms")
+	b.ReportMetric(float64((toolTimes[runs*99/100]-rawTimes[runs*99/100]).Microseconds())/1000, "overhead-p99-ms")
+
+	var batchTool, batchRaw []time.Duration
+	for i := 0; i < 5; i++ {
+		start := time.Now()
+		out := a.ok(ctx, "batch_execute_notebook_cells", map[string]any{"path": name, "cell_ids": ids, "timeout": 300})
+		if out["status"] != "completed" {
+			b.Fatalf("batch: %v", out["status"])
+		}
+		batchTool = append(batchTool, time.Since(start))
+		start = time.Now()
+		for j := 0; j < 50; j++ {
+			rawOnce()
+		}
+		batchRaw = append(batchRaw, time.Since(start))
+	}
+	slices.Sort(batchTool)
+	slices.Sort(batchRaw)
+	b.ReportMetric(float64(batchTool[2].Microseconds())/1000, "batch50-tool-ms")
+	b.ReportMetric(float64(batchRaw[2].Microseconds())/1000, "batch50-raw-ms")
+	b.Logf("batch of 50 trivial cells (median of 5): tool %.0f ms, raw kernel %.0f ms, overhead %.1f ms per cell",
+		float64(batchTool[2].Microseconds())/1000, float64(batchRaw[2].Microseconds())/1000, float64((batchTool[2]-batchRaw[2]).Microseconds())/1000/50)
 }

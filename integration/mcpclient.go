@@ -150,3 +150,9 @@ func (p *SidecarProcess) Stop() {
 		<-p.exit
 	}
 }
+
+// Kill stops the process with SIGKILL (a crash: no goodbye, nothing cleaned up).
+func (p *SidecarProcess) Kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.exit
+}

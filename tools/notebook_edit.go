@@ -31,6 +31,20 @@ var (
 	}
 )
 
+// execFields are the options of running edited cells (present when execution is available).
+func (s *Server) execFields() []prop {
+	if s.opts.Executor == nil {
+		return nil
+	}
+	return []prop{
+		field("exec", boolean("Run the affected code cells after the edit (inserted code cells; updated cells whose source or type changed); the result includes their outputs.").def(true)),
+		timeoutField,
+		field("wait", boolean("With exec: wait for the run (up to timeout); false returns its job_id at once.").def(true)),
+		field("stop_on_error", boolean("With exec: stop at the first cell that raises.").def(true)),
+		outCapField, imagesField, pixelsField,
+	}
+}
+
 func (s *Server) registerNotebookEditTools() {
 	s.register(&operation{
 		Name:     "batch_insert_notebook_cells",
@@ -53,7 +67,7 @@ func (s *Server) registerNotebookEditTools() {
 			field("start_position", integer("Insert all cells consecutively at this index (0 = top; the cell count = end).").min(0)),
 			field("positions", array("One index per cell (same length as cells): each cell goes before the cell now at that index.", integer("").min(0)).items(1, maxBatch)),
 			versionField,
-		).required("path", "cells"),
+		).required("path", "cells").with(s.execFields()),
 		Example: map[string]any{"path": "analysis/report.ipynb", "after_cell_id": "a1b2c3", "cells": []any{
 			map[string]any{"cell_type": "markdown", "content": "## Results"},
 			map[string]any{"cell_type": "code", "content": "df.describe()"},
@@ -82,7 +96,7 @@ func (s *Server) registerNotebookEditTools() {
 			endIndexField,
 			versionField,
 			hashesField,
-		).required("path", "updates"),
+		).required("path", "updates").with(s.execFields()),
 		Example: map[string]any{"path": "analysis/report.ipynb", "updates": []any{
 			map[string]any{"cell_id": "a1b2c3", "content": "df = load('data.csv')\ndf.head()", "expected_source_hash": "3f2a9c1b7d4e"},
 		}},
@@ -481,7 +495,14 @@ func (s *Server) batchInsert(ctx context.Context, raw map[string]any) (result, e
 	if err != nil {
 		return result{}, err
 	}
-	return result{Data: map[string]any{"path": room.Path(), "version": ed.Version, "inserted": placed, "cell_count": count}}, nil
+	res := result{Data: map[string]any{"path": room.Path(), "version": ed.Version, "inserted": placed, "cell_count": count}}
+	var run []string
+	for _, c := range cells {
+		if c.Type == ydoc.CellCode && strings.TrimSpace(c.Source) != "" {
+			run = append(run, c.ID)
+		}
+	}
+	return s.execAfterEdit(ctx, raw, room.Path(), run, res), nil
 }
 
 func equalStrings(a, b []string) bool {
@@ -625,7 +646,38 @@ func (s *Server) batchUpdate(ctx context.Context, raw map[string]any) (result, e
 	if err != nil {
 		return result{}, err
 	}
-	return result{Data: map[string]any{"path": room.Path(), "version": ed.Version, "updated": updated}}, nil
+	res := result{Data: map[string]any{"path": room.Path(), "version": ed.Version, "updated": updated}}
+	var run []string
+	for k, u := range updated {
+		if contains(u.Changed, "source") || (contains(u.Changed, "cell_type") && args.Updates[k].CellType == ydoc.CellCode) {
+			run = append(run, u.ID)
+		}
+	}
+	return s.execAfterEdit(ctx, raw, room.Path(), run, res), nil
+}
+
+// execAfterEdit runs the edited code cells when asked (exec defaults to true when execution is
+// available) and adds the run to the edit's result. The edit stands whatever the run does.
+func (s *Server) execAfterEdit(ctx context.Context, raw map[string]any, path string, cellIDs []string, res result) result {
+	if s.opts.Executor == nil || len(cellIDs) == 0 {
+		return res
+	}
+	if run, ok := raw["exec"].(bool); ok && !run {
+		return res
+	}
+	var args execArgs
+	if err := decodeArgs(raw, &args); err != nil {
+		return res
+	}
+	data := res.Data.(map[string]any)
+	out, err := s.runAndWait(ctx, s.opts.Executor, path, cellIDs, args)
+	if err != nil {
+		data["execution"] = map[string]any{"error": "the edit was applied, but the cells could not be run: " + err.Error()}
+		return res
+	}
+	data["execution"] = out.Data
+	res.Extra = append(res.Extra, out.Extra...)
+	return res
 }
 
 // mergedMetadata is the metadata a cell gets from an update.

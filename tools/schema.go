@@ -293,3 +293,6 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// with appends properties (optional groups such as the execution options).
+func (s *schema) with(p []prop) *schema { s.Properties = append(s.Properties, p...); return s }

@@ -1,0 +1,89 @@
+package bridge
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func TestProcessText(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"plain\ntext\n", "plain\ntext\n"},
+		{"10%\r20%\r30%", "30%"},
+		{"progress 10%\rdone\n", "doneress 10%\n"}, // a terminal overwrites, it does not clear
+		{"abc\rX\n", "Xbc\n"},
+		{"ab\bc", "ac"},
+		{"a\r\nb", "a\nb"},
+		{"line1\nxx\ryy\n", "line1\nyy\n"},
+		{"trailing\r", "trailing"},
+		{"\b\bx", "x"},
+		{"é😀\b!", "é!"},
+	} {
+		if got := processText(tc.in); got != tc.want {
+			t.Errorf("processText(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func msg(typ string, content map[string]any) KernelMsg {
+	b, _ := json.Marshal(content)
+	return KernelMsg{Channel: "iopub", Type: typ, Content: b}
+}
+
+func TestOutputModel(t *testing.T) {
+	m := &outputModel{}
+	var ops []outputOp
+	apply := func(typ string, c map[string]any) { ops = append(ops, m.apply(msg(typ, c))...) }
+	apply("stream", map[string]any{"name": "stdout", "text": "a\n"})
+	apply("stream", map[string]any{"name": "stdout", "text": "b\n"})         // merged
+	apply("stream", map[string]any{"name": "stderr", "text": "warn\n"})      // new output
+	apply("stream", map[string]any{"name": "stdout", "text": "c\n"})         // new: not the last output
+	apply("stream", map[string]any{"name": "stdout", "text": "\rC\n"})       // merged, \r rewrites a line start
+	apply("display_data", map[string]any{"data": map[string]any{"text/plain": "v1"}, "metadata": map[string]any{}, "transient": map[string]any{"display_id": "d"}})
+	apply("update_display_data", map[string]any{"data": map[string]any{"text/plain": "v2"}, "metadata": map[string]any{}, "transient": map[string]any{"display_id": "d"}})
+	apply("execute_result", map[string]any{"execution_count": 3, "data": map[string]any{"text/plain": "42"}, "metadata": map[string]any{}})
+	apply("error", map[string]any{"ename": "E", "evalue": "v", "traceback": []any{"t"}})
+	apply("execute_input", map[string]any{"code": "x"}) // ignored
+	want := []string{"stream:a\nb\n", "stream:warn\n", "stream:c\nC\n", "display_data:v2", "execute_result:42", "error:"}
+	if len(m.outputs) != len(want) {
+		t.Fatalf("%d outputs: %v", len(m.outputs), m.outputs)
+	}
+	for i, o := range m.outputs {
+		got := o["output_type"].(string) + ":"
+		if o["output_type"] == "stream" {
+			got += o["text"].(string)
+		} else if d, ok := o["data"].(map[string]any); ok {
+			got += d["text/plain"].(string)
+		}
+		if got != want[i] {
+			t.Errorf("output %d = %q, want %q", i, got, want[i])
+		}
+		if _, leaked := o["transient"]; leaked {
+			t.Errorf("output %d keeps transient data", i)
+		}
+	}
+	kinds := map[opKind]int{}
+	for _, op := range ops {
+		kinds[op.kind]++
+	}
+	if kinds[opInsert] != 6 || kinds[opText] != 2 || kinds[opSwap] != 1 || kinds[opClear] != 0 {
+		t.Errorf("operations %v", kinds)
+	}
+
+	// clear_output(wait) clears at the next output only.
+	m = &outputModel{}
+	m.apply(msg("stream", map[string]any{"name": "stdout", "text": "old"}))
+	if ops := m.apply(msg("clear_output", map[string]any{"wait": true})); len(ops) != 0 {
+		t.Errorf("clear_output(wait) acted at once: %v", ops)
+	}
+	ops = m.apply(msg("stream", map[string]any{"name": "stdout", "text": "new"}))
+	if len(ops) != 2 || ops[0].kind != opClear || ops[1].kind != opInsert || len(m.outputs) != 1 || m.outputs[0]["text"] != "new" {
+		t.Errorf("after a waiting clear: ops %v outputs %v", ops, m.outputs)
+	}
+	ops = m.apply(msg("clear_output", map[string]any{"wait": false}))
+	if len(ops) != 1 || ops[0].kind != opClear || len(m.outputs) != 0 {
+		t.Errorf("clear_output: ops %v outputs %v", ops, m.outputs)
+	}
+	if ops := m.apply(KernelMsg{Channel: "iopub", Type: "stream", Content: []byte("not json")}); ops != nil {
+		t.Errorf("a malformed message produced %v", ops)
+	}
+}
