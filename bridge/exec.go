@@ -35,6 +35,12 @@ type ExecutorOptions struct {
 	Heartbeat time.Duration
 	// KeepJobs bounds the finished jobs kept for polling (200).
 	KeepJobs int
+	// StaleRun is how long a run marker may go without a heartbeat before another sidecar
+	// takes the run for dead and resets its cell (60s; markers beat every third of it).
+	StaleRun time.Duration
+	// ChannelIdle closes a notebook's kernel channel unused for this long, so the server's
+	// culler can still stop the kernel (10m).
+	ChannelIdle time.Duration
 }
 
 // Executor runs cells. Its methods are safe for concurrent use; jobs on one notebook run one
@@ -49,18 +55,47 @@ type Executor struct {
 	wg     sync.WaitGroup
 
 	mu       sync.Mutex
+	closed   bool                 // Close began: nothing new starts
 	kernels  map[string]*nbKernel // notebook path → its kernel
 	jobs     map[string]*Job
-	finished []string // ids of finished jobs, oldest first
+	finished []string        // ids of finished jobs, oldest first
+	rechecks map[string]bool // notebooks with a stale-run recheck scheduled
 }
 
-// nbKernel is the kernel a notebook's runs use.
+// nbKernel is the kernel a notebook's runs use. One holder at a time (a job, or scratch code)
+// takes sem; the fields below are the holder's.
 type nbKernel struct {
-	mu       sync.Mutex // held for a whole job: one run at a time per notebook
+	sem      chan struct{}
 	session  KernelSession
 	ch       KernelChannel
-	restarts int    // ch.Restarts() when last looked at
-	note     string // something the next result must mention (the kernel was replaced)
+	restarts int       // ch.Restarts() when last looked at
+	note     string    // something the next result must mention (the kernel was replaced)
+	lost     string    // why the kernel is known gone (set by a run that saw it die)
+	lastUsed time.Time // when the last holder let go
+}
+
+// lock takes the kernel, waiting for the holder before (a job) as long as ctx allows.
+func (k *nbKernel) lock(ctx context.Context) error {
+	select {
+	case k.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait for the notebook's kernel (a run holds it): %w", ctx.Err())
+	}
+}
+
+func (k *nbKernel) tryLock() bool {
+	select {
+	case k.sem <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (k *nbKernel) unlock() {
+	k.lastUsed = time.Now()
+	<-k.sem
 }
 
 // restartedNote reports (once) that the kernel restarted since we last looked.
@@ -93,47 +128,80 @@ func NewExecutor(opts ExecutorOptions) (*Executor, error) {
 	if opts.KeepJobs <= 0 {
 		opts.KeepJobs = 200
 	}
+	if opts.StaleRun <= 0 {
+		opts.StaleRun = 60 * time.Second
+	}
+	if opts.ChannelIdle <= 0 {
+		opts.ChannelIdle = 10 * time.Minute
+	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	life, finish := context.WithCancel(context.Background())
 	return &Executor{
 		opts: opts, log: opts.Logger.With().Str("component", "executor").Logger(), instance: hex.EncodeToString(b[:]),
-		life: life, finish: finish, kernels: map[string]*nbKernel{}, jobs: map[string]*Job{},
+		life: life, finish: finish, kernels: map[string]*nbKernel{}, jobs: map[string]*Job{}, rechecks: map[string]bool{},
 	}, nil
 }
 
 // Run cleans up after earlier instances (cells left "running" by a sidecar that died mid-run)
-// whenever a notebook room syncs, until ctx ends; then it stops every job and closes kernel
-// channels.
+// whenever a notebook room syncs, and closes idle kernel channels, until ctx ends; then it stops
+// every job and closes kernel channels.
 func (x *Executor) Run(ctx context.Context) error {
 	defer x.Close()
 	sub := x.opts.Manager.Subscribe(256)
 	defer sub.Close()
+	idle := time.NewTicker(min(x.opts.ChannelIdle/4, 30*time.Second))
+	defer idle.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-x.life.Done():
 			return nil
+		case <-idle.C:
+			x.closeIdleChannels()
 		case e, ok := <-sub.C:
 			if !ok {
 				return nil
 			}
 			if e.Kind == EventSynced {
-				x.wg.Add(1)
-				go func() {
-					defer x.wg.Done()
-					x.clearStaleRuns(e.Path)
-				}()
+				x.goTracked(func() { x.clearStaleRuns(e.Path) })
 			}
 		}
 	}
 }
 
+// track registers work Close must wait for; it fails once Close began.
+func (x *Executor) track() (func(), error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.closed {
+		return nil, errors.New("bridge: executor stopped")
+	}
+	x.wg.Add(1)
+	return x.wg.Done, nil
+}
+
+// goTracked runs fn in a goroutine Close waits for (nothing, once Close began).
+func (x *Executor) goTracked(fn func()) {
+	done, err := x.track()
+	if err != nil {
+		return
+	}
+	go func() {
+		defer done()
+		fn()
+	}()
+}
+
 // Close stops every job (the kernels keep running what they were given) and waits for them.
 func (x *Executor) Close() {
+	x.mu.Lock()
+	x.closed = true
+	x.mu.Unlock()
 	x.finish()
 	x.wg.Wait()
+	// Every holder of a kernel was tracked and has finished: the channels are ours.
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for _, k := range x.kernels {
@@ -144,7 +212,31 @@ func (x *Executor) Close() {
 	}
 }
 
-// clearStaleRuns resets cells that an earlier instance of this sidecar marked running.
+// closeIdleChannels closes kernel channels nobody used for ChannelIdle: an open channel counts
+// as a connection, and jupyter-server does not cull connected kernels by default.
+func (x *Executor) closeIdleChannels() {
+	x.mu.Lock()
+	ks := make([]*nbKernel, 0, len(x.kernels))
+	for _, k := range x.kernels {
+		ks = append(ks, k)
+	}
+	x.mu.Unlock()
+	for _, k := range ks {
+		if !k.tryLock() {
+			continue // in use
+		}
+		if k.ch != nil && time.Since(k.lastUsed) >= x.opts.ChannelIdle {
+			_ = k.ch.Close()
+			k.ch = nil
+			k.restarts = 0
+		}
+		<-k.sem // not unlock: closing is not a use
+	}
+}
+
+// clearStaleRuns resets cells that another sidecar (or an earlier instance of this one) marked
+// running and stopped beating for: it died mid-run. Markers still beating are looked at again
+// when they would go stale.
 func (x *Executor) clearStaleRuns(path string) {
 	room := x.opts.Manager.Get(path, ydoc.KindNotebook)
 	if room == nil {
@@ -152,12 +244,48 @@ func (x *Executor) clearStaleRuns(path string) {
 	}
 	ctx, cancel := context.WithTimeout(x.life, 30*time.Second)
 	defer cancel()
+	foreign := false
+	if err := room.View(ctx, func(d *ydoc.Doc) error {
+		m, _ := d.State()[runMarkerKey].(map[string]any)
+		for _, v := range m {
+			if mm, ok := v.(map[string]any); ok && mm["instance"] != x.instance {
+				foreign = true
+			}
+		}
+		return nil
+	}); err != nil || !foreign {
+		return
+	}
+	// A marker still beating may be a live run of another sidecar, or the last beat of one that
+	// just died: the kernel tells them apart (a run in progress keeps it busy).
+	idle := x.kernelIdle(ctx, path)
+	var next time.Time
 	_, err := room.Apply(ctx, func(tx *ydoc.Txn, _ History, _ bool) error {
+		now := time.Now()
+		next = time.Time{}
+		later := func(t time.Time) {
+			if next.IsZero() || t.Before(next) {
+				next = t
+			}
+		}
 		markers := runMarkers(tx)
 		changed := false
 		for cellID, m := range markers {
-			if m["owner"] != x.opts.Username || m["instance"] == x.instance {
+			if m["instance"] == x.instance {
 				continue
+			}
+			if beat := markerBeat(m); !beat.IsZero() && now.Sub(beat) < x.opts.StaleRun {
+				since := markerSince(m)
+				if !idle || now.Sub(since) < markerSettle {
+					// alive, or too young to judge (the request may not have reached the kernel)
+					later(beat.Add(x.opts.StaleRun))
+					if settled := since.Add(markerSettle); settled.After(now) {
+						later(settled)
+					} else {
+						later(now.Add(markerSettle))
+					}
+					continue
+				}
 			}
 			if i := tx.CellIndex(cellID); i >= 0 {
 				if c, err := tx.Cell(i); err == nil && c.Type == ydoc.CellCode && c.ExecutionState == "running" {
@@ -176,7 +304,80 @@ func (x *Executor) clearStaleRuns(path string) {
 	})
 	if err != nil && x.life.Err() == nil {
 		x.log.Warn().Err(err).Str("room_path", path).Msg("could not clear runs left by an earlier sidecar")
+		return
 	}
+	if !next.IsZero() {
+		x.recheckAt(path, next)
+	}
+}
+
+// recheckAt looks at a notebook's run markers again at t (one pending recheck per notebook).
+func (x *Executor) recheckAt(path string, t time.Time) {
+	x.mu.Lock()
+	if x.rechecks[path] {
+		x.mu.Unlock()
+		return
+	}
+	x.rechecks[path] = true
+	x.mu.Unlock()
+	x.goTracked(func() {
+		timer := time.NewTimer(time.Until(t) + 100*time.Millisecond)
+		defer timer.Stop()
+		select {
+		case <-x.life.Done():
+		case <-timer.C:
+		}
+		x.mu.Lock()
+		delete(x.rechecks, path)
+		x.mu.Unlock()
+		if x.life.Err() == nil {
+			x.clearStaleRuns(path)
+		}
+	})
+}
+
+// markerSettle is how old a marker must be before an idle kernel proves its run over.
+const markerSettle = 5 * time.Second
+
+// kernelIdle reports whether the notebook's kernel runs nothing (or there is none); false when
+// the server cannot say.
+func (x *Executor) kernelIdle(ctx context.Context, path string) bool {
+	sessions, err := x.opts.Kernels.Sessions(ctx)
+	if err != nil {
+		return false
+	}
+	for _, s := range sessions {
+		if s.Path == path && s.KernelID != "" {
+			state, err := x.opts.Kernels.KernelState(ctx, s.KernelID)
+			if IsNotFound(err) {
+				return true
+			}
+			return err == nil && state != "busy"
+		}
+	}
+	return true
+}
+
+// markerSince is when a run marker was written.
+func markerSince(m map[string]any) time.Time {
+	if v, ok := m["since"].(string); ok {
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			return t
+		}
+	}
+	return time.Time{}
+}
+
+// markerBeat is when a run marker was last refreshed (its start, for markers without beats).
+func markerBeat(m map[string]any) time.Time {
+	for _, key := range []string{"beat", "since"} {
+		if v, ok := m[key].(string); ok {
+			if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+				return t
+			}
+		}
+	}
+	return time.Time{}
 }
 
 func runMarkers(tx *ydoc.Txn) map[string]map[string]any {
@@ -244,8 +445,10 @@ type Job struct {
 	Path    string
 	Created time.Time
 
-	cancelled atomic.Bool
-	done      chan struct{}
+	cancelled   atomic.Bool
+	begun       atomic.Bool // the kernel began the running cell's request
+	interrupted atomic.Bool // an interrupt was sent for the cancel (once)
+	done        chan struct{}
 
 	mu       sync.Mutex
 	status   JobStatus
@@ -294,6 +497,40 @@ func (j *Job) View() JobView {
 	return v
 }
 
+// JobSummary is a job's progress, cheap to take (no outputs copied).
+type JobSummary struct {
+	Total, Done int
+	Running     int    // index of the cell running, -1 for none
+	RunningID   string //
+	LastOutput  string // the running cell's last text output, at most its last 500 bytes
+}
+
+// Summary returns the job's progress.
+func (j *Job) Summary() JobSummary {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	s := JobSummary{Total: len(j.cells), Running: -1}
+	for i, c := range j.cells {
+		switch c.Status {
+		case CellPending:
+		case CellRunning:
+			s.Running, s.RunningID = i, c.CellID
+			for k := len(c.Outputs) - 1; k >= 0; k-- {
+				if t, ok := c.Outputs[k]["text"].(string); ok && strings.TrimSpace(t) != "" {
+					if len(t) > 500 {
+						t = t[len(t)-500:]
+					}
+					s.LastOutput = t
+					break
+				}
+			}
+		default:
+			s.Done++
+		}
+	}
+	return s
+}
+
 func (j *Job) update(fn func()) {
 	j.mu.Lock()
 	fn()
@@ -313,9 +550,16 @@ var ErrUnknownJob = errors.New("bridge: unknown execution job")
 
 // Start queues a job running cells (by id, in order) of a notebook and returns at once.
 func (x *Executor) Start(ctx context.Context, path string, cellIDs []string, opts RunOptions) (*Job, error) {
-	if x.life.Err() != nil {
-		return nil, errors.New("bridge: executor stopped")
+	release, err := x.track()
+	if err != nil {
+		return nil, err
 	}
+	started := false
+	defer func() {
+		if !started {
+			release()
+		}
+	}()
 	room, err := x.opts.Manager.Open(ctx, path, ydoc.KindNotebook)
 	if err != nil {
 		return nil, err
@@ -339,9 +583,9 @@ func (x *Executor) Start(ctx context.Context, path string, cellIDs []string, opt
 	x.mu.Lock()
 	x.jobs[j.ID] = j
 	x.mu.Unlock()
-	x.wg.Add(1)
+	started = true
 	go func() {
-		defer x.wg.Done()
+		defer release()
 		x.runJob(j, room, opts)
 	}()
 	return j, nil
@@ -376,15 +620,29 @@ func (x *Executor) Cancel(ctx context.Context, id string) (*Job, error) {
 	default:
 	}
 	j.cancelled.Store(true)
-	j.mu.Lock()
-	kernelID, running := j.kernelID, j.status == JobRunning
-	j.mu.Unlock()
-	if running && kernelID != "" {
-		if err := x.opts.Kernels.Interrupt(ctx, kernelID); err != nil {
-			return j, fmt.Errorf("interrupt kernel: %w", err)
+	// Interrupt only while the kernel runs our request: before it begins, the kernel may be
+	// running someone else's cell (the run interrupts as soon as ours begins).
+	if j.begun.Load() {
+		if err := x.interruptFor(ctx, j); err != nil {
+			return j, err
 		}
 	}
 	return j, nil
+}
+
+// interruptFor interrupts the kernel running a cancelled job's cell (once per job).
+func (x *Executor) interruptFor(ctx context.Context, j *Job) error {
+	j.mu.Lock()
+	kernelID := j.kernelID
+	j.mu.Unlock()
+	if kernelID == "" || !j.interrupted.CompareAndSwap(false, true) {
+		return nil
+	}
+	if err := x.opts.Kernels.Interrupt(ctx, kernelID); err != nil {
+		j.interrupted.Store(false)
+		return fmt.Errorf("interrupt kernel: %w", err)
+	}
+	return nil
 }
 
 func (x *Executor) runJob(j *Job, room *Room, opts RunOptions) {
@@ -410,12 +668,13 @@ func (x *Executor) runJob(j *Job, room *Room, opts RunOptions) {
 		})
 		return
 	}
-	defer k.mu.Unlock()
+	defer k.unlock()
 	j.update(func() {
 		j.status, j.note, j.kernelID = JobRunning, note, k.session.KernelID
 	})
 	final := JobCompleted
 	stopped := ""
+	ran, notRun := 0, 0
 	for _, c := range j.cells {
 		switch {
 		case j.cancelled.Load():
@@ -426,7 +685,22 @@ func (x *Executor) runJob(j *Job, room *Room, opts RunOptions) {
 			j.update(func() { c.Status, c.Note = CellSkipped, stopped })
 			continue
 		}
+		// The kernel may have died with the previous cell: get it back (or a new one) before
+		// touching this cell, so a cell that cannot run keeps its outputs.
+		if note, err := x.ensureChannel(ctx, room, k, opts.KernelName, false); err != nil {
+			stopped = "not run: no kernel: " + err.Error()
+			j.update(func() { c.Status, c.Note = CellSkipped, stopped })
+			final = JobFailed
+			continue
+		} else if note != "" {
+			j.update(func() { j.note, j.kernelID = joinNotes(j.note, note), k.session.KernelID })
+		}
 		x.runCell(ctx, j, room, k, c, opts.StopOnError)
+		if !c.Started.IsZero() {
+			ran++
+		} else if c.Status == CellSkipped && strings.HasPrefix(c.Note, "not run:") {
+			notRun++
+		}
 		switch c.Status {
 		case CellError, CellAborted:
 			if final == JobCompleted {
@@ -434,53 +708,102 @@ func (x *Executor) runJob(j *Job, room *Room, opts RunOptions) {
 			}
 			if j.cancelled.Load() {
 				final = JobCancelled
-				c.Status = CellCancelled
+				j.update(func() { c.Status = CellCancelled })
 			} else if opts.StopOnError {
 				stopped = "not run: an earlier cell failed (stop_on_error)"
 			}
 		case CellCancelled:
 			final = JobCancelled
+		case CellOK:
+			if j.cancelled.Load() { // the interrupt came too late (or the code ignored it)
+				final = JobCancelled
+				j.update(func() { c.Note = joinNotes(c.Note, "it finished before the cancel took effect") })
+			}
 		}
 	}
-	j.update(func() { j.status, j.ended = final, time.Now() })
+	j.update(func() {
+		j.status, j.ended = final, time.Now()
+		if ran == 0 && final == JobCompleted {
+			if notRun > 0 {
+				j.status = JobFailed
+				j.note = joinNotes(j.note, "no cell ran")
+			} else {
+				j.note = joinNotes(j.note, "nothing to run (no code cell with code)")
+			}
+		}
+	})
 }
 
-// acquire returns the notebook's kernel, locked for the caller, reusing the session a human's
-// tab uses (so state is shared) and replacing a dead or culled kernel with a new one (the note
-// says so). The caller unlocks k.mu.
+// acquire returns the notebook's kernel, held for the caller (who unlocks it), with a live
+// channel: the session a human's tab uses if there is one (so state is shared), a new kernel if
+// the old one died or was culled (the note says so).
 func (x *Executor) acquire(ctx context.Context, room *Room, kernelName string) (*nbKernel, string, error) {
 	path := room.Path()
 	x.mu.Lock()
 	k := x.kernels[path]
 	if k == nil {
-		k = &nbKernel{}
+		k = &nbKernel{sem: make(chan struct{}, 1)}
 		x.kernels[path] = k
 	}
 	x.mu.Unlock()
-	k.mu.Lock()
+	if err := k.lock(ctx); err != nil {
+		return nil, "", err
+	}
+	note, err := x.ensureChannel(ctx, room, k, kernelName, true)
+	if err != nil {
+		k.unlock()
+		return nil, "", err
+	}
+	return k, note, nil
+}
+
+// ensureChannel gives the held kernel a live channel. probe asks the server whether a kernel
+// that looks fine is still there (a kernel can die silently between jobs); only a 404 or a
+// "dead" state count as gone — a server hiccup is not a death.
+func (x *Executor) ensureChannel(ctx context.Context, room *Room, k *nbKernel, kernelName string, probe bool) (string, error) {
+	path := room.Path()
 	note := k.note
 	k.note = ""
+	gone := k.lost
+	k.lost = ""
 	if k.ch != nil {
-		alive := true
 		select {
 		case <-k.ch.Done():
-			alive = false
+			// The connection ended (after redialling by itself): the kernel died, or only
+			// the connection did.
+			_ = k.ch.Close()
+			k.ch = nil
+			if state, err := x.opts.Kernels.KernelState(ctx, k.session.KernelID); IsNotFound(err) || (err == nil && state == "dead") {
+				gone = "it died or was shut down"
+			}
 		default:
-			state, err := x.opts.Kernels.KernelState(ctx, k.session.KernelID)
-			alive = err == nil && state != "dead"
+			restarted := k.restartedNote()
+			alive := true
+			if probe {
+				state, err := x.opts.Kernels.KernelState(ctx, k.session.KernelID)
+				alive = !(IsNotFound(err) || (err == nil && state == "dead"))
+				if err != nil && alive {
+					x.log.Debug().Err(err).Str("kernel", k.session.KernelID).Msg("kernel state unknown; assuming it lives")
+				}
+			}
+			if alive && restarted == "" {
+				return note, nil
+			}
+			// Gone; or restarted, and then the server's iopub link to the new process may miss
+			// its first messages (ZMQ's slow joiner) until a new connection makes the server
+			// nudge it: connect again either way.
+			note = joinNotes(note, restarted)
+			_ = k.ch.Close()
+			k.ch = nil
+			if !alive {
+				gone = "it died or was shut down"
+			}
 		}
-		if alive {
-			return k, joinNotes(note, k.restartedNote()), nil
-		}
-		_ = k.ch.Close()
-		k.ch = nil
-		note = joinNotes(note, fmt.Sprintf("the notebook's kernel (%s) was gone; a new kernel was started, so variables from earlier runs are lost", k.session.KernelID))
 	}
 	// Find the kernel session of the notebook (a human's tab may have one), or start one.
 	sessions, err := x.opts.Kernels.Sessions(ctx)
 	if err != nil {
-		k.mu.Unlock()
-		return nil, "", fmt.Errorf("list kernel sessions: %w", err)
+		return "", fmt.Errorf("list kernel sessions: %w", err)
 	}
 	var found *KernelSession
 	for i := range sessions {
@@ -495,21 +818,31 @@ func (x *Executor) acquire(ctx context.Context, room *Room, kernelName string) (
 		}
 		s, err := x.opts.Kernels.StartSession(ctx, path, kernelName)
 		if err != nil {
-			k.mu.Unlock()
-			return nil, "", fmt.Errorf("start a kernel: %w", err)
+			return "", fmt.Errorf("start a kernel: %w", err)
 		}
 		found = &s
-		if k.session.KernelID != "" && k.session.KernelID != s.KernelID && !strings.Contains(note, "was gone") {
-			note = joinNotes(note, "a new kernel was started for this notebook; variables from earlier runs are lost")
-		}
+	}
+	switch {
+	case k.session.KernelID == "" || k.session.KernelID == found.KernelID:
+		// first use, or the same kernel again after its connection dropped
+	case gone != "":
+		note = joinNotes(note, fmt.Sprintf("the notebook's kernel (%s) was gone (%s); a new kernel was started, so variables from earlier runs are lost", k.session.KernelID, gone))
+	default:
+		note = joinNotes(note, "the notebook now has another kernel; variables from earlier runs are lost")
 	}
 	ch, err := x.opts.Kernels.Connect(ctx, found.KernelID)
 	if err != nil {
-		k.mu.Unlock()
-		return nil, "", fmt.Errorf("connect to kernel %s: %w", found.KernelID, err)
+		return "", fmt.Errorf("connect to kernel %s: %w", found.KernelID, err)
 	}
+	// Outputs sent before the server's iopub link works would be lost. A kernel busy with
+	// someone else's cell answers only after it: do not wait for that.
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	if err := ch.Ready(rctx); err != nil && ctx.Err() == nil {
+		x.log.Debug().Err(err).Str("kernel", found.KernelID).Msg("kernel not ready within 5s (busy?); going on")
+	}
+	cancel()
 	k.session, k.ch, k.restarts = *found, ch, ch.Restarts()
-	return k, note, nil
+	return note, nil
 }
 
 func joinNotes(a, b string) string {
@@ -595,7 +928,8 @@ func (x *Executor) runCell(ctx context.Context, j *Job, room *Room, k *nbKernel,
 			return err
 		}
 		markers := runMarkers(tx)
-		markers[c.CellID] = map[string]any{"owner": x.opts.Username, "instance": x.instance, "since": time.Now().UTC().Format(time.RFC3339)}
+		now := time.Now().UTC().Format(time.RFC3339Nano)
+		markers[c.CellID] = map[string]any{"owner": x.opts.Username, "instance": x.instance, "since": now, "beat": now}
 		return setRunMarkers(tx, markers)
 	})
 	if err != nil {
@@ -610,19 +944,30 @@ func (x *Executor) runCell(ctx context.Context, j *Job, room *Room, k *nbKernel,
 
 	model := &outputModel{}
 	cellGone := false
+	inRoom := 0 // outputs the room holds by our account
 	write := func(ops []outputOp) {
-		if len(ops) > 0 && !cellGone {
-			cellGone = x.writeOutputs(ctx, room, c.CellID, ops)
+		if len(ops) == 0 {
+			return
 		}
-		outs := model.outputs
-		j.update(func() { c.Outputs = cloneOutputs(outs) })
+		if !cellGone {
+			cellGone = x.writeOutputs(ctx, room, c.CellID, ops, inRoom, model.outputs)
+			inRoom = len(model.outputs)
+		}
+		j.update(func() { c.Outputs = applyOps(c.Outputs, ops) })
 	}
-	reply, started, lost := x.attempt(ctx, k, cell.Source, c.CellID, stopOnError, model, write)
-	if lost == lostUnstarted && !started && ctx.Err() == nil {
-		// The kernel had died just before; the server restarted it and our request did not
-		// reach the new process: nothing of it ran, so send it again.
-		reply, _, lost = x.attempt(ctx, k, cell.Source, c.CellID, stopOnError, model, write)
+	beat := func() {
+		bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, _ = room.Apply(bctx, func(tx *ydoc.Txn, _ History, _ bool) error {
+			markers := runMarkers(tx)
+			if m, ok := markers[c.CellID]; ok && m["instance"] == x.instance {
+				m["beat"] = time.Now().UTC().Format(time.RFC3339Nano)
+				return setRunMarkers(tx, markers)
+			}
+			return nil
+		})
 	}
+	reply, _, lost := x.attempt(ctx, j, k, cell.Source, c.CellID, stopOnError, model, write, beat)
 	if note := k.restartedNote(); note != "" {
 		j.update(func() { j.note = joinNotes(j.note, note) })
 	}
@@ -676,104 +1021,176 @@ func (x *Executor) runCell(ctx context.Context, j *Job, room *Room, k *nbKernel,
 }
 
 // attempt sends the code and follows its messages until the request completes or is lost.
-// started reports whether the kernel began it (any message for it arrived); lost says why it
-// did not complete.
+// started reports whether the kernel began it (any of its messages arrived); lost says why it
+// did not complete. A request is never sent twice: after a kernel restart nobody can tell
+// whether code the old process received had partly run (its last outputs die with it).
 //
-// When the server restarts the kernel (it died) while the request waits, the request may still
-// reach the new process (ZMQ queues it), so it is followed a little longer; only when nothing
-// of it shows up is it reported lost with lostUnstarted, and the caller may send it again. A
-// request the old kernel had begun is lost with its state.
-func (x *Executor) attempt(ctx context.Context, k *nbKernel, code, cellID string, stopOnError bool, model *outputModel, write func([]outputOp)) (reply map[string]any, started bool, lost string) {
+// When the kernel restarts before our request began, the request may still reach the new
+// process (ZMQ queues it): a kernel_info_request sent behind it on the same (in-order) shell
+// channel says when the new kernel has taken everything sent before; if ours has not begun by
+// then, it is lost.
+func (x *Executor) attempt(ctx context.Context, j *Job, k *nbKernel, code, cellID string, stopOnError bool, model *outputModel, write func([]outputOp), beat func()) (reply map[string]any, started bool, lost string) {
 	running, err := k.ch.Execute(ctx, code, true, stopOnError, map[string]any{"cellId": cellID})
 	if err != nil {
-		return nil, false, "the kernel connection failed: " + err.Error()
+		return nil, false, "not sent: the kernel connection failed: " + err.Error()
 	}
-	var grace time.Time // after a restart: when to give up on the request reaching the new kernel
+	completed := false
+	defer func() {
+		j.begun.Store(false)
+		if !completed {
+			running.Abandon()
+		}
+	}()
+	var (
+		info       chan error // the kernel_info_request after a restart, while ours had not begun
+		stopInfo   context.CancelFunc
+		lostAt     time.Time // the new kernel answered: our request is lost unless it begins by then
+		idleAt     time.Time // the kernel went idle for our request, with no reply yet
+		replyAt    time.Time // the reply came, the idle status not yet
+		idleLooks  int       // heartbeats in a row that found the kernel idle
+		lastMsg    = time.Now()
+		lastBeat   = time.Now()
+		beatEvery  = x.opts.StaleRun / 3
+		replyGrace = 3 * time.Second
+	)
+	defer func() {
+		if stopInfo != nil {
+			stopInfo()
+		}
+	}()
 	for {
 		wait := x.opts.Heartbeat
-		if !grace.IsZero() {
-			wait = max(time.Until(grace), time.Millisecond)
+		if info != nil || !lostAt.IsZero() {
+			wait = min(wait, 100*time.Millisecond)
+		}
+		if !idleAt.IsZero() {
+			wait = min(wait, max(time.Until(idleAt.Add(replyGrace)), time.Millisecond))
+		}
+		if !replyAt.IsZero() {
+			wait = min(wait, max(time.Until(replyAt.Add(replyGrace)), time.Millisecond))
 		}
 		hb, cancel := context.WithTimeout(ctx, wait)
 		msgs, done, nerr := running.Next(hb)
 		cancel()
-		if nerr != nil && len(msgs) == 0 && !done {
-			if ctx.Err() != nil {
-				return reply, started, "the sidecar is shutting down; the kernel may still be running this cell"
-			}
-			if !grace.IsZero() {
-				if time.Now().Before(grace) {
-					continue
-				}
-				running.Abandon()
-				return reply, false, lostUnstarted
-			}
-			// Silent for a while: is the kernel still there?
-			if state, err := x.opts.Kernels.KernelState(ctx, k.session.KernelID); err != nil || state == "dead" {
-				running.Abandon()
-				k.note = "the kernel died during a run; the next run starts a new one"
-				_ = k.ch.Close()
-				return reply, started, "the kernel died during the run"
-			}
-			continue
+		if ctx.Err() != nil {
+			return reply, started, "the sidecar is shutting down; the kernel may still be running this cell"
 		}
 		var ops []outputOp
 		for _, m := range msgs {
+			lastMsg = time.Now()
 			switch {
 			case m.Type == MsgKernelRestarting:
 				if started {
-					running.Abandon()
-					return reply, true, "the kernel restarted during the run (it died); its variables were lost"
+					return reply, true, "the kernel restarted during the run (it died or was restarted); its variables were lost"
 				}
-				if !x.waitKernelReady(ctx, k) {
-					running.Abandon()
-					return reply, false, "the kernel died and did not come back"
+				if info == nil && lostAt.IsZero() {
+					ictx, cancel := context.WithTimeout(ctx, 60*time.Second)
+					stopInfo, info = cancel, make(chan error, 1)
+					ch := k.ch
+					go func() { info <- ch.KernelInfo(ictx) }() // ends with ictx at the latest
 				}
-				grace = time.Now().Add(3 * time.Second)
 			case m.Channel == "shell" && m.Type == "execute_reply":
-				started, grace = true, time.Time{}
+				started, replyAt = true, time.Now()
 				_ = json.Unmarshal(m.Content, &reply)
 			case m.Channel == "iopub":
-				started, grace = true, time.Time{}
+				started = true
+				if m.Type == "status" && executionState(m.Content) == "idle" {
+					idleAt = time.Now()
+				}
 				ops = append(ops, model.apply(m)...)
 			}
 		}
+		if started && !j.begun.Load() {
+			j.begun.Store(true)
+		}
 		write(ops)
-		if nerr != nil && done { // the connection or the kernel went away for good
-			return reply, started, "the kernel connection was lost during the run: " + nerr.Error()
+		if started && j.cancelled.Load() {
+			ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			if err := x.interruptFor(ictx, j); err != nil {
+				x.log.Warn().Err(err).Str("job", j.ID).Msg("could not interrupt a cancelled run")
+			}
+			cancel()
 		}
 		if done {
+			if nerr != nil { // the connection or the kernel went away for good
+				k.lost = "its connection was lost during a run"
+				return reply, started, "the kernel connection was lost during the run: " + nerr.Error()
+			}
+			completed = true
 			return reply, started, ""
+		}
+		if !idleAt.IsZero() && reply == nil && time.Since(idleAt) >= replyGrace {
+			return nil, true, "the kernel went idle without replying (it was restarted or interrupted)"
+		}
+		if !replyAt.IsZero() && idleAt.IsZero() && time.Since(replyAt) >= replyGrace {
+			// Right after a restart the server's iopub link may not be up yet: the reply is
+			// there, the idle status (and maybe late outputs) never come.
+			return reply, true, ""
+		}
+		if info != nil {
+			select {
+			case ierr := <-info:
+				info = nil
+				switch {
+				case started:
+				case ierr != nil:
+					return nil, false, "the kernel restarted and did not answer afterwards: " + ierr.Error()
+				default:
+					// iopub and shell are separate streams: give our request's first messages a
+					// moment to arrive before calling it lost.
+					lostAt = time.Now().Add(time.Second)
+				}
+			default:
+			}
+		}
+		if !lostAt.IsZero() && !started && time.Now().After(lostAt) {
+			return nil, false, "the kernel restarted before this cell began, and the cell did not run in the new kernel " +
+				"(it may have partly run in the old one before it died); it was not sent again"
+		}
+		if started && time.Since(lastBeat) >= beatEvery {
+			beat()
+			lastBeat = time.Now()
+		}
+		// Silent for a while: is the kernel still there? Only a 404 or "dead" says no. A kernel
+		// idle at two looks while our begun request never ended has lost it (a restart whose
+		// signal did not reach us).
+		if info == nil && lostAt.IsZero() && time.Since(lastMsg) >= x.opts.Heartbeat {
+			lastMsg = time.Now()
+			state, err := x.opts.Kernels.KernelState(ctx, k.session.KernelID)
+			if IsNotFound(err) || (err == nil && state == "dead") {
+				k.lost = "it died during a run"
+				_ = k.ch.Close()
+				return reply, started, "the kernel died during the run"
+			}
+			if err != nil {
+				x.log.Debug().Err(err).Str("kernel", k.session.KernelID).Msg("kernel state unknown during a run; waiting on")
+			}
+			if started && err == nil && state == "idle" {
+				idleLooks++
+				if idleLooks >= 2 {
+					return reply, true, "the kernel is idle but this cell never finished (the kernel was probably restarted)"
+				}
+			} else {
+				idleLooks = 0
+			}
 		}
 	}
 }
 
-// lostUnstarted says a request was lost with a restarting kernel before any of it ran.
-const lostUnstarted = "the request was lost while the kernel restarted"
-
-// waitKernelReady waits (up to 60 s) for a restarting kernel to be usable again.
-func (x *Executor) waitKernelReady(ctx context.Context, k *nbKernel) bool {
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		state, err := x.opts.Kernels.KernelState(ctx, k.session.KernelID)
-		if err != nil || state == "dead" {
-			return false
-		}
-		if state == "idle" || state == "busy" {
-			return true
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(200 * time.Millisecond):
-		}
+func executionState(content json.RawMessage) string {
+	var st struct {
+		ExecutionState string `json:"execution_state"`
 	}
-	return false
+	_ = json.Unmarshal(content, &st)
+	return st.ExecutionState
 }
 
 // writeOutputs applies output operations to the cell in one transaction; it reports true when
-// the cell is gone (nothing more will be written).
-func (x *Executor) writeOutputs(ctx context.Context, room *Room, cellID string, ops []outputOp) bool {
+// the cell is gone (nothing more will be written). inRoom is how many outputs the room should
+// hold before the operations; when it holds something else (a human cleared the outputs, or ran
+// the cell too), the cell's outputs are rewritten from the model instead, so the room shows
+// what the run produced and nothing is dropped.
+func (x *Executor) writeOutputs(ctx context.Context, room *Room, cellID string, ops []outputOp, inRoom int, all []map[string]any) bool {
 	gone := false
 	_, err := room.Apply(ctx, func(tx *ydoc.Txn, _ History, _ bool) error {
 		i := tx.CellIndex(cellID)
@@ -781,19 +1198,30 @@ func (x *Executor) writeOutputs(ctx context.Context, room *Room, cellID string, 
 			gone = true
 			return nil
 		}
-		for _, op := range ops {
-			var err error
-			switch op.kind {
-			case opClear:
-				err = tx.ClearOutputs(i)
-			case opInsert:
-				err = tx.InsertOutput(i, op.out)
-			case opText:
-				err = tx.SetStreamText(i, op.index, op.text)
-			case opSwap:
-				err = tx.ReplaceOutput(i, op.index, op.out)
+		if opsFit(tx, i, ops, inRoom) {
+			for _, op := range ops {
+				var err error
+				switch op.kind {
+				case opClear:
+					err = tx.ClearOutputs(i)
+				case opInsert:
+					err = tx.InsertOutput(i, op.out)
+				case opText:
+					err = tx.SetStreamText(i, op.index, op.text)
+				case opSwap:
+					err = tx.ReplaceOutput(i, op.index, op.out)
+				}
+				if err != nil {
+					return err
+				}
 			}
-			if err != nil {
+			return nil
+		}
+		if err := tx.ClearOutputs(i); err != nil {
+			return err
+		}
+		for _, o := range all {
+			if err := tx.InsertOutput(i, cloneOutput(o)); err != nil {
 				return err
 			}
 		}
@@ -805,6 +1233,54 @@ func (x *Executor) writeOutputs(ctx context.Context, room *Room, cellID string, 
 	return gone
 }
 
+// opsFit checks, before changing anything, that the cell's outputs are what the operations
+// expect: the count, and a stream of the right kind where text is rewritten.
+func opsFit(tx *ydoc.Txn, i int, ops []outputOp, inRoom int) bool {
+	n, err := tx.NumOutputs(i)
+	if err != nil || n != inRoom {
+		return false
+	}
+	for _, op := range ops {
+		switch op.kind {
+		case opClear:
+			n = 0
+		case opInsert:
+			n++
+		case opText, opSwap:
+			if op.index >= n {
+				return false
+			}
+			if op.kind == opText && op.index < inRoom {
+				if typ, _, err := tx.OutputKind(i, op.index); err != nil || typ != "stream" {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// applyOps folds output operations into a job's copy of the outputs.
+func applyOps(outs []map[string]any, ops []outputOp) []map[string]any {
+	for _, op := range ops {
+		switch op.kind {
+		case opClear:
+			outs = nil
+		case opInsert:
+			outs = append(outs, cloneOutput(op.out))
+		case opText:
+			if op.index < len(outs) {
+				outs[op.index]["text"] = op.text
+			}
+		case opSwap:
+			if op.index < len(outs) {
+				outs[op.index] = cloneOutput(op.out)
+			}
+		}
+	}
+	return outs
+}
+
 func cloneOutputs(outs []map[string]any) []map[string]any {
 	c := make([]map[string]any, len(outs))
 	for i, o := range outs {
@@ -814,8 +1290,14 @@ func cloneOutputs(outs []map[string]any) []map[string]any {
 }
 
 // RunCode runs scratch code in a notebook's kernel without touching the notebook (no outputs
-// written, no execution count). It waits until the code finished or ctx ends.
+// written, no execution count). It waits until the code finished or ctx ends; code still
+// running then goes on in the kernel, its output no longer collected.
 func (x *Executor) RunCode(ctx context.Context, path, code, kernelName string) (CellRun, string, error) {
+	release, err := x.track()
+	if err != nil {
+		return CellRun{}, "", err
+	}
+	defer release()
 	room, err := x.opts.Manager.Open(ctx, path, ydoc.KindNotebook)
 	if err != nil {
 		return CellRun{}, "", err
@@ -824,18 +1306,40 @@ func (x *Executor) RunCode(ctx context.Context, path, code, kernelName string) (
 	if err != nil {
 		return CellRun{}, "", err
 	}
-	defer k.mu.Unlock()
+	defer k.unlock()
 	running, err := k.ch.Execute(ctx, code, false, false, nil)
 	if err != nil {
 		return CellRun{}, note, err
 	}
 	model := &outputModel{}
 	run := CellRun{Status: CellRunning, Started: time.Now()}
+	started := false
+	var replyAt time.Time
 	for {
-		msgs, done, err := running.Next(ctx)
+		wctx, cancel := ctx, context.CancelFunc(func() {})
+		if !replyAt.IsZero() { // the idle status may never come (see attempt)
+			wctx, cancel = context.WithDeadline(ctx, replyAt.Add(3*time.Second))
+		}
+		msgs, done, err := running.Next(wctx)
+		cancel()
+		if err != nil && !done && ctx.Err() == nil && len(msgs) == 0 {
+			running.Abandon()
+			run.Outputs, run.Ended = model.outputs, time.Now()
+			return run, note, nil
+		}
 		for _, m := range msgs {
 			switch {
+			case m.Type == MsgKernelRestarting:
+				running.Abandon()
+				run.Outputs, run.Status, run.Ended = model.outputs, CellAborted, time.Now()
+				if started {
+					run.Note = "the kernel restarted while the code ran; its variables were lost"
+				} else {
+					run.Note = "the kernel restarted before the code began; it was not run (it may still run in the new kernel, unwatched)"
+				}
+				return run, joinNotes(note, k.restartedNote()), nil
 			case m.Channel == "shell" && m.Type == "execute_reply":
+				started, replyAt = true, time.Now()
 				var reply map[string]any
 				_ = json.Unmarshal(m.Content, &reply)
 				switch reply["status"] {
@@ -847,17 +1351,19 @@ func (x *Executor) RunCode(ctx context.Context, path, code, kernelName string) (
 					run.Status = CellAborted
 				}
 			case m.Channel == "iopub":
+				started = true
 				model.apply(m)
 			}
 		}
-		run.Outputs = cloneOutputs(model.outputs)
+		run.Outputs = model.outputs
 		if err != nil {
 			if done {
 				run.Status, run.Note = CellAborted, "the kernel restarted or died: "+err.Error()
-				k.note = "the kernel restarted during a run; its variables were lost"
+				k.lost = "its connection was lost during a run"
 				return run, note, nil
 			}
-			run.Note = "still running in the kernel when the wait ended"
+			running.Abandon()
+			run.Note = "still running in the kernel when the wait ended (its output is no longer collected)"
 			return run, note, nil // ctx ended: what we have so far
 		}
 		if done {

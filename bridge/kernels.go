@@ -31,6 +31,12 @@ type KernelSession struct {
 // KernelChannel runs code in one kernel. Execute may be called concurrently.
 type KernelChannel interface {
 	Execute(ctx context.Context, code string, storeHistory, stopOnError bool, metadata map[string]any) (RunningCode, error)
+	// KernelInfo returns once the kernel answered a kernel_info_request sent now: it is up, and
+	// every request sent before on this channel has begun (the shell channel is in order).
+	KernelInfo(ctx context.Context) error
+	// Ready returns once the kernel answers on shell and on iopub: after a (re)start, the
+	// server's iopub link to a new process can miss its first messages until then.
+	Ready(ctx context.Context) error
 	// Done is closed when the channel is lost.
 	Done() <-chan struct{}
 	// Restarts counts the kernel restarts (or deaths) seen on this channel: a change means its

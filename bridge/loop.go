@@ -205,6 +205,9 @@ func (l *roomLoop) handle(out ydoc.Output) {
 		l.deferred = nil
 		l.r.mu.Lock()
 		l.r.info.SyncedAt = now
+		if l.r.info.JoinedAt.IsZero() {
+			l.r.info.JoinedAt = now
+		}
 		l.r.mu.Unlock()
 		l.setStatus(StatusSynced, nil)
 		l.log.Info().Str("room_id", l.ds.RoomID).Msg("room synced")

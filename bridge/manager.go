@@ -25,7 +25,13 @@ type ManagerOptions struct {
 	IdleTimeout time.Duration
 	// JoinTimeout bounds how long Open waits for a new room's first sync (30s).
 	JoinTimeout time.Duration
+	// GlobalAwareness joins JupyterLab:globalAwareness, where JupyterLab's collaborators panel
+	// looks: the agent is listed with the document it works on.
+	GlobalAwareness bool
 }
+
+// GlobalAwarenessRoom is the id of JupyterLab's awareness-only room.
+const GlobalAwarenessRoom = "JupyterLab:globalAwareness"
 
 // ErrManagerStopped is returned by Open when the manager is not running.
 var ErrManagerStopped = errors.New("bridge: room manager is not running")
@@ -45,6 +51,11 @@ type Manager struct {
 	life   context.Context
 	finish context.CancelFunc
 	wg     sync.WaitGroup
+
+	presence Presence // the agent's status and activity, for every room
+	global   *Room    // the global awareness room, when joined
+	current  string   // the document the agent touched last, as JupyterLab names it
+	shown    string   // the "current" last published (empty once that room closed)
 }
 
 type roomKey struct {
@@ -78,6 +89,9 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.running = true
 	m.mu.Unlock()
 	defer m.Close()
+	if m.opts.GlobalAwareness {
+		m.startGlobal()
+	}
 
 	period := 30 * time.Second
 	if m.opts.IdleTimeout > 0 && m.opts.IdleTimeout/4 < period {
@@ -131,6 +145,7 @@ func (m *Manager) Open(ctx context.Context, path string, kind ydoc.Kind) (*Room,
 		}
 		return nil, fmt.Errorf("join %s: %w", path, err)
 	}
+	m.touch(CurrentString(path, kind))
 	return room, nil
 }
 
@@ -241,6 +256,7 @@ func (m *Manager) start(key roomKey) (*Room, error) {
 	opts := m.opts.Room
 	opts.Path, opts.Kind, opts.Server, opts.Logger = key.path, key.kind, m.opts.Server, m.log
 	opts.OnEvent = m.hub.publish
+	opts.Presence = m.presence
 	room, err := NewRoom(opts)
 	if err != nil {
 		return nil, err
@@ -257,6 +273,7 @@ func (m *Manager) start(key roomKey) (*Room, error) {
 			delete(m.rooms, key)
 		}
 		m.mu.Unlock()
+		m.updateGlobal()
 	}()
 	return room, nil
 }
@@ -338,6 +355,117 @@ func (m *Manager) closeIdle() {
 	}
 }
 
+// startGlobal joins the global awareness room (awareness only) for the manager's lifetime.
+func (m *Manager) startGlobal() {
+	opts := m.opts.Room
+	opts.Path, opts.Kind, opts.Server, opts.Logger = GlobalAwarenessRoom, ydoc.KindText, m.opts.Server, m.log
+	opts.Transient = GlobalAwarenessRoom
+	m.mu.Lock()
+	opts.Presence = m.presence
+	m.mu.Unlock()
+	room, err := NewRoom(opts)
+	if err != nil {
+		m.log.Warn().Err(err).Msg("cannot join the global awareness room")
+		return
+	}
+	m.mu.Lock()
+	m.global = room
+	m.mu.Unlock()
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		if err := room.Run(m.life); err != nil {
+			m.log.Warn().Err(err).Msg("global awareness room failed")
+		}
+	}()
+	m.updateGlobal()
+}
+
+// touch records the document the agent works on (JupyterLab's "current").
+func (m *Manager) touch(current string) {
+	m.mu.Lock()
+	// Compared with what was published, not with m.current: reopening the document the agent
+	// left must publish it again.
+	changed := m.shown != current
+	m.current = current
+	m.mu.Unlock()
+	if changed {
+		m.updateGlobal()
+	}
+}
+
+// updateGlobal publishes current and documents in the global awareness room.
+func (m *Manager) updateGlobal() {
+	m.mu.Lock()
+	g, current := m.global, m.current
+	docs := []string{}
+	open := false
+	for k := range m.rooms {
+		docs = append(docs, k.path)
+		open = open || CurrentString(k.path, k.kind) == current
+	}
+	if !open {
+		current = "" // the agent left the document it was in front of
+	}
+	if g != nil {
+		m.shown = current
+	}
+	m.mu.Unlock()
+	if g == nil {
+		return
+	}
+	sort.Strings(docs)
+	fields := map[string]any{"documents": docs, "current": nil}
+	if current != "" {
+		fields["current"] = current
+	}
+	ctx, cancel := context.WithTimeout(m.life, 5*time.Second)
+	defer cancel()
+	_ = g.SetFields(ctx, fields)
+}
+
+// SetPresence changes the agent's status and activity in every room, now and later.
+func (m *Manager) SetPresence(ctx context.Context, p Presence) error {
+	m.mu.Lock()
+	m.presence = p
+	rooms := make([]*Room, 0, len(m.rooms)+1)
+	for _, r := range m.rooms {
+		rooms = append(rooms, r)
+	}
+	if m.global != nil {
+		rooms = append(rooms, m.global)
+	}
+	m.mu.Unlock()
+	var first error
+	for _, r := range rooms {
+		if err := r.SetPresence(ctx, p); err != nil && first == nil && !errors.Is(err, ErrRoomClosed) {
+			first = err
+		}
+	}
+	return first
+}
+
+// Presence returns the agent's status and activity.
+func (m *Manager) Presence() Presence {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.presence
+}
+
+// GlobalPeers returns the collaborators in JupyterLab's global awareness room (who is online,
+// and which document each has in front): nil when the room is not joined.
+func (m *Manager) GlobalPeers(ctx context.Context) ([]PeerView, error) {
+	m.mu.Lock()
+	g := m.global
+	m.mu.Unlock()
+	if g == nil {
+		return nil, nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return g.Peers(wctx)
+}
+
 // Close leaves every room and stops the manager; Open fails afterwards.
 func (m *Manager) Close() {
 	m.mu.Lock()
@@ -349,6 +477,16 @@ func (m *Manager) Close() {
 
 func (m *Manager) closeAll() {
 	var wg sync.WaitGroup
+	m.mu.Lock()
+	g := m.global
+	m.mu.Unlock()
+	if g != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g.Close()
+		}()
+	}
 	for _, r := range m.Rooms() {
 		wg.Add(1)
 		go func() {

@@ -11,8 +11,8 @@ import (
 // outputs carrying the same display id. Each message yields room operations that reproduce it.
 type outputModel struct {
 	outputs      []map[string]any
-	raw          map[int]string   // stream output index → text as received (before \r/\b processing)
-	displays     map[string][]int // display id → output indices
+	streams      map[int]*termText // stream output index → its text as a terminal shows it
+	displays     map[string][]int  // display id → output indices
 	pendingClear bool
 }
 
@@ -49,7 +49,7 @@ func (m *outputModel) apply(msg KernelMsg) []outputOp {
 	clearIfPending := func() {
 		if m.pendingClear {
 			m.pendingClear = false
-			m.outputs, m.displays, m.raw = nil, nil, nil
+			m.outputs, m.displays, m.streams = nil, nil, nil
 			ops = append(ops, outputOp{kind: opClear})
 		}
 	}
@@ -58,19 +58,22 @@ func (m *outputModel) apply(msg KernelMsg) []outputOp {
 		clearIfPending()
 		name, _ := content["name"].(string)
 		text, _ := content["text"].(string)
-		if m.raw == nil {
-			m.raw = map[int]string{}
+		if m.streams == nil {
+			m.streams = map[int]*termText{}
 		}
 		if n := len(m.outputs); n > 0 && m.outputs[n-1]["output_type"] == "stream" && m.outputs[n-1]["name"] == name {
-			m.raw[n-1] += text
-			merged := processText(m.raw[n-1])
+			t := m.streams[n-1]
+			t.write(text)
+			merged := t.String()
 			m.outputs[n-1]["text"] = merged
 			ops = append(ops, outputOp{kind: opText, index: n - 1, text: merged})
 			break
 		}
-		out := map[string]any{"output_type": "stream", "name": name, "text": processText(text)}
+		t := &termText{}
+		t.write(text)
+		out := map[string]any{"output_type": "stream", "name": name, "text": t.String()}
 		m.outputs = append(m.outputs, out)
-		m.raw[len(m.outputs)-1] = text
+		m.streams[len(m.outputs)-1] = t
 		ops = append(ops, outputOp{kind: opInsert, out: cloneOutput(out)})
 	case "execute_result", "display_data", "error":
 		clearIfPending()
@@ -101,7 +104,7 @@ func (m *outputModel) apply(msg KernelMsg) []outputOp {
 		}
 		m.pendingClear = false
 		if len(m.outputs) > 0 {
-			m.outputs, m.displays, m.raw = nil, nil, nil
+			m.outputs, m.displays, m.streams = nil, nil, nil
 			ops = append(ops, outputOp{kind: opClear})
 		}
 	}
@@ -151,32 +154,43 @@ func processText(s string) string {
 	if !strings.ContainsAny(s, "\r\b") {
 		return s
 	}
-	s = strings.ReplaceAll(s, "\r\n", "\n")
-	var done strings.Builder
-	var line []rune
-	cursor := 0
+	var t termText
+	t.write(s)
+	return t.String()
+}
+
+// termText is a stream's text as a terminal shows it, kept incrementally: the lines a newline
+// ended (fixed for good) and the current line with its cursor. A progress bar rewriting one
+// line ten thousand times costs the line, not everything it ever printed.
+type termText struct {
+	done   strings.Builder
+	line   []rune
+	cursor int
+}
+
+func (t *termText) write(s string) {
 	for _, r := range s {
 		switch r {
-		case '\n':
-			done.WriteString(string(line))
-			done.WriteRune('\n')
-			line, cursor = line[:0], 0
+		case '\n': // "\r\n" needs no special case: \r only moves the cursor
+			t.done.WriteString(string(t.line))
+			t.done.WriteByte('\n')
+			t.line, t.cursor = t.line[:0], 0
 		case '\r':
-			cursor = 0
+			t.cursor = 0
 		case '\b':
-			if cursor > 0 {
-				line = append(line[:cursor-1], line[cursor:]...)
-				cursor--
+			if t.cursor > 0 {
+				t.line = append(t.line[:t.cursor-1], t.line[t.cursor:]...)
+				t.cursor--
 			}
 		default:
-			if cursor < len(line) {
-				line[cursor] = r
+			if t.cursor < len(t.line) {
+				t.line[t.cursor] = r
 			} else {
-				line = append(line, r)
+				t.line = append(t.line, r)
 			}
-			cursor++
+			t.cursor++
 		}
 	}
-	done.WriteString(string(line))
-	return done.String()
 }
+
+func (t *termText) String() string { return t.done.String() + string(t.line) }

@@ -2,8 +2,81 @@ package bridge
 
 import (
 	"encoding/json"
+	"math/rand/v2"
+	"strings"
 	"testing"
+	"time"
 )
+
+// referenceProcessText is the whole-text terminal model (what the incremental one must match).
+func referenceProcessText(s string) string {
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	var done strings.Builder
+	var line []rune
+	cursor := 0
+	for _, r := range s {
+		switch r {
+		case '\n':
+			done.WriteString(string(line))
+			done.WriteRune('\n')
+			line, cursor = line[:0], 0
+		case '\r':
+			cursor = 0
+		case '\b':
+			if cursor > 0 {
+				line = append(line[:cursor-1], line[cursor:]...)
+				cursor--
+			}
+		default:
+			if cursor < len(line) {
+				line[cursor] = r
+			} else {
+				line = append(line, r)
+			}
+			cursor++
+		}
+	}
+	done.WriteString(string(line))
+	return done.String()
+}
+
+// Streams arrive in arbitrary chunks ("\r" and "\n" of one "\r\n" in different messages): the
+// incremental text equals the whole text processed at once.
+func TestStreamChunksEqualWholeText(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []string{"a", "b", "é", "😀", "\r", "\n", "\b", "\r\n", "xyz"}
+	for n := 0; n < 500; n++ {
+		m := &outputModel{}
+		var whole strings.Builder
+		for c := rng.IntN(12); c >= 0; c-- {
+			var chunk strings.Builder
+			for k := rng.IntN(6); k >= 0; k-- {
+				chunk.WriteString(alphabet[rng.IntN(len(alphabet))])
+			}
+			whole.WriteString(chunk.String())
+			m.apply(msg("stream", map[string]any{"name": "stdout", "text": chunk.String()}))
+		}
+		if got, want := m.outputs[0]["text"], referenceProcessText(whole.String()); got != want {
+			t.Fatalf("chunks of %q give %q, want %q", whole.String(), got, want)
+		}
+	}
+}
+
+// A progress bar rewriting one line many times costs the line each time, not all it printed:
+// 20,000 updates must take well under a second (quadratic processing took minutes).
+func TestStreamProgressBarIsLinear(t *testing.T) {
+	m := &outputModel{}
+	start := time.Now()
+	for i := 0; i < 20000; i++ {
+		m.apply(msg("stream", map[string]any{"name": "stderr", "text": "\r" + strings.Repeat("█", i%100) + " progress"}))
+	}
+	if el := time.Since(start); el > 10*time.Second {
+		t.Errorf("20,000 progress updates took %v", el)
+	}
+	if got := m.outputs[0]["text"].(string); !strings.HasSuffix(got, " progress") || len([]rune(got)) > 120 {
+		t.Errorf("final text %q", got)
+	}
+}
 
 func TestProcessText(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
@@ -34,10 +107,10 @@ func TestOutputModel(t *testing.T) {
 	var ops []outputOp
 	apply := func(typ string, c map[string]any) { ops = append(ops, m.apply(msg(typ, c))...) }
 	apply("stream", map[string]any{"name": "stdout", "text": "a\n"})
-	apply("stream", map[string]any{"name": "stdout", "text": "b\n"})         // merged
-	apply("stream", map[string]any{"name": "stderr", "text": "warn\n"})      // new output
-	apply("stream", map[string]any{"name": "stdout", "text": "c\n"})         // new: not the last output
-	apply("stream", map[string]any{"name": "stdout", "text": "\rC\n"})       // merged, \r rewrites a line start
+	apply("stream", map[string]any{"name": "stdout", "text": "b\n"})    // merged
+	apply("stream", map[string]any{"name": "stderr", "text": "warn\n"}) // new output
+	apply("stream", map[string]any{"name": "stdout", "text": "c\n"})    // new: not the last output
+	apply("stream", map[string]any{"name": "stdout", "text": "\rC\n"})  // merged, \r rewrites a line start
 	apply("display_data", map[string]any{"data": map[string]any{"text/plain": "v1"}, "metadata": map[string]any{}, "transient": map[string]any{"display_id": "d"}})
 	apply("update_display_data", map[string]any{"data": map[string]any{"text/plain": "v2"}, "metadata": map[string]any{}, "transient": map[string]any{"display_id": "d"}})
 	apply("execute_result", map[string]any{"execution_count": 3, "data": map[string]any{"text/plain": "42"}, "metadata": map[string]any{}})

@@ -72,6 +72,11 @@ type RoomOptions struct {
 	// NoAutosave publishes autosave:false in awareness. By default the sidecar asks for
 	// autosave, so edits reach the file even when no human is connected.
 	NoAutosave bool
+	// Presence is the agent's status and activity at start (Room.SetPresence changes it).
+	Presence Presence
+	// Transient is the id of an awareness-only room (JupyterLab:globalAwareness): no document
+	// session, no file; Path and Kind are then only labels.
+	Transient string
 
 	MinBackoff       time.Duration // first reconnect delay (250ms)
 	MaxBackoff       time.Duration // reconnect delay cap (30s)
@@ -171,7 +176,8 @@ type RoomInfo struct {
 	SessionID     string
 	ClientID      uint64
 	Status        Status
-	SyncedAt      time.Time
+	SyncedAt      time.Time // the last sync
+	JoinedAt      time.Time // the first sync: awareness of who is here is complete one renewal later
 	Reconnects    int
 	Resets        int
 	PendingEdits  int
@@ -587,6 +593,10 @@ type roomLoop struct {
 	resetsNoSync   int       // resets since the last successful sync
 	brokenNoSync   int       // replica breakdowns (engine panics) since the last successful sync
 	initErrors     int       // consecutive initialization_error closes
+
+	presence Presence       // the agent's status and activity
+	cursors  []jsonCursor   // the agent's cursors in this room
+	fields   map[string]any // extra awareness fields (global room: current, documents)
 }
 
 func newRoomLoop(r *Room) (*roomLoop, error) {
@@ -606,14 +616,13 @@ func newRoomLoop(r *Room) (*roomLoop, error) {
 		versions: map[uint64]uint64{},
 		saves:    map[uint64]chan saveResult{},
 	}
-	if _, err := l.aw.SetLocal(l.awarenessState(), r.opts.Now()); err != nil {
-		return nil, err
+	l.presence = r.opts.Presence
+	if l.presence.Status != PresenceOffline {
+		if _, err := l.aw.SetLocal(l.awarenessState(), r.opts.Now()); err != nil {
+			return nil, err
+		}
 	}
 	return l, nil
-}
-
-func (l *roomLoop) awarenessState() map[string]any {
-	return map[string]any{"user": l.r.opts.User, "autosave": !l.r.opts.NoAutosave}
 }
 
 // dial opens the document session and the websocket on a helper goroutine, serving requests
@@ -629,6 +638,14 @@ func (l *roomLoop) dial(ctx context.Context) (DocSession, Conn, error) {
 	resc := make(chan dialed, 1)
 	format, docType := l.format()
 	go func() {
+		if id := l.r.opts.Transient; id != "" { // awareness only: no document session
+			conn, err := l.r.opts.Server.DialRoom(dctx, id, "")
+			if err != nil {
+				err = fmt.Errorf("join room %s: %w", id, err)
+			}
+			resc <- dialed{ds: DocSession{RoomID: id}, conn: conn, err: err}
+			return
+		}
 		ds, err := l.r.opts.Server.OpenDocSession(dctx, l.r.opts.Path, format, docType)
 		if err != nil {
 			resc <- dialed{err: fmt.Errorf("open document session: %w", err)}

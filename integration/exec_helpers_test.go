@@ -26,7 +26,13 @@ type agent struct {
 
 func newAgent(t testing.TB, s *JupyterServer) *agent {
 	t.Helper()
-	sc := newSidecar(t, s, nil)
+	return newAgentWith(t, s, nil, nil)
+}
+
+// newAgentWith is newAgent with changed manager and tool options.
+func newAgentWith(t testing.TB, s *JupyterServer, manager func(*bridge.ManagerOptions), server func(*tools.Options)) *agent {
+	t.Helper()
+	sc := newSidecar(t, s, manager)
 	x, err := bridge.NewExecutor(bridge.ExecutorOptions{Manager: sc.manager, Kernels: jupyterserver.Kernels{C: sc.client, Username: "jupyter-collab-mcp"}, Logger: testLogger(t), Username: "jupyter-collab-mcp"})
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +41,11 @@ func newAgent(t testing.TB, s *JupyterServer) *agent {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = x.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	srv, err := tools.New(tools.Options{Manager: sc.manager, Executor: x, Logger: testLogger(t)})
+	topts := tools.Options{Manager: sc.manager, Executor: x, Logger: testLogger(t)}
+	if server != nil {
+		server(&topts)
+	}
+	srv, err := tools.New(topts)
 	if err != nil {
 		t.Fatal(err)
 	}

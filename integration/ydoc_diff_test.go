@@ -349,3 +349,116 @@ func TestDiffTextContent(t *testing.T) {
 		t.Fatalf("text differs from yjs (len %d vs %d)", len(got), len(want.Source))
 	}
 }
+
+// Cursor positions: ydoc makes the same RelativePosition JSON as yjs for every index of a cell's
+// source and of a text file (after edits from two clients and deletions, so the text spans several
+// items and tombstones), and each side resolves the other's positions to the same place.
+func TestDiffRelativePositions(t *testing.T) {
+	ctx := ctxT(t, 30*time.Second)
+	p := newPeer(t)
+	for _, kind := range []ydoc.Kind{ydoc.KindNotebook, ydoc.KindText} {
+		a, b := newDoc(t, kind), newDoc(t, kind)
+		edit := func(d *ydoc.Doc, f func(tx *ydoc.Txn) error) {
+			t.Helper()
+			u, _, err := d.Transact(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			other := a
+			if d == a {
+				other = b
+			}
+			if _, _, err := other.Apply(u); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cellID := ""
+		var final string
+		if kind == ydoc.KindNotebook {
+			cellID = "c"
+			edit(a, func(tx *ydoc.Txn) error {
+				return tx.InsertCells(0, []ydoc.Cell{{ID: "first", Source: "x"}, {ID: "c", Source: "hello world"}})
+			})
+			edit(b, func(tx *ydoc.Txn) error { return tx.SetSource(1, "hello 🌍 wide world") })
+			edit(a, func(tx *ydoc.Txn) error { return tx.SetSource(1, "well, hello 🌍 world!") })
+			final = "well, hello 🌍 world!"
+		} else {
+			edit(a, func(tx *ydoc.Txn) error { return tx.InsertText(0, "hello world") })
+			edit(b, func(tx *ydoc.Txn) error { return tx.InsertText(6, "🌍 wide ") })
+			edit(a, func(tx *ydoc.Txn) error {
+				if err := tx.DeleteText(9, 5); err != nil {
+					return err
+				}
+				return tx.InsertText(0, "well, ")
+			})
+			final = "well, hello 🌍 world"
+		}
+		update, err := a.EncodeStateAsUpdate(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, r := range final {
+			n++
+			if r >= 0x10000 {
+				n++
+			}
+		}
+		var makes []map[string]any
+		var ours []ydoc.RelPos
+		for i := 0; i <= n; i++ {
+			m := map[string]any{"index": i, "cellId": nil}
+			if cellID != "" {
+				m["cellId"] = cellID
+			}
+			makes = append(makes, m)
+			rp, err := a.RelativePosition(cellID, i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ours = append(ours, rp)
+		}
+		var got struct {
+			Made     []json.RawMessage `json:"made"`
+			Resolved []*struct {
+				CellID *string `json:"cellId"`
+				Index  int     `json:"index"`
+			} `json:"resolved"`
+		}
+		if err := p.Call(ctx, "relpos", map[string]any{"update": b64(update), "kind": kind.String(), "make": makes, "resolve": ours}, &got); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i <= n; i++ {
+			// yjs's relativePositionToJSON leaves out null fields; JupyterLab's cursors (the
+			// RelativePosition object itself, stringified) carry them as null, as ours do.
+			mine, _ := json.Marshal(ours[i])
+			if !jsonEq(withoutNulls(t, mine), withoutNulls(t, got.Made[i])) {
+				t.Errorf("%v index %d: ydoc made %s, yjs %s", kind, i, mine, got.Made[i])
+			}
+			if r := got.Resolved[i]; r == nil || r.Index != i || (cellID != "" && (r.CellID == nil || *r.CellID != cellID)) {
+				t.Errorf("%v index %d: yjs resolves ydoc's position to %+v", kind, i, r)
+			}
+			var theirs ydoc.RelPos
+			if err := json.Unmarshal(got.Made[i], &theirs); err != nil {
+				t.Fatal(err)
+			}
+			if cell, idx, ok := b.ResolvePosition(theirs); !ok || cell != cellID || idx != i {
+				t.Errorf("%v index %d: ydoc resolves yjs's position %s to %q %d %v", kind, i, got.Made[i], cell, idx, ok)
+			}
+		}
+	}
+}
+
+func withoutNulls(t testing.TB, b []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range m {
+		if v == nil {
+			delete(m, k)
+		}
+	}
+	return m
+}

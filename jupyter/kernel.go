@@ -129,20 +129,30 @@ var ErrKernelGone = errors.New("jupyter: kernel connection lost")
 
 // KernelConn is one websocket to a kernel's channels, shared by executions. A reader goroutine
 // routes each message to the execution whose request it answers; messages for other clients'
-// requests (a human running cells in the same kernel) are dropped.
+// requests (a human running cells in the same kernel) are dropped. A dropped websocket is
+// redialled with the same session id, so jupyter-server replays what it buffered meanwhile
+// (it buffers only when no other client is connected to the kernel) and requests in flight go on.
 type KernelConn struct {
-	ws      *websocket.Conn
 	session string
 	user    string
 	log     zerolog.Logger
+	dial    func(ctx context.Context) (*websocket.Conn, error)
 
-	writeMu sync.Mutex
+	writeMu sync.Mutex // held while writing; guards ws changes too
 	mu      sync.Mutex
+	ws      *websocket.Conn
 	pending map[string]*Execution // msg_id → execution
 	status  string                // last kernel status seen (busy, idle, restarting, dead, ...)
-	restart int                   // how many times the server reported the kernel restarting or dead
-	err     error                 // set when the connection ended
-	done    chan struct{}
+	restart int                   // how many times the kernel restarted or died
+	// lastRestart is when a restart was last signalled (the server's "restarting" status, or
+	// the old kernel's shutdown_reply on a restart through the REST API): a second sign within
+	// a second is the same restart.
+	lastRestart time.Time
+	redials     int
+	err        error // set when the connection ended
+	closing    chan struct{}
+	closeOnce  sync.Once
+	done       chan struct{}
 }
 
 // ConnectKernel opens the channels websocket of a kernel.
@@ -155,22 +165,30 @@ func (c *Client) ConnectKernel(ctx context.Context, kernelID, username string) (
 	} else {
 		u.Scheme = "ws"
 	}
-	h := http.Header{}
-	c.authorize(h)
-	d := websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: c.timeout, Jar: c.jar}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	ws, resp, err := d.DialContext(ctx, u.String(), h)
-	if err != nil {
-		if resp != nil {
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-			resp.Body.Close()
-			return nil, &APIError{Method: "GET", Path: u.Path, Status: resp.StatusCode, Message: serverMessage(body)}
+	dial := func(ctx context.Context) (*websocket.Conn, error) {
+		h := http.Header{}
+		c.authorize(h)
+		d := websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: c.timeout, Jar: c.jar}
+		ctx, cancel := context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+		ws, resp, err := d.DialContext(ctx, u.String(), h)
+		if err != nil {
+			if resp != nil {
+				body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+				resp.Body.Close()
+				return nil, &APIError{Method: "GET", Path: u.Path, Status: resp.StatusCode, Message: serverMessage(body)}
+			}
+			return nil, &RequestError{Method: "GET", Path: u.Path, Err: scrubURLError(err)}
 		}
-		return nil, &RequestError{Method: "GET", Path: u.Path, Err: scrubURLError(err)}
+		ws.SetReadLimit(MaxRoomFrame)
+		return ws, nil
 	}
-	ws.SetReadLimit(MaxRoomFrame)
-	k := &KernelConn{ws: ws, session: session, user: username, log: c.log, pending: map[string]*Execution{}, done: make(chan struct{})}
+	ws, err := dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	k := &KernelConn{ws: ws, session: session, user: username, log: c.log, dial: dial, pending: map[string]*Execution{},
+		closing: make(chan struct{}), done: make(chan struct{})}
 	go k.read()
 	return k, nil
 }
@@ -193,20 +211,40 @@ func (k *KernelConn) Restarts() int {
 	return k.restart
 }
 
+// Redials counts how often the websocket was dialled again after dropping.
+func (k *KernelConn) Redials() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.redials
+}
+
 // Close ends the connection; pending executions fail with ErrKernelGone.
 func (k *KernelConn) Close() error {
-	err := k.ws.Close()
+	var err error
+	k.closeOnce.Do(func() {
+		close(k.closing)
+		k.mu.Lock()
+		ws := k.ws
+		k.mu.Unlock()
+		err = ws.Close()
+	})
 	<-k.done
 	return err
 }
 
 func (k *KernelConn) read() {
 	defer close(k.done)
+	k.mu.Lock()
+	ws := k.ws
+	k.mu.Unlock()
 	for {
-		typ, data, err := k.ws.ReadMessage()
+		typ, data, err := ws.ReadMessage()
 		if err != nil {
-			k.fail(fmt.Errorf("%w: %v", ErrKernelGone, err))
-			return
+			_ = ws.Close()
+			if ws = k.redial(err); ws == nil {
+				return
+			}
+			continue
 		}
 		if typ == websocket.BinaryMessage {
 			if data, err = legacyBinaryJSON(data); err != nil {
@@ -221,6 +259,49 @@ func (k *KernelConn) read() {
 		}
 		k.route(m)
 	}
+}
+
+// redial dials the kernel again after the websocket dropped (a proxy timeout, a server hiccup),
+// a few times over about 5 s. It returns nil, having failed every pending execution, when the
+// connection was closed, the kernel is gone, or every attempt failed.
+func (k *KernelConn) redial(cause error) *websocket.Conn {
+	wait := 100 * time.Millisecond
+	for attempt := 0; attempt < 6; attempt++ {
+		select {
+		case <-k.closing:
+			k.fail(fmt.Errorf("%w: closed", ErrKernelGone))
+			return nil
+		case <-time.After(wait):
+		}
+		wait *= 2
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ws, err := k.dial(ctx)
+		cancel()
+		if err == nil {
+			k.writeMu.Lock()
+			k.mu.Lock()
+			k.ws = ws
+			k.redials++
+			k.mu.Unlock()
+			k.writeMu.Unlock()
+			select {
+			case <-k.closing: // Close ran while we dialled: it closed the old socket only
+				_ = ws.Close()
+				k.fail(fmt.Errorf("%w: closed", ErrKernelGone))
+				return nil
+			default:
+			}
+			k.log.Info().Err(cause).Msg("kernel websocket dropped; reconnected")
+			return ws
+		}
+		var apiErr *APIError
+		if errors.As(err, &apiErr) && apiErr.Status >= 400 && apiErr.Status < 500 {
+			k.fail(fmt.Errorf("%w: %v (reconnect: %v)", ErrKernelGone, cause, err))
+			return nil // 404: the kernel is gone; 401/403: no retry will help
+		}
+	}
+	k.fail(fmt.Errorf("%w: %v", ErrKernelGone, cause))
+	return nil
 }
 
 // legacyBinaryJSON extracts the JSON part of a legacy binary kernel message: a big-endian
@@ -247,6 +328,18 @@ func legacyBinaryJSON(b []byte) ([]byte, error) {
 func (k *KernelConn) route(m KernelMessage) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if m.Channel == "iopub" && m.Header.MsgType == "shutdown_reply" {
+		// A restart through the REST API (JupyterLab's "Restart Kernel"): the server sends no
+		// "restarting" status, only the old kernel's shutdown_reply, and the requests it was
+		// running never get a reply.
+		var c struct {
+			Restart bool `json:"restart"`
+		}
+		if json.Unmarshal(m.Content, &c) == nil && c.Restart {
+			k.restarted()
+		}
+		return
+	}
 	if m.Header.MsgType == "status" {
 		var st struct {
 			ExecutionState string `json:"execution_state"`
@@ -255,13 +348,10 @@ func (k *KernelConn) route(m KernelMessage) {
 		k.status = st.ExecutionState
 		switch st.ExecutionState {
 		case "restarting":
-			// The server is restarting the kernel process. A request it had not read yet may
-			// still reach the new process (ZMQ queues it), so executions stay pending; they
+			// The server restarts the kernel process (it died). A request it had not read yet
+			// may still reach the new process (ZMQ queues it), so executions stay pending; they
 			// are told, and decide.
-			k.restart++
-			for _, e := range k.pending {
-				e.push(KernelMessage{Channel: "server", Header: MessageHeader{MsgType: KernelRestarting}})
-			}
+			k.restarted()
 			return
 		case "dead":
 			k.restart++
@@ -280,6 +370,18 @@ func (k *KernelConn) route(m KernelMessage) {
 	if e.complete() {
 		delete(k.pending, m.ParentHeader.MsgID)
 		e.finish(nil)
+	}
+}
+
+// restarted tells every pending execution that the kernel restarts (once per restart).
+func (k *KernelConn) restarted() {
+	if time.Since(k.lastRestart) < time.Second {
+		return
+	}
+	k.lastRestart = time.Now()
+	k.restart++
+	for _, e := range k.pending {
+		e.push(KernelMessage{Channel: "server", Header: MessageHeader{MsgType: KernelRestarting}})
 	}
 }
 
@@ -304,19 +406,71 @@ type ExecuteRequest struct {
 // Execute sends an execute_request on the shell channel. stdin is never allowed: input() fails
 // at once in the kernel instead of hanging.
 func (k *KernelConn) Execute(ctx context.Context, req ExecuteRequest) (*Execution, error) {
+	return k.request(ctx, "execute_request", map[string]any{
+		"code": req.Code, "silent": false, "store_history": req.StoreHistory, "user_expressions": map[string]any{},
+		"allow_stdin": false, "stop_on_error": req.StopOnError,
+	}, req.Metadata, true)
+}
+
+// KernelInfo asks the kernel for its info and waits for the reply: the kernel is up and has
+// handled every request sent on this connection before (the shell channel is in order).
+func (k *KernelConn) KernelInfo(ctx context.Context) error {
+	e, err := k.request(ctx, "kernel_info_request", map[string]any{}, nil, false)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-e.done:
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.err
+	case <-ctx.Done():
+		e.Abandon()
+		return ctx.Err()
+	}
+}
+
+// Ready returns once the kernel answers a kernel_info_request on shell and its status for it on
+// iopub: the server's iopub link to the kernel works. Right after a (re)start that link can miss
+// the first messages (ZMQ's slow joiner), so the request is repeated, as the server's own nudge
+// does, until both arrive or ctx ends.
+func (k *KernelConn) Ready(ctx context.Context) error {
+	for {
+		e, err := k.request(ctx, "kernel_info_request", map[string]any{}, nil, true)
+		if err != nil {
+			return err
+		}
+		t := time.NewTimer(500 * time.Millisecond)
+		select {
+		case <-e.done:
+			t.Stop()
+			e.mu.Lock()
+			err := e.err
+			e.mu.Unlock()
+			return err
+		case <-t.C:
+			e.Abandon()
+		case <-ctx.Done():
+			t.Stop()
+			e.Abandon()
+			return ctx.Err()
+		}
+	}
+}
+
+// request sends a shell request; the execution completes on the reply, and also on the
+// kernel's idle status for it when needIdle (so no output is missed).
+func (k *KernelConn) request(ctx context.Context, msgType string, content, metadata map[string]any, needIdle bool) (*Execution, error) {
 	id := newUUID()
-	e := &Execution{MsgID: id, conn: k, signal: make(chan struct{}, 1), done: make(chan struct{})}
+	e := &Execution{MsgID: id, conn: k, signal: make(chan struct{}, 1), done: make(chan struct{}), idle: !needIdle}
 	msg := map[string]any{
 		"channel": "shell",
-		"header": MessageHeader{MsgID: id, MsgType: "execute_request", Username: k.user, Session: k.session,
+		"header": MessageHeader{MsgID: id, MsgType: msgType, Username: k.user, Session: k.session,
 			Date: time.Now().UTC().Format(time.RFC3339Nano), Version: "5.3"},
 		"parent_header": map[string]any{},
-		"metadata":      orEmpty(req.Metadata),
-		"content": map[string]any{
-			"code": req.Code, "silent": false, "store_history": req.StoreHistory, "user_expressions": map[string]any{},
-			"allow_stdin": false, "stop_on_error": req.StopOnError,
-		},
-		"buffers": []any{},
+		"metadata":      orEmpty(metadata),
+		"content":       content,
+		"buffers":       []any{},
 	}
 	b, err := json.Marshal(msg)
 	if err != nil {
@@ -330,18 +484,21 @@ func (k *KernelConn) Execute(ctx context.Context, req ExecuteRequest) (*Executio
 	k.pending[id] = e
 	k.mu.Unlock()
 	k.writeMu.Lock()
+	k.mu.Lock()
+	ws := k.ws
+	k.mu.Unlock()
 	deadline, ok := ctx.Deadline()
 	if !ok || time.Until(deadline) > 10*time.Second {
 		deadline = time.Now().Add(10 * time.Second)
 	}
-	_ = k.ws.SetWriteDeadline(deadline)
-	err = k.ws.WriteMessage(websocket.TextMessage, b)
+	_ = ws.SetWriteDeadline(deadline)
+	err = ws.WriteMessage(websocket.TextMessage, b)
 	k.writeMu.Unlock()
 	if err != nil {
 		k.mu.Lock()
 		delete(k.pending, id)
 		k.mu.Unlock()
-		return nil, fmt.Errorf("%w: send execute_request: %v", ErrKernelGone, err)
+		return nil, fmt.Errorf("%w: send %s: %v", ErrKernelGone, msgType, err)
 	}
 	return e, nil
 }
@@ -366,7 +523,7 @@ func (e *Execution) push(m KernelMessage) {
 	e.mu.Lock()
 	e.queue = append(e.queue, m)
 	switch {
-	case m.Channel == "shell" && m.Header.MsgType == "execute_reply":
+	case m.Channel == "shell" && (m.Header.MsgType == "execute_reply" || m.Header.MsgType == "kernel_info_reply"):
 		e.reply = true
 	case m.Channel == "iopub" && m.Header.MsgType == "status":
 		var st struct {

@@ -380,6 +380,15 @@ type textEditArgs struct {
 	guardArgs
 }
 
+// lastStart is where the last operation given starts (code points of text).
+func (a textEditArgs) lastStart(text string) int {
+	op := a.Operations[len(a.Operations)-1]
+	if op.Position == nil || *op.Position < 0 {
+		return utf8.RuneCountInString(text)
+	}
+	return *op.Position
+}
+
 // span is one operation as a replacement of [start, end) code points by ins.
 type span struct {
 	index      int
@@ -470,7 +479,7 @@ func (s *Server) textEdit(name string) func(ctx context.Context, raw map[string]
 		if err != nil {
 			return result{}, err
 		}
-		var length int
+		var length, cursor int
 		ed, err := room.Apply(ctx, func(tx *ydoc.Txn, h bridge.History, replaying bool) error {
 			text, err := tx.Text()
 			if err != nil {
@@ -507,11 +516,29 @@ func (s *Server) textEdit(name string) func(ctx context.Context, raw map[string]
 			}
 			after, _ := tx.Text()
 			length = utf8.RuneCountInString(after)
+			// The agent's cursor goes after the last operation given, in the new text.
+			if len(plan) > 0 {
+				last, ls := plan[0], args.lastStart(text)
+				for _, sp := range plan {
+					if sp.start == ls {
+						last = sp // operations at one position were merged into one span
+					}
+				}
+				shift := 0
+				for _, sp := range plan {
+					if sp.start < last.start {
+						shift += utf8.RuneCountInString(sp.ins) - (sp.end - sp.start)
+					}
+				}
+				cp := last.start + shift + utf8.RuneCountInString(last.ins)
+				cursor, _ = ydoc.CodePointsToUTF16(after, min(cp, length))
+			}
 			return nil
 		})
 		if err != nil {
 			return result{}, err
 		}
+		s.moveCursorTo(ctx, room, "", cursor)
 		return result{Data: map[string]any{"path": room.Path(), "version": ed.Version, "applied": len(args.Operations), "length": length}}, nil
 	}
 }

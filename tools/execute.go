@@ -209,9 +209,18 @@ func (s *Server) waitJob(ctx context.Context, job *bridge.Job, wait time.Duratio
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	progress := newProgress(ctx)
+	// A tick keeps notifications coming while a cell is silent (clients reset their timeouts
+	// on progress).
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
 	start := time.Now()
 	for {
 		changed := job.Changed()
+		select {
+		case <-job.Done(): // first: a finished job is never "still running" (select picks at random)
+			return s.jobResult(job.View(), r, ""), nil
+		default:
+		}
 		select {
 		case <-job.Done():
 			return s.jobResult(job.View(), r, ""), nil
@@ -220,7 +229,9 @@ func (s *Server) waitJob(ctx context.Context, job *bridge.Job, wait time.Duratio
 		case <-ctx.Done():
 			return s.jobResult(job.View(), r, "the call ended before the run; it goes on: poll get_execution with this job_id"), nil
 		case <-changed:
-			progress.report(job.View(), time.Since(start))
+			progress.report(job, time.Since(start), false)
+		case <-tick.C:
+			progress.report(job, time.Since(start), true)
 		}
 	}
 }
@@ -309,7 +320,8 @@ func (s *Server) executeCode(ctx context.Context, raw map[string]any) (result, e
 	}
 	r := args.render()
 	var extra []mcp.Content
-	cell := renderRun(run, r, &extra)
+	budget := 0
+	cell := renderRun(run, r, &extra, &budget)
 	delete(cell, "cell_id")
 	delete(cell, "index")
 	out := map[string]any{"path": args.Path, "result": cell}
@@ -330,8 +342,9 @@ type renderOpts struct {
 func (s *Server) jobResult(v bridge.JobView, r renderOpts, note string) result {
 	var extra []mcp.Content
 	cells := make([]map[string]any, 0, len(v.Cells))
+	budget := 0 // bytes of images attached
 	for _, c := range v.Cells {
-		cells = append(cells, renderRun(c, r, &extra))
+		cells = append(cells, renderRun(c, r, &extra, &budget))
 	}
 	out := map[string]any{"job_id": v.ID, "path": v.Path, "status": v.Status, "cells": cells}
 	if !v.Ended.IsZero() {
@@ -356,7 +369,7 @@ func joinNote(a, b string) string {
 }
 
 // renderRun renders one cell's run; image outputs become image content in extra.
-func renderRun(c bridge.CellRun, r renderOpts, extra *[]mcp.Content) map[string]any {
+func renderRun(c bridge.CellRun, r renderOpts, extra *[]mcp.Content, budget *int) map[string]any {
 	out := map[string]any{"cell_id": c.CellID, "index": c.Index, "status": c.Status}
 	if c.ExecutionCount != nil {
 		out["execution_count"] = *c.ExecutionCount
@@ -377,15 +390,23 @@ func renderRun(c bridge.CellRun, r renderOpts, extra *[]mcp.Content) map[string]
 				if !r.images {
 					continue // summarised in one line by renderOutput
 				}
-				img, size, orig, err := fitImage(mime, b64, r.maxPixels)
+				img, err := fitImage(mime, b64, r.maxPixels)
 				if err != nil {
 					rdata[mime] = fmt.Sprintf("[%s not shown: %v]", mime, err)
 					continue
 				}
-				*extra = append(*extra, mcp.NewImageContent(img, mime))
-				desc := fmt.Sprintf("[%s %dx%d attached as image %d", mime, orig.X, orig.Y, len(*extra))
-				if size != orig {
-					desc += fmt.Sprintf(", downscaled to %dx%d", size.X, size.Y)
+				if *budget+len(img.data) > maxImagesBytes {
+					rdata[mime] = fmt.Sprintf("[%s %dx%d not attached: this result already carries %d kB of images; read it with get_execution and fewer cells]", mime, img.orig.X, img.orig.Y, *budget>>10)
+					continue
+				}
+				*budget += len(img.data)
+				*extra = append(*extra, mcp.NewImageContent(img.data, img.mime))
+				desc := fmt.Sprintf("[%s %dx%d attached as image %d", img.mime, img.orig.X, img.orig.Y, len(*extra))
+				if img.size != img.orig {
+					desc += fmt.Sprintf(", downscaled to %dx%d", img.size.X, img.size.Y)
+				}
+				if img.mime != mime {
+					desc += fmt.Sprintf(" (the output said %s)", mime)
 				}
 				rdata[mime] = desc + "]"
 			}
@@ -399,22 +420,25 @@ func renderRun(c bridge.CellRun, r renderOpts, extra *[]mcp.Content) map[string]
 }
 
 // progress sends MCP progress notifications when the client asked for them (a progress token
-// in the request), at most every 250 ms.
+// in the request): at most every 250 ms on changes, and every 5 s while nothing changes. The
+// progress value increases with every notification, as the specification requires: cells done,
+// plus a growing fraction for the cell running.
 type progress struct {
 	ctx   context.Context
 	token mcp.ProgressToken
 	last  time.Time
+	value float64
 }
 
 type progressKey struct{}
 
 func newProgress(ctx context.Context) *progress {
 	token, _ := ctx.Value(progressKey{}).(mcp.ProgressToken)
-	return &progress{ctx: ctx, token: token}
+	return &progress{ctx: ctx, token: token, value: -1}
 }
 
-func (p *progress) report(v bridge.JobView, elapsed time.Duration) {
-	if p.token == nil || time.Since(p.last) < 250*time.Millisecond {
+func (p *progress) report(job *bridge.Job, elapsed time.Duration, tick bool) {
+	if p.token == nil || (!tick && time.Since(p.last) < 250*time.Millisecond) {
 		return
 	}
 	srv := server.ServerFromContext(p.ctx)
@@ -422,35 +446,28 @@ func (p *progress) report(v bridge.JobView, elapsed time.Duration) {
 		return
 	}
 	p.last = time.Now()
-	done, running := 0, -1
-	for i, c := range v.Cells {
-		switch c.Status {
-		case bridge.CellPending:
-		case bridge.CellRunning:
-			running = i
-		default:
-			done++
-		}
-	}
-	msg := fmt.Sprintf("%d of %d cells done, %.1fs", done, len(v.Cells), elapsed.Seconds())
-	if running >= 0 {
-		c := v.Cells[running]
-		msg = fmt.Sprintf("running cell %d of %d (%s), %.1fs", running+1, len(v.Cells), c.CellID, elapsed.Seconds())
-		if tail := lastOutputLine(c.Outputs); tail != "" {
+	sum := job.Summary()
+	msg := fmt.Sprintf("%d of %d cells done, %.1fs", sum.Done, sum.Total, elapsed.Seconds())
+	if sum.Running >= 0 {
+		msg = fmt.Sprintf("running cell %d of %d (%s), %.1fs", sum.Running+1, sum.Total, sum.RunningID, elapsed.Seconds())
+		if tail := lastLine(sum.LastOutput); tail != "" {
 			msg += ": " + tail
 		}
 	}
+	value := float64(sum.Done)
+	if value <= p.value {
+		value = p.value + (float64(sum.Done)+1-p.value)/2 // halfway to the next cell
+	}
+	p.value = value
 	_ = srv.SendNotificationToClient(p.ctx, "notifications/progress", map[string]any{
-		"progressToken": p.token, "progress": done, "total": len(v.Cells), "message": msg,
+		"progressToken": p.token, "progress": value, "total": sum.Total, "message": msg,
 	})
 }
 
-func lastOutputLine(outs []map[string]any) string {
-	for i := len(outs) - 1; i >= 0; i-- {
-		if t := strings.TrimSpace(stripANSI(asString(outs[i]["text"]))); t != "" {
-			lines := strings.Split(t, "\n")
-			return oneLine(lines[len(lines)-1], 120)
-		}
+func lastLine(text string) string {
+	if t := strings.TrimSpace(stripANSI(text)); t != "" {
+		lines := strings.Split(t, "\n")
+		return oneLine(lines[len(lines)-1], 120)
 	}
 	return ""
 }

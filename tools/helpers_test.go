@@ -27,15 +27,19 @@ import (
 // limit only decides how long a broken build takes to fail.
 const waitLimit = 10 * time.Second
 
-// allTools are the 13 operations the server must expose.
+// allTools are the operations the server exposes without an executor (the execution tools
+// come with one).
 var allTools = []string{
 	"list_notebooks", "get_notebook", "create_notebook_session",
 	"batch_insert_notebook_cells", "batch_update_notebook_cells", "batch_delete_notebook_cells", "move_notebook_cells",
 	"list_documents", "get_document", "create_document_session",
 	"batch_update_document", "batch_insert_text", "batch_delete_text",
+	"get_online_users", "get_user_presence", "set_user_presence", "get_user_cursors", "update_cursor_position",
+	"get_user_activity", "broadcast_user_activity", "get_active_sessions", "join_session", "leave_session",
 }
 
-var readTools = []string{"list_notebooks", "get_notebook", "list_documents", "get_document"}
+var readTools = []string{"list_notebooks", "get_notebook", "list_documents", "get_document",
+	"get_online_users", "get_user_presence", "get_user_cursors", "get_user_activity", "get_active_sessions"}
 
 // fastRoom are room timings small enough for tests (as bridge/helpers_test.go's fastOptions).
 func fastRoom() bridge.RoomOptions {

@@ -26,6 +26,7 @@ var (
 	endIndexField   = field("end_index", integer("Last cell index of the range, inclusive (default: start_index).").min(0))
 	versionField    = field("expected_version", str("The version returned by your last read or edit: the call fails, changing nothing, if the cells it touches were changed by someone else since (or if cells were inserted, deleted or moved and you address cells by index)."))
 	hashesField     = field("expected_source_hashes", freeObject("Map of cell id → source_hash (from get_notebook): the call fails, changing nothing, if any of those cells' source changed."))
+	busyField       = field("avoid_busy_cells", boolean("Refuse, changing nothing, if a collaborator's cursor is in one of the cells (by default the edit goes ahead and the result warns).").def(false))
 	cellTypeSchema  = func() *schema {
 		return str("Cell type.").enum(ydoc.CellCode, ydoc.CellMarkdown, ydoc.CellRaw)
 	}
@@ -96,6 +97,7 @@ func (s *Server) registerNotebookEditTools() {
 			endIndexField,
 			versionField,
 			hashesField,
+			busyField,
 		).required("path", "updates").with(s.execFields()),
 		Example: map[string]any{"path": "analysis/report.ipynb", "updates": []any{
 			map[string]any{"cell_id": "a1b2c3", "content": "df = load('data.csv')\ndf.head()", "expected_source_hash": "3f2a9c1b7d4e"},
@@ -115,6 +117,7 @@ func (s *Server) registerNotebookEditTools() {
 			endIndexField,
 			versionField,
 			hashesField,
+			busyField,
 		).required("path"),
 		Example:     map[string]any{"path": "analysis/report.ipynb", "cell_ids": []any{"a1b2c3", "d4e5f6"}},
 		Destructive: true,
@@ -133,6 +136,7 @@ func (s *Server) registerNotebookEditTools() {
 			field("after_cell_id", str("Put the cells right after this cell (instead of to_index).")),
 			field("before_cell_id", str("Put the cells right before this cell (instead of to_index).")),
 			versionField,
+			busyField,
 		).required("path", "cell_ids"),
 		Example:    map[string]any{"path": "analysis/report.ipynb", "cell_ids": []any{"d4e5f6"}, "to_index": 0},
 		Idempotent: true,
@@ -151,6 +155,7 @@ type targetArgs struct {
 type guardArgs struct {
 	ExpectedVersion      string         `json:"expected_version"`
 	ExpectedSourceHashes map[string]any `json:"expected_source_hashes"`
+	AvoidBusyCells       bool           `json:"avoid_busy_cells"`
 }
 
 // resolve returns the indices and ids of the addressed cells, in the order given.
@@ -495,6 +500,9 @@ func (s *Server) batchInsert(ctx context.Context, raw map[string]any) (result, e
 	if err != nil {
 		return result{}, err
 	}
+	if n := len(cells); n > 0 {
+		s.moveCursorTo(ctx, room, cells[n-1].ID, utf16Units(cells[n-1].Source))
+	}
 	res := result{Data: map[string]any{"path": room.Path(), "version": ed.Version, "inserted": placed, "cell_count": count}}
 	var run []string
 	for _, c := range cells {
@@ -583,7 +591,11 @@ func (s *Server) batchUpdate(ctx context.Context, raw map[string]any) (result, e
 	if err != nil {
 		return result{}, err
 	}
+	busy := s.busyCells(ctx, room)
 	var updated []updatedCell
+	var warnings []string
+	var lastID string
+	var lastEnd int
 	ed, err := room.Apply(ctx, func(tx *ydoc.Txn, h bridge.History, replaying bool) error {
 		indices, ids, byIndex, err := resolve(tx, args.targetArgs)
 		if err != nil {
@@ -596,6 +608,9 @@ func (s *Server) batchUpdate(ctx context.Context, raw map[string]any) (result, e
 			g := args.guardArgs
 			hashesFromUpdates(&g, ids, args.Updates)
 			if err := guard(tx, h, g, ids, byIndex); err != nil {
+				return err
+			}
+			if warnings, err = busyCheck(busy, ids, args.AvoidBusyCells); err != nil {
 				return err
 			}
 		}
@@ -640,13 +655,21 @@ func (s *Server) batchUpdate(ctx context.Context, raw map[string]any) (result, e
 				changed = []string{}
 			}
 			updated = append(updated, updatedCell{ID: ids[k], Index: i, Changed: changed})
+			if after, err := tx.Cell(tx.CellIndex(ids[k])); err == nil {
+				lastID, lastEnd = ids[k], utf16Units(after.Source)
+			}
 		}
 		return nil
 	})
 	if err != nil {
 		return result{}, err
 	}
+	s.moveCursorTo(ctx, room, lastID, lastEnd)
 	res := result{Data: map[string]any{"path": room.Path(), "version": ed.Version, "updated": updated}}
+	warnings = append(warnings, busyUnknown(room, args.AvoidBusyCells)...)
+	if len(warnings) > 0 {
+		res.Data.(map[string]any)["warnings"] = warnings
+	}
 	var run []string
 	for k, u := range updated {
 		if contains(u.Changed, "source") || (contains(u.Changed, "cell_type") && args.Updates[k].CellType == ydoc.CellCode) {
@@ -720,6 +743,8 @@ func (s *Server) batchDelete(ctx context.Context, raw map[string]any) (result, e
 	if err != nil {
 		return result{}, err
 	}
+	busy := s.busyCells(ctx, room)
+	var warnings []string
 	var deleted []placedCell
 	var count int
 	ed, err := room.Apply(ctx, func(tx *ydoc.Txn, h bridge.History, replaying bool) error {
@@ -745,6 +770,9 @@ func (s *Server) batchDelete(ctx context.Context, raw map[string]any) (result, e
 			if err := guard(tx, h, args.guardArgs, ids, byIndex); err != nil {
 				return err
 			}
+			if warnings, err = busyCheck(busy, ids, args.AvoidBusyCells); err != nil {
+				return err
+			}
 		}
 		deleted = deleted[:0]
 		for k, i := range indices {
@@ -766,7 +794,12 @@ func (s *Server) batchDelete(ctx context.Context, raw map[string]any) (result, e
 	if deleted == nil {
 		deleted = []placedCell{}
 	}
-	return result{Data: map[string]any{"path": room.Path(), "version": ed.Version, "deleted": deleted, "cell_count": count}}, nil
+	out := map[string]any{"path": room.Path(), "version": ed.Version, "deleted": deleted, "cell_count": count}
+	warnings = append(warnings, busyUnknown(room, args.AvoidBusyCells)...)
+	if len(warnings) > 0 {
+		out["warnings"] = warnings
+	}
+	return result{Data: out}, nil
 }
 
 // --- move ------------------------------------------------------------------------------------
@@ -809,6 +842,8 @@ func (s *Server) moveCells(ctx context.Context, raw map[string]any) (result, err
 	if err != nil {
 		return result{}, err
 	}
+	busy := s.busyCells(ctx, room)
+	var warnings []string
 	var moved []movedCell
 	ed, err := room.Apply(ctx, func(tx *ydoc.Txn, h bridge.History, replaying bool) error {
 		indices, ids, _, err := resolve(tx, targetArgs{CellIDs: args.CellIDs})
@@ -823,6 +858,9 @@ func (s *Server) moveCells(ctx context.Context, raw map[string]any) (result, err
 				}
 			}
 			if err := guard(tx, h, args.guardArgs, anchors, args.ToIndex != nil); err != nil {
+				return err
+			}
+			if warnings, err = busyCheck(busy, ids, args.AvoidBusyCells); err != nil {
 				return err
 			}
 		}
@@ -898,5 +936,10 @@ func (s *Server) moveCells(ctx context.Context, raw map[string]any) (result, err
 	if err != nil {
 		return result{}, err
 	}
-	return result{Data: map[string]any{"path": room.Path(), "version": ed.Version, "moved": moved}}, nil
+	out := map[string]any{"path": room.Path(), "version": ed.Version, "moved": moved}
+	warnings = append(warnings, busyUnknown(room, args.AvoidBusyCells)...)
+	if len(warnings) > 0 {
+		out["warnings"] = warnings
+	}
+	return result{Data: out}, nil
 }

@@ -31,6 +31,8 @@ type Options struct {
 	// AlwaysEmbedSchema embeds each tool's schema in every result, not only in failures and
 	// when the call asks with includeSchema.
 	AlwaysEmbedSchema bool
+	// AgentName is the agent's name in awareness (for reporting how it is shown).
+	AgentName string
 }
 
 // Server is the MCP server. Tool handlers are goroutine-safe: they only touch bridge, whose
@@ -54,6 +56,9 @@ func New(opts Options) (*Server, error) {
 	if opts.CallTimeout <= 0 {
 		opts.CallTimeout = 2 * time.Minute
 	}
+	if opts.AgentName == "" {
+		opts.AgentName = bridge.DefaultUser().DisplayName
+	}
 	s := &Server{opts: opts, log: opts.Logger, opsByName: map[string]*operation{}}
 	s.mcp = server.NewMCPServer("jupyter-collab-mcp", opts.Version,
 		server.WithToolCapabilities(false),
@@ -68,6 +73,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Executor != nil {
 		s.registerExecutionTools()
 	}
+	s.registerAwarenessTools()
 	s.registerOperationResources()
 	return s, nil
 }

@@ -165,8 +165,11 @@ func TestInputSchemasAreClosedAndAcceptIncludeSchema(t *testing.T) {
 			}
 		}
 		walk(name, s)
-		if req, _ := s["required"].([]any); name != "list_notebooks" && name != "list_documents" && !slices.Contains(req, any("path")) {
-			t.Errorf("%s: path is not required (required %v)", name, req)
+		top, _ := s["properties"].(map[string]any)
+		if _, hasPath := top["path"]; hasPath {
+			if req, _ := s["required"].([]any); name != "list_notebooks" && name != "list_documents" && !slices.Contains(req, any("path")) {
+				t.Errorf("%s: path is not required (required %v)", name, req)
+			}
 		}
 	}
 }
@@ -481,7 +484,7 @@ func TestOperationResources(t *testing.T) {
 		if m["uri"] != "jupyter://operations/"+str(m["name"]) {
 			t.Errorf("catalog entry %v has uri %v", m["name"], m["uri"])
 		}
-		if str(m["category"]) != "notebooks" && str(m["category"]) != "documents" {
+		if !slices.Contains([]string{"notebooks", "documents", "execution", "collaboration"}, str(m["category"])) {
 			t.Errorf("catalog entry %v has category %v", m["name"], m["category"])
 		}
 		if str(m["description"]) == "" || str(m["title"]) == "" {
@@ -551,7 +554,11 @@ func TestExamplesValidate(t *testing.T) {
 		var doc map[string]any
 		_ = json.Unmarshal([]byte(res.Contents[0].(mcp.TextResourceContents).Text), &doc)
 		ex := asMap(t, doc["example"])
-		ex["path"] = "__missing__/" + str(ex["path"]) // never touch real files
+		for _, k := range []string{"path", "document_path"} {
+			if p, ok := ex[k]; ok {
+				ex[k] = "__missing__/" + str(p) // never touch real files
+			}
+		}
 		delete(ex, "create_if_missing")
 		if name == "list_notebooks" || name == "list_documents" {
 			continue

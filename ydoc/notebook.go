@@ -757,6 +757,30 @@ func (tx *Txn) SetStreamText(i, j int, text string) error {
 	return nil
 }
 
+// OutputKind returns output j's output_type and, for streams, its name ("" when absent), so
+// a writer can check the outputs are what it believes before changing them.
+func (tx *Txn) OutputKind(i, j int) (outputType, name string, err error) {
+	m, err := tx.codeCell(i)
+	if err != nil {
+		return "", "", err
+	}
+	items := arrayItems(tx.outputsArray(m))
+	if j < 0 || j >= len(items) {
+		return "", "", fmt.Errorf("output %d of %d: %w", j, len(items), ErrOutOfRange)
+	}
+	switch out := items[j].(type) {
+	case *y.YMap:
+		outputType, _ = mustGet(out, "output_type").(string)
+		name, _ = mustGet(out, "name").(string)
+	default: // a plain object, as the server writes after a reload
+		if o, ok := fromAny(out).(map[string]any); ok {
+			outputType, _ = o["output_type"].(string)
+			name, _ = o["name"].(string)
+		}
+	}
+	return outputType, name, nil
+}
+
 // NumOutputs is the number of outputs of a code cell.
 func (tx *Txn) NumOutputs(i int) (int, error) {
 	m, err := tx.codeCell(i)

@@ -266,6 +266,23 @@ func (s *Server) DialRoom(ctx context.Context, roomID, sessionID string) (bridge
 		c.closeRemoteLocked(s.reject)
 		return c, nil
 	}
+	if strings.Count(roomID, ":") < 2 { // a transient room (global awareness): no session, empty doc
+		r := s.rooms[roomID]
+		if r == nil {
+			s.nextCID++
+			doc, err := ydoc.NewDoc(ydoc.KindText, s.nextCID, zerolog.Nop())
+			if err != nil {
+				c.closeRemoteLocked(&CloseError{Code: 4500, Reason: err.Error()})
+				return c, nil
+			}
+			r = &room{id: roomID, path: roomID, kind: ydoc.KindText, doc: doc}
+			s.rooms[roomID] = r
+		}
+		c.room = r
+		r.conns = append(r.conns, c)
+		c.pushLocked(ydoc.EncodeSync(ydoc.SyncStep1, r.doc.StateVector().Encode()))
+		return c, nil
+	}
 	if !s.known[sessionID] {
 		reason, _ := json.Marshal(map[string]any{"reason": "unknown_session", "sessionId": sessionID, "reloadable": true})
 		c.closeRemoteLocked(&CloseError{Code: CloseSessionProblem, Reason: string(reason)})

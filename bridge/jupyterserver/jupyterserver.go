@@ -165,9 +165,11 @@ func (kc kernelChannel) Execute(ctx context.Context, code string, storeHistory, 
 	return running{e}, nil
 }
 
-func (kc kernelChannel) Done() <-chan struct{} { return kc.c.Done() }
-func (kc kernelChannel) Restarts() int         { return kc.c.Restarts() }
-func (kc kernelChannel) Close() error          { return kc.c.Close() }
+func (kc kernelChannel) KernelInfo(ctx context.Context) error { return kc.c.KernelInfo(ctx) }
+func (kc kernelChannel) Ready(ctx context.Context) error      { return kc.c.Ready(ctx) }
+func (kc kernelChannel) Done() <-chan struct{}                { return kc.c.Done() }
+func (kc kernelChannel) Restarts() int                        { return kc.c.Restarts() }
+func (kc kernelChannel) Close() error                         { return kc.c.Close() }
 
 type running struct{ e *jupyter.Execution }
 

@@ -33,6 +33,7 @@ type Config struct {
 	SessionIdleTTL    time.Duration
 	CallTimeout       time.Duration
 	AlwaysEmbedSchema bool
+	NoGlobalAwareness bool
 	tokenFromFlag     bool // --mcp-token was used (warn: visible in ps)
 	jupyterTokenFile  string
 	mcpTokenFile      string
@@ -87,6 +88,7 @@ func options() []option {
 		{"agent-username", "AGENT_USERNAME", "jupyter-collab-mcp", "awareness username (distinct from the humans')", "string", false, str(func(c *Config) *string { return &c.AgentUsername })},
 		{"agent-initials", "AGENT_INITIALS", "AI", "initials shown in JupyterLab's collaborator list", "string", false, str(func(c *Config) *string { return &c.AgentInitials })},
 		{"agent-color", "AGENT_COLOR", "#7c3aed", "cursor and avatar colour", "string", false, str(func(c *Config) *string { return &c.AgentColor })},
+		{"no-global-awareness", "NO_GLOBAL_AWARENESS", "false", "do not join JupyterLab's global awareness room (the agent then does not appear in the collaborators panel)", "bool", false, boolean(func(c *Config) *bool { return &c.NoGlobalAwareness })},
 		{"no-autosave", "NO_AUTOSAVE", "false", "do not ask the server to autosave (by default the agent asks, so edits reach the file)", "bool", false, boolean(func(c *Config) *bool { return &c.NoAutosave })},
 		{"idle-timeout", "ROOM_IDLE_TIMEOUT", "10m", "leave rooms nobody used for this long", "duration", false, duration(func(c *Config) *time.Duration { return &c.IdleTimeout })},
 		{"session-idle-ttl", "MCP_SESSION_IDLE_TTL", "30m", "free HTTP MCP sessions idle for this long", "duration", false, duration(func(c *Config) *time.Duration { return &c.SessionIdleTTL })},

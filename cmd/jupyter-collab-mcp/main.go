@@ -57,9 +57,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	checkJupyter(ctx, client, log)
 
 	manager, err := bridge.NewManager(bridge.ManagerOptions{
-		Server:      jupyterserver.New(client),
-		Logger:      log,
-		IdleTimeout: cfg.IdleTimeout,
+		Server:          jupyterserver.New(client),
+		Logger:          log,
+		IdleTimeout:     cfg.IdleTimeout,
+		GlobalAwareness: !cfg.NoGlobalAwareness,
 		Room: bridge.RoomOptions{
 			User: ydoc.AwarenessUser{
 				Username:    cfg.AgentUsername,
@@ -83,7 +84,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if err != nil {
 		return err
 	}
-	mcpServer, err := tools.New(tools.Options{Manager: manager, Executor: executor, Logger: log, Version: version, CallTimeout: cfg.CallTimeout, AlwaysEmbedSchema: cfg.AlwaysEmbedSchema})
+	mcpServer, err := tools.New(tools.Options{Manager: manager, Executor: executor, Logger: log, Version: version,
+		CallTimeout: cfg.CallTimeout, AlwaysEmbedSchema: cfg.AlwaysEmbedSchema, AgentName: cfg.AgentName})
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,7 @@ let synced = false
 let kind = 'notebook'
 let watchers = []
 let awarenessFrames = 0
+const globals = []
 const remote = Symbol('remote')
 
 function out (obj) { process.stdout.write(JSON.stringify(obj) + '\n') }
@@ -328,6 +329,22 @@ const ops = {
     Y.applyUpdate(d, updates[updates.length - 1])
     return { changed: [...changed].sort(), structure, ids: cells.toArray().map(c => c.get('id')) }
   },
+  // relative positions as yjs makes and resolves them, in a document given as an update:
+  // make [{cellId, index}] (cellId null: the text file's "source") and resolve [RelativePosition JSON]
+  relpos: (req) => {
+    const d = new Y.Doc()
+    Y.applyUpdate(d, Buffer.from(req.update, 'base64'))
+    const textOf = (cellId) => cellId == null ? d.getText('source') : d.getArray('cells').toArray().find(c => c.get('id') === cellId).get('source')
+    const made = (req.make ?? []).map(m => Y.relativePositionToJSON(Y.createRelativePositionFromTypeIndex(textOf(m.cellId), m.index)))
+    const cells = req.kind === 'file' ? [] : d.getArray('cells').toArray()
+    const resolved = (req.resolve ?? []).map(j => {
+      const abs = Y.createAbsolutePositionFromRelativePosition(Y.createRelativePositionFromJSON(j), d)
+      if (!abs) return null
+      const cell = cells.find(c => c.get('source') === abs.type)
+      return { cellId: cell ? cell.get('id') : null, index: abs.index }
+    })
+    return { made, resolved }
+  },
   // encode an awareness state as y-protocols does, and decode one produced elsewhere
   awarenessEncode: (req) => {
     const d = new Y.Doc()
@@ -355,6 +372,81 @@ const ops = {
     return { states, clientID: doc.clientID, frames: awarenessFrames }
   },
   setAwareness: (req) => { awareness.setLocalState(req.state); return {} },
+  // a cursor as JupyterLab's cursors.ts makes it: RelativePosition objects in "cursors"
+  setCursor: (req) => {
+    const cell = doc.getArray('cells').toArray().find(c => c.get('id') === req.cellId)
+    const t = kind === 'file' ? doc.getText('source') : cell.get('source')
+    const anchor = Y.createRelativePositionFromTypeIndex(t, req.anchor)
+    const head = Y.createRelativePositionFromTypeIndex(t, req.head ?? req.anchor)
+    awareness.setLocalStateField('cursors', [{ anchor, head, primary: true, empty: req.anchor === (req.head ?? req.anchor) }])
+    return {}
+  },
+  // every awareness state's cursors, resolved with yjs: which cell, which index
+  cursors: () => {
+    const out = []
+    const cells = doc.getArray('cells').toArray()
+    for (const [id, st] of awareness.getStates()) {
+      if (id === doc.clientID || !st || !st.cursors) continue
+      for (const c of st.cursors) {
+        const abs = Y.createAbsolutePositionFromRelativePosition(Y.createRelativePositionFromJSON(c.head), doc)
+        if (!abs) { out.push({ clientID: id, username: st.user?.username, unresolved: true }); continue }
+        const cell = cells.find(x => x.get('source') === abs.type)
+        out.push({ clientID: id, username: st.user?.username, cellId: cell ? cell.get('id') : null, index: abs.index, empty: c.empty })
+      }
+    }
+    return { cursors: out }
+  },
+  // a second connection to an awareness-only room (JupyterLab:globalAwareness), as a human
+  connectGlobal: async (req) => {
+    const gdoc = new Y.Doc()
+    const gaw = new awarenessProtocol.Awareness(gdoc)
+    gaw.setLocalState(req.state)
+    const base = req.url.replace(/\/$/, '').replace(/^http/, 'ws')
+    const gws = new WebSocket(`${base}/api/collaboration/room/JupyterLab:globalAwareness`, { headers: { Authorization: 'token ' + req.token } })
+    gws.binaryType = 'arraybuffer'
+    globals.push({ gdoc, gaw, gws })
+    gaw.on('update', ({ added, updated, removed }, origin) => {
+      if (origin !== 'local') return
+      const e = encoding.createEncoder()
+      encoding.writeVarUint(e, MSG_AWARENESS)
+      encoding.writeVarUint8Array(e, awarenessProtocol.encodeAwarenessUpdate(gaw, added.concat(updated).concat(removed)))
+      if (gws.readyState === WebSocket.OPEN) gws.send(encoding.toUint8Array(e))
+    })
+    await new Promise((resolve, reject) => {
+      gws.on('open', () => {
+        const e = encoding.createEncoder()
+        encoding.writeVarUint(e, MSG_SYNC)
+        syncProtocol.writeSyncStep1(e, gdoc)
+        gws.send(encoding.toUint8Array(e))
+        const a = encoding.createEncoder()
+        encoding.writeVarUint(a, MSG_AWARENESS)
+        encoding.writeVarUint8Array(a, awarenessProtocol.encodeAwarenessUpdate(gaw, [gdoc.clientID]))
+        gws.send(encoding.toUint8Array(a))
+        resolve()
+      })
+      gws.on('error', reject)
+      gws.on('message', (data) => {
+        const d = decoding.createDecoder(new Uint8Array(data))
+        const t = decoding.readVarUint(d)
+        if (t === MSG_SYNC) {
+          const e = encoding.createEncoder()
+          encoding.writeVarUint(e, MSG_SYNC)
+          syncProtocol.readSyncMessage(d, e, gdoc, remote)
+          if (encoding.length(e) > 1) gws.send(encoding.toUint8Array(e))
+        } else if (t === MSG_AWARENESS) {
+          awarenessProtocol.applyAwarenessUpdate(gaw, decoding.readVarUint8Array(d), remote)
+        }
+      })
+    })
+    return { clientID: gdoc.clientID }
+  },
+  globalStates: () => {
+    const states = {}
+    for (const g of globals) for (const [id, st] of g.gaw.getStates()) if (id !== g.gdoc.clientID) states[id] = st
+    return { states }
+  },
+  // vanish: no null awareness state, the sockets just die with the process
+  vanish: () => { setTimeout(() => process.kill(process.pid, 'SIGKILL'), 10); return {} },
   exit: () => { disconnect(); setTimeout(() => process.exit(0), 10); return {} }
 }
 
