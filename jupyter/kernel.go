@@ -149,10 +149,10 @@ type KernelConn struct {
 	// a second is the same restart.
 	lastRestart time.Time
 	redials     int
-	err        error // set when the connection ended
-	closing    chan struct{}
-	closeOnce  sync.Once
-	done       chan struct{}
+	err         error // set when the connection ended
+	closing     chan struct{}
+	closeOnce   sync.Once
+	done        chan struct{}
 }
 
 // ConnectKernel opens the channels websocket of a kernel.
