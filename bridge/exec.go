@@ -72,6 +72,7 @@ type nbKernel struct {
 	note     string    // something the next result must mention (the kernel was replaced)
 	lost     string    // why the kernel is known gone (set by a run that saw it die)
 	lastUsed time.Time // when the last holder let go
+	stale    bool      // the kernel restarted since ch connected: connect again before the next run
 }
 
 // lock takes the kernel, waiting for the holder before (a job) as long as ctx allows.
@@ -104,7 +105,7 @@ func (k *nbKernel) restartedNote() string {
 		return ""
 	}
 	if n := k.ch.Restarts(); n != k.restarts {
-		k.restarts = n
+		k.restarts, k.stale = n, true
 		return "the kernel restarted (it died or was restarted); variables from earlier runs are lost"
 	}
 	return ""
@@ -786,7 +787,7 @@ func (x *Executor) ensureChannel(ctx context.Context, room *Room, k *nbKernel, k
 					x.log.Debug().Err(err).Str("kernel", k.session.KernelID).Msg("kernel state unknown; assuming it lives")
 				}
 			}
-			if alive && restarted == "" {
+			if alive && !k.stale {
 				return note, nil
 			}
 			// Gone; or restarted, and then the server's iopub link to the new process may miss
@@ -841,7 +842,7 @@ func (x *Executor) ensureChannel(ctx context.Context, room *Room, k *nbKernel, k
 		x.log.Debug().Err(err).Str("kernel", found.KernelID).Msg("kernel not ready within 5s (busy?); going on")
 	}
 	cancel()
-	k.session, k.ch, k.restarts = *found, ch, ch.Restarts()
+	k.session, k.ch, k.restarts, k.stale = *found, ch, ch.Restarts(), false
 	return note, nil
 }
 

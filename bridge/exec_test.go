@@ -602,8 +602,13 @@ func TestExecKernelRestartBetweenJobsIsNoted(t *testing.T) {
 	if v.KernelID != k || !countIs(cellRun(t, v, "c1").ExecutionCount, 1) {
 		t.Errorf("after a restart: %s, want the same kernel with its count back at 1", describeJob(v))
 	}
-	if v := e.run(execPath, []string{"c1"}, bridge.RunOptions{}); v.Note != "" {
-		t.Errorf("the restart was reported again: %q", v.Note)
+	// A new connection after a restart: the server nudges the new process's iopub link only
+	// when a client connects.
+	if n := e.ks.Connects(k); n != 2 {
+		t.Errorf("%d connections to the kernel, want 2 (one more after the restart)", n)
+	}
+	if v := e.run(execPath, []string{"c1"}, bridge.RunOptions{}); v.Note != "" || e.ks.Connects(k) != 2 {
+		t.Errorf("the restart was reported again (%q) or the kernel reconnected again (%d)", v.Note, e.ks.Connects(k))
 	}
 }
 

@@ -58,8 +58,13 @@ func fixture(t testing.TB, name string) []byte {
 }
 
 // testLogger writes the sidecar's logs into the test log.
+// JCM_TEST_LOG=debug shows the sidecar's debug logs.
 func testLogger(t testing.TB) zerolog.Logger {
-	return zerolog.New(zerolog.ConsoleWriter{Out: testWriter{t}, NoColor: true}).Level(zerolog.InfoLevel).With().Timestamp().Logger()
+	level := zerolog.InfoLevel
+	if l, err := zerolog.ParseLevel(os.Getenv("JCM_TEST_LOG")); err == nil && os.Getenv("JCM_TEST_LOG") != "" {
+		level = l
+	}
+	return zerolog.New(zerolog.ConsoleWriter{Out: testWriter{t}, NoColor: true}).Level(level).With().Timestamp().Logger()
 }
 
 type testWriter struct{ t testing.TB }
