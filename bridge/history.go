@@ -30,6 +30,7 @@ type HistoryEntry struct {
 	At      time.Time
 	Change  ydoc.Change
 	Authors []string
+	Initial bool // the document arriving in a (re)sync, not anybody's edit
 }
 
 // maxHistory bounds the change log of a room (every keystroke of a human is one entry).
@@ -47,7 +48,7 @@ func newHistory() *history {
 	return &history{epoch: hex.EncodeToString(b[:])}
 }
 
-func (h *history) record(c ydoc.Change, authors []string, at time.Time) uint64 {
+func (h *history) record(c ydoc.Change, authors []string, at time.Time, initial bool) uint64 {
 	h.seq++
 	if len(h.entries) >= maxHistory {
 		// drop the oldest quarter at once: amortised O(1)
@@ -55,7 +56,7 @@ func (h *history) record(c ydoc.Change, authors []string, at time.Time) uint64 {
 		clear(h.entries[n:])
 		h.entries = h.entries[:n]
 	}
-	h.entries = append(h.entries, HistoryEntry{Seq: h.seq, At: at, Change: c, Authors: authors})
+	h.entries = append(h.entries, HistoryEntry{Seq: h.seq, At: at, Change: c, Authors: authors, Initial: initial})
 	return h.seq
 }
 

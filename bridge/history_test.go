@@ -12,10 +12,10 @@ import (
 func TestHistorySince(t *testing.T) {
 	h := newHistory()
 	v0 := h.version()
-	h.record(ydoc.Change{Cells: []ydoc.CellChange{{ID: "a", Fields: []string{"source"}}}}, nil, time.Now())
+	h.record(ydoc.Change{Cells: []ydoc.CellChange{{ID: "a", Fields: []string{"source"}}}}, nil, time.Now(), false)
 	v1 := h.version()
-	h.record(ydoc.Change{Inserted: []string{"b"}}, nil, time.Now())
-	h.record(ydoc.Change{Cells: []ydoc.CellChange{{ID: "c", Fields: []string{"metadata"}}}}, nil, time.Now())
+	h.record(ydoc.Change{Inserted: []string{"b"}}, nil, time.Now(), false)
+	h.record(ydoc.Change{Cells: []ydoc.CellChange{{ID: "c", Fields: []string{"metadata"}}}}, nil, time.Now(), false)
 	hist := History{h}
 
 	got, err := hist.Since(v1)
@@ -38,7 +38,7 @@ func TestHistorySince(t *testing.T) {
 	}
 	// Fall out of the window.
 	for i := 0; i < maxHistory+10; i++ {
-		h.record(ydoc.Change{Text: true}, nil, time.Now())
+		h.record(ydoc.Change{Text: true}, nil, time.Now(), false)
 	}
 	if _, err := hist.Since(v1); !errors.Is(err, ErrVersionTooOld) {
 		t.Errorf("Since(an evicted version) err = %v, want ErrVersionTooOld", err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
@@ -179,7 +180,7 @@ func (l *roomLoop) handle(out ydoc.Output) {
 	now := l.r.opts.Now()
 	for _, c := range out.Changes {
 		authors := l.authorsOf(c)
-		seq := l.hist.record(c, authors, now)
+		seq := l.hist.record(c, authors, now, !l.ready && !c.Local)
 		if c.EditID != 0 {
 			l.versions[c.EditID] = seq
 		}
@@ -306,6 +307,9 @@ func (l *roomLoop) reset() error {
 	if err := l.sess.Reset(id); err != nil {
 		return err
 	}
+	if bye := l.aw.Goodbye(); bye != nil {
+		l.send(ydoc.EncodeAwarenessFrame(bye)) // the old client id (and its cursor) goes now
+	}
 	l.aw.Reset(uint64(id), l.r.opts.Now())
 	l.ready = false
 	l.resetsNoSync++
@@ -415,11 +419,10 @@ func (l *roomLoop) publishPending() {
 // publishInfo refreshes the collaborator list in the info snapshot.
 func (l *roomLoop) publishInfo() {
 	var cs []Collaborator
-	for _, p := range l.aw.Peers() {
-		if p.User != nil {
-			cs = append(cs, Collaborator{ClientID: p.ClientID, User: *p.User, Since: p.Since})
-		}
+	for id, u := range l.aw.Users() {
+		cs = append(cs, Collaborator{ClientID: id, User: u, Since: l.aw.Since(id)})
 	}
+	sort.Slice(cs, func(i, j int) bool { return cs[i].ClientID < cs[j].ClientID })
 	l.r.mu.Lock()
 	l.r.info.Collaborators = cs
 	l.r.info.PendingEdits = l.sess.Pending()
@@ -431,16 +434,11 @@ func (l *roomLoop) authorsOf(c ydoc.Change) []string {
 	if c.Local {
 		return []string{l.r.opts.User.DisplayName}
 	}
-	users := map[uint64]string{}
-	for _, p := range l.aw.Peers() {
-		if p.User != nil {
-			users[p.ClientID] = nonEmpty(p.User.DisplayName, nonEmpty(p.User.Name, p.User.Username))
-		}
-	}
+	users := l.aw.Users()
 	var out []string
 	for _, id := range c.Clients {
-		if name, ok := users[id]; ok {
-			out = append(out, name)
+		if u, ok := users[id]; ok {
+			out = append(out, nonEmpty(u.DisplayName, nonEmpty(u.Name, u.Username)))
 		}
 	}
 	return out

@@ -52,7 +52,10 @@ type Manager struct {
 	finish context.CancelFunc
 	wg     sync.WaitGroup
 
-	presence Presence // the agent's status and activity, for every room
+	// publishMu serialises computing and sending what the agent publishes (presence, the
+	// global room's fields), so a slower older update never lands after a newer one.
+	publishMu sync.Mutex
+	presence  Presence // the agent's status and activity, for every room
 	global   *Room    // the global awareness room, when joined
 	current  string   // the document the agent touched last, as JupyterLab names it
 	shown    string   // the "current" last published (empty once that room closed)
@@ -355,30 +358,42 @@ func (m *Manager) closeIdle() {
 	}
 }
 
-// startGlobal joins the global awareness room (awareness only) for the manager's lifetime.
+// startGlobal joins the global awareness room (awareness only) for the manager's lifetime; a
+// room that fails for good (it only does on errors no retry fixes, such as a revoked token) is
+// tried again every 30 s.
 func (m *Manager) startGlobal() {
-	opts := m.opts.Room
-	opts.Path, opts.Kind, opts.Server, opts.Logger = GlobalAwarenessRoom, ydoc.KindText, m.opts.Server, m.log
-	opts.Transient = GlobalAwarenessRoom
-	m.mu.Lock()
-	opts.Presence = m.presence
-	m.mu.Unlock()
-	room, err := NewRoom(opts)
-	if err != nil {
-		m.log.Warn().Err(err).Msg("cannot join the global awareness room")
-		return
-	}
-	m.mu.Lock()
-	m.global = room
-	m.mu.Unlock()
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		if err := room.Run(m.life); err != nil {
-			m.log.Warn().Err(err).Msg("global awareness room failed")
+		for m.life.Err() == nil {
+			opts := m.opts.Room
+			opts.Path, opts.Kind, opts.Server, opts.Logger = GlobalAwarenessRoom, ydoc.KindText, m.opts.Server, m.log
+			opts.Transient = GlobalAwarenessRoom
+			m.mu.Lock()
+			opts.Presence = m.presence
+			m.mu.Unlock()
+			room, err := NewRoom(opts)
+			if err != nil {
+				m.log.Warn().Err(err).Msg("cannot join the global awareness room")
+				return
+			}
+			m.mu.Lock()
+			m.global, m.shown = room, ""
+			m.mu.Unlock()
+			m.wg.Add(1)
+			go func() { // room.Run below serves it
+				defer m.wg.Done()
+				m.updateGlobal()
+			}()
+			if err := room.Run(m.life); err != nil && m.life.Err() == nil {
+				m.log.Warn().Err(err).Msg("global awareness room failed; joining again in 30s")
+			}
+			select {
+			case <-m.life.Done():
+			case <-time.After(30 * time.Second):
+			}
 		}
 	}()
-	m.updateGlobal()
 }
 
 // touch records the document the agent works on (JupyterLab's "current").
@@ -396,6 +411,8 @@ func (m *Manager) touch(current string) {
 
 // updateGlobal publishes current and documents in the global awareness room.
 func (m *Manager) updateGlobal() {
+	m.publishMu.Lock()
+	defer m.publishMu.Unlock()
 	m.mu.Lock()
 	g, current := m.global, m.current
 	docs := []string{}
@@ -426,6 +443,23 @@ func (m *Manager) updateGlobal() {
 
 // SetPresence changes the agent's status and activity in every room, now and later.
 func (m *Manager) SetPresence(ctx context.Context, p Presence) error {
+	_, err := m.UpdatePresence(ctx, func(q *Presence) { *q = p })
+	return err
+}
+
+// UpdatePresence changes the agent's presence with fn, atomically with respect to other
+// changes, and returns the result.
+func (m *Manager) UpdatePresence(ctx context.Context, fn func(*Presence)) (Presence, error) {
+	m.publishMu.Lock()
+	defer m.publishMu.Unlock()
+	m.mu.Lock()
+	p := m.presence
+	m.mu.Unlock()
+	fn(&p)
+	return p, m.setPresenceLocked(ctx, p)
+}
+
+func (m *Manager) setPresenceLocked(ctx context.Context, p Presence) error {
 	m.mu.Lock()
 	m.presence = p
 	rooms := make([]*Room, 0, len(m.rooms)+1)

@@ -64,7 +64,10 @@ type PeerView struct {
 	Since    time.Time
 	Updated  time.Time
 	Cursors  []PeerCursor
-	State    map[string]any // the whole awareness state (current, documents, agent fields, ...)
+	// CursorsAt is when the cursors last moved. JupyterLab leaves them in place when the user
+	// looks elsewhere, so an old cursor says where someone was, not that they are typing.
+	CursorsAt time.Time
+	State     map[string]any // the whole awareness state (current, documents, agent fields, ...)
 }
 
 // agentField is where the agent publishes its structured presence.
@@ -197,24 +200,17 @@ func (r *Room) SetCursors(ctx context.Context, cursors []CursorSpec) error {
 
 // Peers returns the collaborators in the room's awareness (not the agent itself), their cursors
 // resolved against the replica.
+//
+// It does not wait for the replica to sync (awareness needs none); cursors are only resolved
+// once it has.
 func (r *Room) Peers(ctx context.Context) ([]PeerView, error) {
 	res := make(chan []PeerView, 1)
-	errc := make(chan error, 1)
-	err := r.do(ctx, func(l *roomLoop) {
-		l.whenReady(&readCall{errc: errc, fn: func(*ydoc.Doc, History) error {
-			res <- l.peerViews()
-			return nil
-		}})
-	})
-	if err != nil {
+	if err := r.do(ctx, func(l *roomLoop) { res <- l.peerViews() }); err != nil {
 		return nil, err
 	}
 	select {
-	case err := <-errc:
-		if err != nil {
-			return nil, err
-		}
-		return <-res, nil
+	case v := <-res:
+		return v, nil
 	case <-r.done:
 		return nil, r.stoppedErr()
 	case <-ctx.Done():
@@ -230,7 +226,7 @@ func (l *roomLoop) peerViews() []PeerView {
 		if json.Unmarshal(p.State, &st) != nil || len(st) == 0 {
 			continue // the server's own empty entry
 		}
-		v := PeerView{ClientID: p.ClientID, User: p.User, Since: p.Since, Updated: p.Updated, State: st}
+		v := PeerView{ClientID: p.ClientID, User: p.User, Since: p.Since, Updated: p.Updated, CursorsAt: p.CursorsAt, State: st}
 		var cs struct {
 			Cursors []jsonCursor `json:"cursors"`
 		}
@@ -282,6 +278,9 @@ func (r *Room) Activity(ctx context.Context, limit int) ([]ActivityEntry, error)
 	err := r.Read(ctx, func(_ *ydoc.Doc, h History) error {
 		entries := h.Recent(maxHistory)
 		for i := len(entries) - 1; i >= 0 && len(out) < limit; i-- {
+			if entries[i].Initial {
+				continue // loading the document is nobody's activity
+			}
 			for _, a := range describeChange(r.opts.Path, entries[i]) {
 				if n := len(out); n > 0 && sameActivity(out[n-1], a) {
 					continue

@@ -843,3 +843,12 @@ func TestPresenceActivityTextFile(t *testing.T) {
 		t.Errorf("three consecutive local text edits gave several entries: %s", presDescribeActivity(got))
 	}
 }
+
+// Loading the document when the room joins is nobody's activity.
+func TestPresenceActivityIgnoresTheInitialLoad(t *testing.T) {
+	srv := newServer(t)
+	agent := startSynced(t, srv, nil)
+	if got := presActivity(t, agent.room, 10); len(got) != 0 {
+		t.Errorf("activity right after joining = %s, want none", presDescribeActivity(got))
+	}
+}

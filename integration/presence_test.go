@@ -247,7 +247,7 @@ func TestAgentSeesPeerPresence(t *testing.T) {
 		return len(list) == 1, string(b)
 	})
 	u := cursors["cursors"].([]any)[0].(map[string]any)
-	if u["username"] != peerName || u["name"] != "Independent Peer" || u["color"] != "#ff8800" {
+	if u["username"] != peerName || u["name"] != "Independent Peer" || u["color"] != "#ff8800" || u["active"] != true {
 		t.Errorf("cursor owner %v", u)
 	}
 	want := `[{"cell_id":"c1","cell_index":1,"column":2,"document":"` + name + `","line":2,"selection":{"end":{"column":2,"line":2},"start":{"column":5,"line":1}}}]`

@@ -243,9 +243,11 @@ func (s *Server) collectUsers(ctx context.Context, docPath string) (map[string]*
 		return u
 	}
 	if docPath == "" {
+		// Without the global room (disabled, or reconnecting) the document rooms still say who
+		// is where.
 		global, err := s.opts.Manager.GlobalPeers(ctx)
 		if err != nil {
-			return nil, err
+			s.log.Debug().Err(err).Msg("global awareness unavailable")
 		}
 		for _, p := range global {
 			u := get(p)
@@ -440,9 +442,8 @@ func (s *Server) setUserPresence(ctx context.Context, raw map[string]any) (resul
 	if err := decodeArgs(raw, &args); err != nil {
 		return result{}, err
 	}
-	p := s.opts.Manager.Presence()
-	p.Status, p.Message = args.Status, args.Message
-	if err := s.opts.Manager.SetPresence(ctx, p); err != nil {
+	p, err := s.opts.Manager.UpdatePresence(ctx, func(p *bridge.Presence) { p.Status, p.Message = args.Status, args.Message })
+	if err != nil {
 		return result{}, err
 	}
 	return result{Data: map[string]any{"status": p.Status, "message": p.Message, "shown_as": displayNameFor(s, p)}}, nil
@@ -457,13 +458,14 @@ func (s *Server) broadcastUserActivity(ctx context.Context, raw map[string]any) 
 	if err := decodeArgs(raw, &args); err != nil {
 		return result{}, err
 	}
-	p := s.opts.Manager.Presence()
-	if strings.TrimSpace(args.Description) == "" || args.ActivityType == "idle" {
-		p.Activity = nil
-	} else {
-		p.Activity = &bridge.Activity{Type: args.ActivityType, Description: args.Description, Document: args.DocumentPath, Metadata: args.Metadata, Since: time.Now().UTC()}
-	}
-	if err := s.opts.Manager.SetPresence(ctx, p); err != nil {
+	p, err := s.opts.Manager.UpdatePresence(ctx, func(p *bridge.Presence) {
+		if strings.TrimSpace(args.Description) == "" || args.ActivityType == "idle" {
+			p.Activity = nil
+		} else {
+			p.Activity = &bridge.Activity{Type: args.ActivityType, Description: args.Description, Document: args.DocumentPath, Metadata: args.Metadata, Since: time.Now().UTC()}
+		}
+	})
+	if err != nil {
 		return result{}, err
 	}
 	out := map[string]any{"activity": p.Activity, "shown_as": displayNameFor(s, p)}
@@ -495,13 +497,20 @@ func (s *Server) getUserCursors(ctx context.Context, raw map[string]any) (result
 		Name     string        `json:"name"`
 		Color    string        `json:"color,omitempty"`
 		Cursors  []cursorWhere `json:"cursors"`
+		Moved    string        `json:"moved_at,omitempty"`
+		Active   bool          `json:"active"` // moved within the last two minutes
 	}
 	var out []userCursors
 	for i, p := range peers {
 		if p.User == nil || len(where[i]) == 0 {
 			continue
 		}
-		out = append(out, userCursors{Username: p.User.Username, Name: nonEmptyStr(p.User.DisplayName, p.User.Name, p.User.Username), Color: p.User.Color, Cursors: where[i]})
+		uc := userCursors{Username: p.User.Username, Name: nonEmptyStr(p.User.DisplayName, p.User.Name, p.User.Username), Color: p.User.Color, Cursors: where[i],
+			Active: time.Since(p.CursorsAt) <= busyWindow}
+		if !p.CursorsAt.IsZero() {
+			uc.Moved = p.CursorsAt.UTC().Format(time.RFC3339)
+		}
+		out = append(out, uc)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Username < out[j].Username })
 	if out == nil {
@@ -586,7 +595,7 @@ func lineColToUTF16(text string, p lineColPos, where []any) (int, error) {
 	for _, l := range lines[:p.Line-1] {
 		units += utf16Units(l)
 	}
-	line := strings.TrimSuffix(lines[p.Line-1], "\n")
+	line := strings.TrimSuffix(strings.TrimSuffix(lines[p.Line-1], "\n"), "\r") // CRLF: \r is no column
 	n := utf8.RuneCountInString(line)
 	if p.Column > n+1 {
 		return 0, invalid(append(where, "column"), "is %d but line %d has %d characters (the end is column %d)", p.Column, p.Line, n, n+1)
@@ -597,13 +606,15 @@ func lineColToUTF16(text string, p lineColPos, where []any) (int, error) {
 // utf16ToLineCol converts a UTF-16 offset to a 1-based line and column (code points).
 func utf16ToLineCol(text string, offset int) (int, int) {
 	line, col, units := 1, 1, 0
-	for _, r := range text {
+	for i, r := range text {
 		if units >= offset {
 			break
 		}
-		if r == '\n' {
+		switch {
+		case r == '\n':
 			line, col = line+1, 1
-		} else {
+		case r == '\r' && strings.HasPrefix(text[i+1:], "\n"): // CRLF: \r is no column
+		default:
 			col++
 		}
 		if r >= 0x10000 {
@@ -657,7 +668,7 @@ func (s *Server) getUserActivity(ctx context.Context, raw map[string]any) (resul
 	if all == nil {
 		all = []bridge.ActivityEntry{}
 	}
-	return result{Data: map[string]any{"activity": all, "count": len(all), "note": "\"agent\": true marks this sidecar's own changes; \"by\" is empty when the author had no presence"}}, nil
+	return result{Data: map[string]any{"activity": all, "count": len(all), "note": "\"agent\": true marks this sidecar's own changes; \"by\" names who wrote the new content (it is empty for pure deletions — Yjs records who inserted, not who deleted — and for authors with no presence); loading the document is not listed"}}, nil
 }
 
 type sessionView struct {
@@ -687,7 +698,7 @@ func (s *Server) getActiveSessions(ctx context.Context, raw map[string]any) (res
 	}
 	global, err := s.opts.Manager.GlobalPeers(ctx)
 	if err != nil {
-		return result{}, err
+		s.log.Debug().Err(err).Msg("global awareness unavailable")
 	}
 	for _, p := range global {
 		if p.User == nil {
@@ -695,7 +706,9 @@ func (s *Server) getActiveSessions(ctx context.Context, raw map[string]any) (res
 		}
 		name := nonEmptyStr(p.User.DisplayName, p.User.Name, p.User.Username)
 		var docs []string
-		if c, ok := p.State["current"].(string); ok && strings.Contains(c, ":") {
+		// JupyterLab also names terminals, consoles and viewers in "current": only notebooks
+		// and editors are documents.
+		if c, ok := p.State["current"].(string); ok && (strings.HasPrefix(c, "notebook:") || strings.HasPrefix(c, "editor:")) {
 			docs = append(docs, c)
 		}
 		if list, ok := p.State["documents"].([]any); ok {
@@ -764,7 +777,11 @@ func (s *Server) leaveSession(ctx context.Context, raw map[string]any) (result, 
 	return result{Data: map[string]any{"session_id": bridge.CurrentString(room.Path(), room.Kind()), "left": true}}, nil
 }
 
-// busyCells maps each cell a collaborator's cursor is in to their names.
+// busyWindow is how recently a cursor must have moved for its cell to count as being edited:
+// JupyterLab never clears a cursor when its user looks elsewhere.
+const busyWindow = 2 * time.Minute
+
+// busyCells maps each cell a collaborator's cursor recently moved in to their names.
 func (s *Server) busyCells(ctx context.Context, room *bridge.Room) map[string][]string {
 	peers, err := room.Peers(ctx)
 	if err != nil {
@@ -772,7 +789,7 @@ func (s *Server) busyCells(ctx context.Context, room *bridge.Room) map[string][]
 	}
 	busy := map[string][]string{}
 	for _, p := range peers {
-		if p.User == nil {
+		if p.User == nil || time.Since(p.CursorsAt) > busyWindow {
 			continue
 		}
 		name := nonEmptyStr(p.User.DisplayName, p.User.Name, p.User.Username)

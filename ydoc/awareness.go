@@ -19,8 +19,12 @@ const (
 	AwarenessRenew    = 15 * time.Second // the local state is re-sent this often
 )
 
-// maxAwarenessState caps one peer's state; JupyterLab's are a few hundred bytes.
-const maxAwarenessState = 1 << 20
+// maxAwarenessState caps one peer's state (JupyterLab's are a few hundred bytes) and
+// maxAwarenessPeers the live peers of a room: awareness is anyone's to write.
+const (
+	maxAwarenessState = 64 << 10
+	maxAwarenessPeers = 1000
+)
 
 // AwarenessUser is the "user" field JupyterLab puts in awareness states.
 type AwarenessUser struct {
@@ -34,12 +38,13 @@ type AwarenessUser struct {
 
 // Peer is one remote awareness entry.
 type Peer struct {
-	ClientID uint64
-	Clock    uint64
-	State    json.RawMessage // the JSON state object
-	User     *AwarenessUser  // parsed from State["user"], nil when absent
-	Since    time.Time       // when the entry first appeared
-	Updated  time.Time       // when it was last renewed
+	ClientID  uint64
+	Clock     uint64
+	State     json.RawMessage // the JSON state object
+	User      *AwarenessUser  // parsed from State["user"], nil when absent
+	Since     time.Time       // when the entry first appeared
+	Updated   time.Time       // when it was last renewed
+	CursorsAt time.Time       // when its "cursors" last changed (JupyterLab never clears them on blur)
 }
 
 // AwarenessChange reports which clients were added, updated (state changed) or removed.
@@ -53,10 +58,31 @@ func (c AwarenessChange) Empty() bool {
 }
 
 type awarenessEntry struct {
-	clock   uint64
-	state   json.RawMessage // nil: removed (tombstone keeps the clock)
-	since   time.Time
-	updated time.Time
+	clock     uint64
+	state     json.RawMessage // nil: removed (tombstone keeps the clock)
+	user      *AwarenessUser  // parsed once from state
+	cursors   string          // the state's "cursors", to notice when they move
+	cursorsAt time.Time       // when they last moved
+	since     time.Time
+	updated   time.Time
+}
+
+// parse reads the parts of a new state that are looked at often.
+func (e *awarenessEntry) parse(now time.Time) {
+	var s struct {
+		User    *AwarenessUser  `json:"user"`
+		Cursors json.RawMessage `json:"cursors"`
+	}
+	e.user = nil
+	if json.Unmarshal(e.state, &s) != nil {
+		return
+	}
+	if s.User != nil && s.User.Username != "" {
+		e.user = s.User
+	}
+	if c := string(s.Cursors); c != e.cursors {
+		e.cursors, e.cursorsAt = c, now
+	}
 }
 
 // Awareness holds the local state and every peer's.
@@ -111,6 +137,15 @@ func (a *Awareness) ClearLocal(now time.Time) []byte {
 	a.localClock++
 	a.localSent = now
 	return encodeAwareness([]awarenessRecord{{a.clientID, a.localClock, nil}})
+}
+
+// Goodbye returns a null state for the current client id, keeping the local state (to announce
+// it under a new id after a Reset): peers drop the old id at once instead of after a timeout.
+func (a *Awareness) Goodbye() []byte {
+	if a.local == nil {
+		return nil
+	}
+	return encodeAwareness([]awarenessRecord{{a.clientID, a.localClock + 1, nil}})
 }
 
 // Refresh re-announces the local state with a higher clock (peers ignore equal clocks). Used
@@ -172,6 +207,9 @@ func (a *Awareness) Apply(update []byte, now time.Time) (AwarenessChange, []byte
 	var reply []byte
 	for _, r := range records {
 		if r.client == a.clientID {
+			if r.clock > maxSafeInt {
+				continue // a JS peer could not count past it, and ours would wrap
+			}
 			// Never let a peer remove or replace the local state: re-assert it with a higher clock
 			// when someone sent a newer state for our id, or a null at our clock. The server
 			// echoes our own frames back to us (same clock, our state): those are ignored, or the
@@ -201,16 +239,52 @@ func (a *Awareness) Apply(update []byte, now time.Time) (AwarenessChange, []byte
 			}
 			e.clock, e.state, e.updated = r.clock, nil, now
 		case e == nil || e.state == nil:
-			a.peers[r.client] = &awarenessEntry{clock: r.clock, state: r.state, since: now, updated: now}
+			if a.live() >= maxAwarenessPeers {
+				continue // a flood of fake peers: the ones already here stay visible
+			}
+			ne := &awarenessEntry{clock: r.clock, state: r.state, since: now, updated: now}
+			ne.parse(now)
+			a.peers[r.client] = ne
 			ch.Added = append(ch.Added, r.client)
 		default:
 			if !bytes.Equal(e.state, r.state) {
 				ch.Updated = append(ch.Updated, r.client)
+				e.state = r.state
+				e.parse(now)
 			}
-			e.clock, e.state, e.updated = r.clock, r.state, now
+			e.clock, e.updated = r.clock, now
 		}
 	}
 	return ch, reply, nil
+}
+
+// Users returns the user of every live peer that has one (cheaper than Peers).
+func (a *Awareness) Users() map[uint64]AwarenessUser {
+	out := make(map[uint64]AwarenessUser, len(a.peers))
+	for id, e := range a.peers {
+		if e.state != nil && e.user != nil {
+			out[id] = *e.user
+		}
+	}
+	return out
+}
+
+// Since returns when a live peer first appeared.
+func (a *Awareness) Since(id uint64) time.Time {
+	if e := a.peers[id]; e != nil {
+		return e.since
+	}
+	return time.Time{}
+}
+
+func (a *Awareness) live() int {
+	n := 0
+	for _, e := range a.peers {
+		if e.state != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // Peers returns the live remote entries ordered by client id.
@@ -225,12 +299,10 @@ func (a *Awareness) Peers() []Peer {
 	out := make([]Peer, 0, len(ids))
 	for _, id := range ids {
 		e := a.peers[id]
-		p := Peer{ClientID: id, Clock: e.clock, State: append(json.RawMessage(nil), e.state...), Since: e.since, Updated: e.updated}
-		var s struct {
-			User *AwarenessUser `json:"user"`
-		}
-		if json.Unmarshal(e.state, &s) == nil && s.User != nil && s.User.Username != "" {
-			p.User = s.User
+		p := Peer{ClientID: id, Clock: e.clock, State: append(json.RawMessage(nil), e.state...), Since: e.since, Updated: e.updated, CursorsAt: e.cursorsAt}
+		if e.user != nil {
+			u := *e.user
+			p.User = &u
 		}
 		out = append(out, p)
 	}

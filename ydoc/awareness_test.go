@@ -338,3 +338,52 @@ func TestAwarenessEncodeDecode(t *testing.T) {
 		t.Fatalf("empty update = %v, %v", got, err)
 	}
 }
+
+// Awareness is anyone's to write: a flood of peers stops at the cap (those already here stay),
+// and a clock for our own id past JavaScript's integers is ignored (ours would wrap).
+func TestAwarenessLimits(t *testing.T) {
+	now := time.Unix(1000, 0)
+	a := NewAwareness(7)
+	if _, err := a.SetLocal(map[string]any{"user": map[string]any{"username": "me"}}, now); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < maxAwarenessPeers+50; i++ {
+		if _, _, err := a.Apply(EncodeAwarenessUpdate(uint64(100+i), 1, json.RawMessage(`{"user":{"username":"u"}}`)), now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(a.Peers()); n != maxAwarenessPeers {
+		t.Errorf("%d live peers, want the cap %d", n, maxAwarenessPeers)
+	}
+	if u := a.Users(); u[100].Username != "u" {
+		t.Errorf("the first peer's user: %+v", u[100])
+	}
+	_, reply, _ := a.Apply(EncodeAwarenessUpdate(7, 1<<60, json.RawMessage(`{"user":{"username":"fake"}}`)), now)
+	if reply != nil {
+		t.Errorf("a clock of 2^60 for our id was adopted: we re-announced %x", reply)
+	}
+	if next := a.Refresh(now); next == nil {
+		t.Fatal("no local state")
+	}
+}
+
+func TestAwarenessCursorsMovedAt(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	a := NewAwareness(7)
+	apply := func(clock uint64, state string, at time.Time) {
+		t.Helper()
+		if _, _, err := a.Apply(EncodeAwarenessUpdate(9, clock, json.RawMessage(state)), at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(1, `{"user":{"username":"u"},"cursors":[1]}`, t0)
+	apply(2, `{"user":{"username":"u"},"cursors":[1]}`, t0.Add(time.Minute))              // renewal
+	apply(3, `{"user":{"username":"u","name":"x"},"cursors":[1]}`, t0.Add(2*time.Minute)) // other field
+	if at := a.Peers()[0].CursorsAt; !at.Equal(t0) {
+		t.Errorf("cursors unchanged since %v, reported moved at %v", t0, at)
+	}
+	apply(4, `{"user":{"username":"u"},"cursors":[2]}`, t0.Add(3*time.Minute))
+	if at := a.Peers()[0].CursorsAt; !at.Equal(t0.Add(3 * time.Minute)) {
+		t.Errorf("cursors moved at %v, reported %v", t0.Add(3*time.Minute), at)
+	}
+}

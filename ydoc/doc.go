@@ -71,6 +71,8 @@ type Doc struct {
 	// set by the library's event handlers during a transaction (engine lock held)
 	lastUpdate []byte
 	change     *Change
+
+	undo undoState // the agent's undoable edits (undo.go)
 }
 
 // NewDoc creates an empty replica. clientID must be non-zero (the server rebuilds rooms with
@@ -107,9 +109,14 @@ func NewDoc(kind Kind, clientID uint32, log zerolog.Logger) (*Doc, error) {
 			}
 		}))
 		d.yd.On("afterTransaction", y.NewObserverHandler(func(v ...any) {
-			if tr, ok := v[0].(*y.Transaction); ok && d.change != nil {
+			tr, ok := v[0].(*y.Transaction)
+			if !ok {
+				return
+			}
+			if d.change != nil {
 				d.observe(tr)
 			}
+			d.recordUndo(tr)
 		}))
 		return nil
 	})
@@ -240,7 +247,10 @@ func (d *Doc) Transact(fn func(*Txn) error) ([]byte, Change, error) {
 	err := d.run(func() error {
 		d.change = &change
 		d.lastUpdate = nil
-		defer func() { d.change = nil }()
+		defer func() {
+			change.Undoable = d.undo.mode != undoOff
+			d.change, d.undo.mode = nil, undoOff
+		}()
 		d.yd.Transact(func(tr *y.Transaction) {
 			// A panic must not escape the library's Transact: it has no deferred cleanup and
 			// would wedge the doc. Recover here, let the transaction finish, then re-panic so
@@ -278,6 +288,9 @@ type Change struct {
 	State    []string     // state keys changed (dirty, path, hash, document_id, ...)
 	Text     bool         // a text document's source changed
 	Clients  []uint64     // client ids that contributed new items
+	// Undoable marks the agent's own edits (and its undos and redos): the points a document
+	// history is worth keeping.
+	Undoable bool
 }
 
 // CellChange lists the fields of one cell that changed.
@@ -295,6 +308,7 @@ func (c Change) Empty() bool {
 // Merge folds a later change into c.
 func (c *Change) Merge(o Change) {
 	c.Local = c.Local || o.Local
+	c.Undoable = c.Undoable || o.Undoable
 	c.EditID = 0 // a merge is no single edit's
 	c.Inserted = append(c.Inserted, o.Inserted...)
 	c.Deleted = append(c.Deleted, o.Deleted...)

@@ -75,6 +75,19 @@ func (d *Doc) Notebook() (Notebook, error) {
 	return nb, err
 }
 
+// Header returns the notebook without its cells (nbformat versions and metadata).
+func (d *Doc) Header() (Notebook, error) {
+	if d.kind != KindNotebook {
+		return Notebook{}, ErrWrongKind
+	}
+	var nb Notebook
+	err := d.run(func() error {
+		nb = d.readNotebookHeader()
+		return nil
+	})
+	return nb, err
+}
+
 // CellIDs returns the ids of the cells in order.
 func (d *Doc) CellIDs() []string {
 	if d.kind != KindNotebook {
@@ -136,6 +149,14 @@ func (d *Doc) cellMapsNow() []*y.YMap {
 }
 
 func (d *Doc) readNotebook() Notebook {
+	nb := d.readNotebookHeader()
+	for _, m := range d.cellMapsNow() {
+		nb.Cells = append(nb.Cells, readCell(m))
+	}
+	return nb
+}
+
+func (d *Doc) readNotebookHeader() Notebook {
 	nb := Notebook{NBFormat: 4, NBFormatMinor: 5, Metadata: map[string]any{}}
 	if v, ok := mapGet(d.meta, "nbformat"); ok {
 		if n, ok := asInt(v); ok {
@@ -151,9 +172,6 @@ func (d *Doc) readNotebook() Notebook {
 		if m, ok := fromAny(v).(map[string]any); ok {
 			nb.Metadata = m
 		}
-	}
-	for _, m := range d.cellMapsNow() {
-		nb.Cells = append(nb.Cells, readCell(m))
 	}
 	return nb
 }

@@ -92,6 +92,14 @@ func (d *Doc) RelativePosition(cellID string, index int) (RelPos, error) {
 // document, a deleted cell, not yet received).
 func (d *Doc) ResolvePosition(rp RelPos) (cellID string, index int, ok bool) {
 	_ = d.run(func() error {
+		// Positions come from other people's awareness: anything y-crdt would choke on (ids out
+		// of JavaScript's integer range, clients this replica never saw, clocks beyond what it
+		// holds) points nowhere.
+		for _, id := range []*ItemID{rp.Type, rp.Item} {
+			if id != nil && !d.knownID(*id) {
+				return nil
+			}
+		}
 		var rel y.RelativePosition
 		if rp.Type != nil {
 			rel.Type = &y.ID{Client: int(rp.Type.Client), Clock: int(rp.Type.Clock)}
@@ -134,4 +142,18 @@ func (d *Doc) ResolvePosition(rp RelPos) (cellID string, index int, ok bool) {
 		return nil
 	})
 	return cellID, index, ok
+}
+
+// maxSafeInt is JavaScript's Number.MAX_SAFE_INTEGER: Yjs ids never exceed it.
+const maxSafeInt = 1<<53 - 1
+
+// knownID reports whether an item id is one this replica holds (engine lock held).
+func (d *Doc) knownID(id ItemID) bool {
+	if id.Client > maxSafeInt || id.Clock > maxSafeInt {
+		return false
+	}
+	if _, ok := d.yd.Store.Clients[int(id.Client)]; !ok {
+		return false
+	}
+	return int(id.Clock) < y.GetState(d.yd.Store, int(id.Client))
 }

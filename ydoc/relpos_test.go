@@ -68,3 +68,29 @@ func TestRelativePositionsFollowEdits(t *testing.T) {
 		t.Errorf("end of a text file with assoc -1 resolves to %d %v, want 0", idx, ok)
 	}
 }
+
+// Cursors come from anyone's awareness: ids y-crdt would panic on resolve to nothing, and the
+// replica stays usable.
+func TestResolvePositionRejectsForeignIDs(t *testing.T) {
+	d := newTestDoc(t, KindNotebook)
+	transact(t, d, func(tx *Txn) error { return tx.InsertCells(0, []Cell{{ID: "a", Source: "hello"}}) })
+	good, _ := d.RelativePosition("a", 2)
+	for _, rp := range []RelPos{
+		{Item: &ItemID{Client: 424242, Clock: 1 << 63}},
+		{Item: &ItemID{Client: 424242, Clock: 3}},
+		{Type: &ItemID{Client: 424242, Clock: 1 << 63}},
+		{Item: &ItemID{Client: good.Item.Client, Clock: 1 << 40}},
+		{Item: &ItemID{Client: 1 << 60, Clock: 0}},
+	} {
+		if _, _, ok := d.ResolvePosition(rp); ok {
+			t.Errorf("%+v resolved", rp)
+		}
+	}
+	if d.Err() != nil {
+		t.Fatalf("the replica broke: %v", d.Err())
+	}
+	if cell, idx, ok := d.ResolvePosition(good); !ok || cell != "a" || idx != 2 {
+		t.Errorf("a good position after the bad ones: %q %d %v", cell, idx, ok)
+	}
+	transact(t, d, func(tx *Txn) error { return tx.SetSource(0, "hello!") })
+}

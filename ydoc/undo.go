@@ -1,0 +1,368 @@
+package ydoc
+
+import (
+	"errors"
+
+	y "github.com/skyterra/y-crdt"
+)
+
+// Undo of the agent's own edits, as Yjs's UndoManager does it: an edit marked undoable records
+// the items it inserted and the ones it deleted (kept from garbage collection); undoing deletes
+// the former and re-creates the latter where they were. Other people's edits — including text
+// typed inside or around the agent's — are untouched, because they are other items.
+//
+// y-crdt has an UndoManager, but it cannot be used as is: popping never shortens its stacks,
+// its redo copies a shared type with a deep structural copy of the whole document graph
+// (ContentType.Copy), and it re-creates deleted items in random map order (a text comes back
+// shuffled). The stack bookkeeping and the re-creation are ours; the item primitives are the
+// library's.
+
+// MaxUndo bounds the undo stack (the oldest steps are forgotten).
+const MaxUndo = 100
+
+// ErrNothingToUndo / ErrNothingToRedo are returned when the stack has nothing that still
+// changes the document.
+var (
+	ErrNothingToUndo = errors.New("ydoc: nothing to undo")
+	ErrNothingToRedo = errors.New("ydoc: nothing to redo")
+)
+
+type undoMode int
+
+const (
+	undoOff       undoMode = iota
+	undoRecording          // an undoable edit
+	undoUndoing            // its changes go to the redo stack
+	undoRedoing            // its changes go back to the undo stack
+)
+
+type stackItem struct {
+	insertions, deletions *y.DeleteSet
+}
+
+type undoState struct {
+	undo, redo []*stackItem
+	mode       undoMode // of the transaction running
+}
+
+// Undoable marks the transaction as an edit the agent may undo later.
+func (tx *Txn) Undoable() {
+	if tx.d.undo.mode == undoOff {
+		tx.d.undo.mode = undoRecording
+	}
+}
+
+// UndoDepth returns how many undo and redo steps are recorded.
+func (d *Doc) UndoDepth() (undo, redo int) { return len(d.undo.undo), len(d.undo.redo) }
+
+// Undo reverts the most recent undoable edit that still changes something (the edit's items may
+// all have been deleted by someone else meanwhile: it is skipped). It must be the transaction's
+// only operation.
+func (tx *Txn) Undo() error {
+	if !tx.pop(&tx.d.undo.undo, undoUndoing) {
+		return ErrNothingToUndo
+	}
+	return nil
+}
+
+// Redo re-applies the most recently undone edit.
+func (tx *Txn) Redo() error {
+	if !tx.pop(&tx.d.undo.redo, undoRedoing) {
+		return ErrNothingToRedo
+	}
+	return nil
+}
+
+// undoScope is what undo may touch: the cells, or the text; never the state map.
+func (d *Doc) undoScope() y.IAbstractType {
+	if d.kind == KindNotebook {
+		return d.cells
+	}
+	return d.source
+}
+
+// inScope reports whether a changed type is the scope or inside it.
+func inScope(scope, t y.IAbstractType) bool {
+	for t != nil {
+		if t == scope {
+			return true
+		}
+		it := t.GetItem()
+		if it == nil {
+			return false
+		}
+		t, _ = it.Parent.(y.IAbstractType)
+	}
+	return false
+}
+
+// recordUndo runs after every transaction (engine lock held): an undoable edit, an undo or a
+// redo that changed the scope becomes a stack item, and what it deleted is kept.
+func (d *Doc) recordUndo(tr *y.Transaction) {
+	mode := d.undo.mode
+	if mode == undoOff || tr.Origin != originLocal {
+		return
+	}
+	scope := d.undoScope()
+	touched := false
+	for key := range tr.Changed {
+		if t, ok := key.(y.IAbstractType); ok && inScope(scope, t) {
+			touched = true
+			break
+		}
+	}
+	if !touched {
+		return
+	}
+	insertions := y.NewDeleteSet()
+	for client, end := range tr.AfterState {
+		if start := tr.BeforeState[client]; end > start {
+			y.AddToDeleteSet(insertions, client, start, end-start)
+		}
+	}
+	item := &stackItem{insertions: insertions, deletions: y.MergeDeleteSets([]*y.DeleteSet{tr.DeleteSet})}
+	switch mode {
+	case undoRecording:
+		d.undo.undo = append(d.undo.undo, item)
+		d.forget(tr, &d.undo.redo, len(d.undo.redo)) // a new edit ends the redo history
+	case undoUndoing:
+		d.undo.redo = append(d.undo.redo, item)
+	case undoRedoing:
+		d.undo.undo = append(d.undo.undo, item)
+	}
+	y.IterateDeletedStructs(tr, tr.DeleteSet, func(s y.IAbstractStruct) {
+		if it, ok := s.(*y.Item); ok && y.IsParentOf(scope, it) {
+			y.KeepItem(it, true)
+		}
+	})
+	if n := len(d.undo.undo) - MaxUndo; n > 0 {
+		d.forget(tr, &d.undo.undo, n)
+	}
+}
+
+// forget drops the n oldest items of a stack, letting what they kept be collected.
+func (d *Doc) forget(tr *y.Transaction, stack *[]*stackItem, n int) {
+	scope := d.undoScope()
+	for _, si := range (*stack)[:n] {
+		y.IterateDeletedStructs(tr, si.deletions, func(s y.IAbstractStruct) {
+			if it, ok := s.(*y.Item); ok && y.IsParentOf(scope, it) {
+				y.KeepItem(it, false)
+			}
+		})
+	}
+	*stack = append((*stack)[:0], (*stack)[n:]...)
+}
+
+// pop reverts stack items, newest first, until one changes the document.
+func (tx *Txn) pop(stack *[]*stackItem, mode undoMode) bool {
+	d, tr := tx.d, tx.tr
+	store := tr.Doc.Store
+	scope := d.undoScope()
+	d.undo.mode = mode
+	for len(*stack) > 0 {
+		si := (*stack)[len(*stack)-1]
+		*stack = (*stack)[:len(*stack)-1]
+		var toDelete []*y.Item
+		y.IterateDeletedStructs(tr, si.insertions, func(s y.IAbstractStruct) {
+			it, ok := s.(*y.Item)
+			if !ok {
+				return
+			}
+			if it.Redone != nil {
+				item, diff := y.FollowRedone(store, it.ID)
+				if item != nil && diff > 0 {
+					item = y.GetItemCleanStart(tr, y.GenID(item.ID.Client, item.ID.Clock+diff))
+				}
+				it = item
+			}
+			if it != nil && !it.Deleted() && y.IsParentOf(scope, it) {
+				toDelete = append(toDelete, it)
+			}
+		})
+		redo := map[*y.Item]bool{}
+		y.IterateDeletedStructs(tr, si.deletions, func(s y.IAbstractStruct) {
+			// Structs inserted and deleted by the same edit are never re-created.
+			if it, ok := s.(*y.Item); ok && y.IsParentOf(scope, it) && !y.IsDeleted(si.insertions, &it.ID) {
+				redo[it] = true
+			}
+		})
+		performed := false
+		for _, it := range documentOrder(redo) {
+			if redoItem(tr, it, redo) != nil {
+				performed = true
+			}
+		}
+		for i := len(toDelete) - 1; i >= 0; i-- {
+			if !toDelete[i].Deleted() {
+				deleteItemDeep(tr, toDelete[i])
+				performed = true
+			}
+		}
+		if performed {
+			return true
+		}
+	}
+	return false
+}
+
+// documentOrder orders items to re-create left to right within each list (an item goes back
+// next to its re-created left neighbour), parents before children.
+func documentOrder(items map[*y.Item]bool) []*y.Item {
+	var out []*y.Item
+	seen := map[y.IAbstractType]bool{}
+	depth := func(it *y.Item) int {
+		n := 0
+		for p, _ := it.Parent.(y.IAbstractType); p != nil && p.GetItem() != nil; p, _ = p.GetItem().Parent.(y.IAbstractType) {
+			n++
+		}
+		return n
+	}
+	byDepth := map[int][]y.IAbstractType{}
+	maxDepth := 0
+	for it := range items {
+		p, ok := it.Parent.(y.IAbstractType)
+		if !ok || seen[p] {
+			continue
+		}
+		seen[p] = true
+		dp := depth(it)
+		byDepth[dp] = append(byDepth[dp], p)
+		maxDepth = max(maxDepth, dp)
+	}
+	for dp := 0; dp <= maxDepth; dp++ {
+		for _, p := range byDepth[dp] {
+			for n := p.StartItem(); n != nil; n = n.Right { // list items, in order
+				if items[n] {
+					out = append(out, n)
+				}
+			}
+			for _, last := range p.GetMap() { // map entries: every value a key ever had
+				for n := last; n != nil; n = n.Left {
+					if items[n] {
+						out = append(out, n)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// redoItem re-creates a deleted item where it was (Yjs's redoItem), re-creating its parent
+// first when that was deleted too and is to be re-created.
+func redoItem(tr *y.Transaction, item *y.Item, redo map[*y.Item]bool) *y.Item {
+	if item.Redone != nil {
+		return y.GetItemCleanStart(tr, *item.Redone)
+	}
+	own := tr.Doc.ClientID
+	parentType, ok := item.Parent.(y.IAbstractType)
+	if !ok {
+		return nil
+	}
+	parentItem := parentType.GetItem()
+	var left, right *y.Item
+	if item.ParentSub == "" {
+		left, right = item.Left, item
+	} else {
+		// A map value comes back as the current value, unless someone else set the key since.
+		left = item
+		for left.Right != nil {
+			left = left.Right
+			if left.ID.Client != own {
+				return nil
+			}
+		}
+	}
+	if parentItem != nil && parentItem.Deleted() && parentItem.Redone == nil {
+		if !redo[parentItem] || redoItem(tr, parentItem, redo) == nil {
+			return nil
+		}
+	}
+	if parentItem != nil && parentItem.Redone != nil {
+		for parentItem.Redone != nil {
+			parentItem = y.GetItemCleanStart(tr, *parentItem.Redone)
+		}
+		// The neighbours to insert between are their re-created copies in the new parent.
+		inNewParent := func(n *y.Item) *y.Item {
+			for n != nil && parentOf(n) != parentItem {
+				if n.Redone == nil {
+					return nil
+				}
+				n = y.GetItemCleanStart(tr, *n.Redone)
+			}
+			return n
+		}
+		if item.ParentSub == "" {
+			for left != nil {
+				if t := inNewParent(left); t != nil {
+					left = t
+					break
+				}
+				left = left.Left
+			}
+			for right != nil {
+				if t := inNewParent(right); t != nil {
+					right = t
+					break
+				}
+				right = right.Right
+			}
+		} else {
+			left = nil // a map entry of a re-created map: the map is empty
+			if cur, ok := parentItemType(parentItem).GetMap()[item.ParentSub]; ok {
+				left = cur
+			}
+		}
+	}
+	content := copyContent(item.Content)
+	if content == nil {
+		return nil
+	}
+	parent := parentType
+	if parentItem != nil {
+		parent = parentItemType(parentItem)
+	}
+	if parent == nil {
+		return nil
+	}
+	id := y.GenID(own, y.GetState(tr.Doc.Store, own))
+	redone := y.NewItem(id, left, y.GetItemLastID(left), right, y.GetItemID(right), parent, item.ParentSub, content)
+	item.Redone = &redone.ID
+	y.KeepItem(redone, true)
+	redone.Integrate(tr, 0)
+	return redone
+}
+
+func parentOf(n *y.Item) *y.Item {
+	if p, ok := n.Parent.(y.IAbstractType); ok {
+		return p.GetItem()
+	}
+	return nil
+}
+
+func parentItemType(it *y.Item) y.IAbstractType {
+	if ct, ok := it.Content.(*y.ContentType); ok {
+		return ct.Type
+	}
+	return nil
+}
+
+// copyContent copies an item's content for re-creation: a shared type comes back empty (its
+// children are re-created one by one), values are copied.
+func copyContent(c y.IAbstractContent) y.IAbstractContent {
+	switch c := c.(type) {
+	case *y.ContentType:
+		switch c.Type.(type) {
+		case *y.YText:
+			return y.NewContentType(y.NewYText(""))
+		case *y.YMap:
+			return y.NewContentType(y.NewYMap(nil))
+		case *y.YArray:
+			return y.NewContentType(y.NewYArray())
+		}
+		return nil
+	case *y.ContentString, *y.ContentAny, *y.ContentBinary, *y.ContentJson:
+		return c.Copy()
+	}
+	return nil // collected (ContentDeleted) or kinds Jupyter documents do not use
+}
