@@ -544,6 +544,9 @@ func (j *Job) update(fn func()) {
 type RunOptions struct {
 	StopOnError bool
 	KernelName  string // override the notebook's kernelspec when a kernel must be started
+	// ForkID runs the cells of a fork of the notebook (outputs go into the fork), in the
+	// notebook's kernel.
+	ForkID string
 }
 
 // ErrUnknownJob is returned for job ids the executor does not know (or no longer keeps).
@@ -561,7 +564,12 @@ func (x *Executor) Start(ctx context.Context, path string, cellIDs []string, opt
 			release()
 		}
 	}()
-	room, err := x.opts.Manager.Open(ctx, path, ydoc.KindNotebook)
+	var room *Room
+	if opts.ForkID != "" {
+		room, err = x.opts.Manager.OpenFork(ctx, path, ydoc.KindNotebook, opts.ForkID)
+	} else {
+		room, err = x.opts.Manager.Open(ctx, path, ydoc.KindNotebook)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -184,6 +184,11 @@ func (l *roomLoop) handle(out ydoc.Output) {
 		if c.EditID != 0 {
 			l.versions[c.EditID] = seq
 		}
+		if l.snaps != nil && l.ready {
+			if err := l.snaps.observe(l.sess.Doc(), c, l.hist.versionAt(seq), authors, now, false); err != nil {
+				l.log.Warn().Err(err).Msg("could not record a version")
+			}
+		}
 		l.r.emit(Event{Path: l.r.opts.Path, Kind: EventChanged, Time: now, Change: c, Authors: authors, Version: l.hist.versionAt(seq)})
 	}
 	for _, d := range out.Done {
@@ -191,6 +196,11 @@ func (l *roomLoop) handle(out ydoc.Output) {
 	}
 	if out.Synced {
 		l.ready = true
+		if l.snaps != nil {
+			if err := l.snaps.observe(l.sess.Doc(), ydoc.Change{}, l.hist.version(), nil, now, true); err != nil {
+				l.log.Warn().Err(err).Msg("could not record the joined version")
+			}
+		}
 		l.awayFrom = time.Time{}
 		l.lastSync = now
 		l.resetsNoSync, l.brokenNoSync, l.initErrors = 0, 0, 0
@@ -260,6 +270,9 @@ func (l *roomLoop) tick(now time.Time) error {
 			l.publishInfo()
 			l.r.emit(Event{Path: l.r.opts.Path, Kind: EventAwareness, Time: now})
 		}
+	}
+	if l.snaps != nil && l.snaps.dirty && now.Sub(l.lastSave) >= 10*time.Second {
+		l.queueSave()
 	}
 	if l.sess.Synced() && now.Sub(l.lastSync) >= l.r.opts.ResyncInterval {
 		l.lastSync = now
@@ -442,4 +455,19 @@ func (l *roomLoop) authorsOf(c ydoc.Change) []string {
 		}
 	}
 	return out
+}
+
+// queueSave hands the saver the history as it is now (replacing an image not yet written).
+func (l *roomLoop) queueSave() {
+	if l.saveCh == nil || !l.snaps.dirty {
+		return
+	}
+	img := l.snaps.image(l.r.opts.Path)
+	l.snaps.dirty = false
+	l.lastSave = l.r.opts.Now()
+	select {
+	case <-l.saveCh:
+	default:
+	}
+	l.saveCh <- img
 }

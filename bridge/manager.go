@@ -56,14 +56,18 @@ type Manager struct {
 	// global room's fields), so a slower older update never lands after a newer one.
 	publishMu sync.Mutex
 	presence  Presence // the agent's status and activity, for every room
-	global   *Room    // the global awareness room, when joined
-	current  string   // the document the agent touched last, as JupyterLab names it
-	shown    string   // the "current" last published (empty once that room closed)
+	global    *Room    // the global awareness room, when joined
+	// forkBases holds, for each fork this sidecar created, the document's state vector at the
+	// time: a merge is refused when the document no longer contains it (it was rebuilt).
+	forkBases map[string]ydoc.StateVector
+	current   string // the document the agent touched last, as JupyterLab names it
+	shown     string // the "current" last published (empty once that room closed)
 }
 
 type roomKey struct {
 	path string
 	kind ydoc.Kind
+	fork string // a fork room of the document; "" for the document's own room
 }
 
 // NewManager validates options. It starts nothing; Run does.
@@ -124,7 +128,7 @@ func (m *Manager) Open(ctx context.Context, path string, kind ydoc.Kind) (*Room,
 	if err != nil {
 		return nil, err
 	}
-	key := roomKey{path, kind}
+	key := roomKey{path: path, kind: kind}
 	if m.life.Err() != nil {
 		return nil, ErrManagerStopped
 	}
@@ -260,6 +264,10 @@ func (m *Manager) start(key roomKey) (*Room, error) {
 	opts.Path, opts.Kind, opts.Server, opts.Logger = key.path, key.kind, m.opts.Server, m.log
 	opts.OnEvent = m.hub.publish
 	opts.Presence = m.presence
+	if key.fork != "" {
+		opts.Fork, opts.ForkAlive = key.fork, m.forkAlive(key)
+		opts.HistoryDir = "" // forks live in server memory: their history would outlive them
+	}
 	room, err := NewRoom(opts)
 	if err != nil {
 		return nil, err
@@ -298,15 +306,17 @@ func (m *Manager) Get(path string, kind ydoc.Kind) *Room {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.rooms[roomKey{path, kind}]
+	return m.rooms[roomKey{path: path, kind: kind}]
 }
 
-// Rooms returns the open rooms ordered by path.
+// Rooms returns the open document rooms (not forks) ordered by path.
 func (m *Manager) Rooms() []*Room {
 	m.mu.Lock()
 	out := make([]*Room, 0, len(m.rooms))
-	for _, r := range m.rooms {
-		out = append(out, r)
+	for k, r := range m.rooms {
+		if k.fork == "" {
+			out = append(out, r)
+		}
 	}
 	m.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Path() < out[j].Path() })
@@ -345,8 +355,14 @@ func (m *Manager) closeIdle() {
 	cutoff := time.Now().Add(-m.opts.IdleTimeout)
 	var idle []*Room
 	m.mu.Lock()
+	hasForks := map[roomKey]bool{} // a document stays joined while a fork of it is: forks are checked against it
+	for key := range m.rooms {
+		if key.fork != "" {
+			hasForks[roomKey{path: key.path, kind: key.kind}] = true
+		}
+	}
 	for key, r := range m.rooms {
-		if r.LastUsed().Before(cutoff) && r.hub.count() == 0 {
+		if r.LastUsed().Before(cutoff) && r.hub.count() == 0 && !hasForks[key] {
 			delete(m.rooms, key) // out of the table first: a concurrent Open starts a fresh room
 			idle = append(idle, r)
 		}
@@ -418,6 +434,9 @@ func (m *Manager) updateGlobal() {
 	docs := []string{}
 	open := false
 	for k := range m.rooms {
+		if k.fork != "" {
+			continue
+		}
 		docs = append(docs, k.path)
 		open = open || CurrentString(k.path, k.kind) == current
 	}
@@ -477,6 +496,14 @@ func (m *Manager) setPresenceLocked(ctx context.Context, p Presence) error {
 		}
 	}
 	return first
+}
+
+// User is how the agent appears to collaborators.
+func (m *Manager) User() ydoc.AwarenessUser {
+	if m.opts.Room.User.Username == "" {
+		return DefaultUser()
+	}
+	return m.opts.Room.User
 }
 
 // Presence returns the agent's status and activity.

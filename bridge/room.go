@@ -77,6 +77,15 @@ type RoomOptions struct {
 	// Transient is the id of an awareness-only room (JupyterLab:globalAwareness): no document
 	// session, no file; Path and Kind are then only labels.
 	Transient string
+	// Fork is the id of a fork room (of the document Path): it is joined directly, without a
+	// document session, and ForkAlive is asked before every (re)connect, because joining a fork
+	// the server no longer has would silently create an empty room.
+	Fork      string
+	ForkAlive func(ctx context.Context) error
+	// HistoryBudget bounds the bytes of restorable versions kept (32 MiB); HistoryDir, when
+	// set, keeps them on disk across restarts.
+	HistoryBudget int
+	HistoryDir    string
 
 	MinBackoff       time.Duration // first reconnect delay (250ms)
 	MaxBackoff       time.Duration // reconnect delay cap (30s)
@@ -115,6 +124,9 @@ func (o *RoomOptions) defaults() error {
 	def(&o.HandshakeTimeout, 15*time.Second)
 	def(&o.WriteTimeout, 10*time.Second)
 	def(&o.TickInterval, time.Second)
+	if o.HistoryBudget <= 0 {
+		o.HistoryBudget = 32 << 20
+	}
 	if o.NewClientID == nil {
 		o.NewClientID = randomClientID
 	}
@@ -529,11 +541,29 @@ func (r *Room) Run(ctx context.Context) error {
 		r.finish(err)
 		return err
 	}
+	saved := make(chan struct{})
+	if l.saveCh != nil {
+		go func() { // the history saver: file IO off the room goroutine
+			defer close(saved)
+			for img := range l.saveCh {
+				if err := saveSnapshots(l.snapFile, img); err != nil {
+					r.log.Warn().Err(err).Msg("could not save the document history")
+				}
+			}
+		}()
+	} else {
+		close(saved)
+	}
 	err = l.run(ctx)
 	if ctx.Err() != nil && !isPermanent(err) {
 		err = nil
 	}
 	l.stop(err)
+	if l.saveCh != nil {
+		l.queueSave()
+		close(l.saveCh)
+	}
+	<-saved
 	r.finish(err)
 	return err
 }
@@ -597,6 +627,11 @@ type roomLoop struct {
 	presence Presence       // the agent's status and activity
 	cursors  []jsonCursor   // the agent's cursors in this room
 	fields   map[string]any // extra awareness fields (global room: current, documents)
+
+	snaps    *snapshotStore    // restorable versions (nil for transient rooms)
+	snapFile string            // where they are saved ("" for memory only)
+	saveCh   chan snapshotFile // latest image for the saver goroutine
+	lastSave time.Time
 }
 
 func newRoomLoop(r *Room) (*roomLoop, error) {
@@ -615,6 +650,19 @@ func newRoomLoop(r *Room) (*roomLoop, error) {
 		hist:     newHistory(),
 		versions: map[uint64]uint64{},
 		saves:    map[uint64]chan saveResult{},
+	}
+	if r.opts.Transient == "" {
+		l.snaps = newSnapshotStore(r.opts.Kind, r.opts.HistoryBudget)
+		if r.opts.HistoryDir != "" {
+			l.snapFile = snapshotPath(r.opts.HistoryDir, r.opts.Path, r.opts.Kind)
+			loaded, err := loadSnapshots(l.snapFile, r.opts.Path, r.opts.Kind, r.opts.HistoryBudget)
+			if err != nil {
+				r.log.Warn().Err(err).Msg("saved history not loaded; starting a new one")
+			} else {
+				l.snaps = loaded
+			}
+			l.saveCh = make(chan snapshotFile, 1)
+		}
 	}
 	l.presence = r.opts.Presence
 	if l.presence.Status != PresenceOffline {
@@ -638,6 +686,20 @@ func (l *roomLoop) dial(ctx context.Context) (DocSession, Conn, error) {
 	resc := make(chan dialed, 1)
 	format, docType := l.format()
 	go func() {
+		if id := l.r.opts.Fork; id != "" {
+			if alive := l.r.opts.ForkAlive; alive != nil {
+				if err := alive(dctx); err != nil {
+					resc <- dialed{err: err}
+					return
+				}
+			}
+			conn, err := l.r.opts.Server.DialRoom(dctx, id, "")
+			if err != nil {
+				err = fmt.Errorf("join fork room %s: %w", id, err)
+			}
+			resc <- dialed{ds: DocSession{RoomID: id}, conn: conn, err: err}
+			return
+		}
 		if id := l.r.opts.Transient; id != "" { // awareness only: no document session
 			conn, err := l.r.opts.Server.DialRoom(dctx, id, "")
 			if err != nil {

@@ -29,6 +29,25 @@ type Server interface {
 	CreateDir(ctx context.Context, path string) error
 }
 
+// ForkServer is jupyter-collaboration's fork API. A Server may implement it; without it the
+// fork tools say forks are unavailable.
+type ForkServer interface {
+	// CreateFork forks a live room; synchronize keeps the root's updates flowing into the fork.
+	CreateFork(ctx context.Context, rootRoomID string, f ForkInfo) (forkID string, err error)
+	// ListForks returns a root room's forks by fork id.
+	ListForks(ctx context.Context, rootRoomID string) (map[string]ForkInfo, error)
+	// DeleteFork deletes a fork, merging its whole state into the root first when merge is set.
+	DeleteFork(ctx context.Context, forkID string, merge bool) error
+}
+
+// ForkInfo describes a fork as the server keeps it.
+type ForkInfo struct {
+	RootRoomID  string
+	Synchronize bool
+	Title       string
+	Description string
+}
+
 // DocSession identifies a document session on the server.
 type DocSession struct {
 	FileID    string

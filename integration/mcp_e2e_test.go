@@ -95,8 +95,8 @@ func runScenario(t *testing.T, ctx context.Context, c *MCPClient, name string, s
 	if err := c.Call(ctx, "listTools", nil, &tools); err != nil {
 		t.Fatal(err)
 	}
-	if len(tools.Tools) != 30 {
-		t.Errorf("%d tools listed, want 30", len(tools.Tools))
+	if len(tools.Tools) != 39 {
+		t.Errorf("%d tools listed, want 39", len(tools.Tools))
 	}
 	for _, tl := range tools.Tools {
 		for _, hint := range []string{"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"} {

@@ -222,7 +222,7 @@ func (s *Server) listDocuments(ctx context.Context, raw map[string]any) (result,
 }
 
 func (s *Server) openText(ctx context.Context, p string) (*bridge.Room, error) {
-	room, err := s.opts.Manager.Open(ctx, p, ydoc.KindText)
+	room, err := s.openRoom(ctx, p, ydoc.KindText)
 	if err != nil {
 		if errors.Is(err, bridge.ErrBadPath) {
 			return nil, invalid([]any{"path"}, "%v", err)
@@ -481,6 +481,7 @@ func (s *Server) textEdit(name string) func(ctx context.Context, raw map[string]
 		}
 		var length, cursor int
 		ed, err := room.Apply(ctx, func(tx *ydoc.Txn, h bridge.History, replaying bool) error {
+			tx.Undoable() // the agent may take it back (undo_last_edit)
 			text, err := tx.Text()
 			if err != nil {
 				return err

@@ -195,7 +195,7 @@ func (s *Server) batchExecute(ctx context.Context, raw map[string]any) (result, 
 
 // runAndWait starts a job and waits for it (sending progress), up to the timeout.
 func (s *Server) runAndWait(ctx context.Context, x *bridge.Executor, path string, ids []string, args execArgs) (result, error) {
-	job, err := x.Start(ctx, path, ids, bridge.RunOptions{StopOnError: boolOr(args.StopOnError, true), KernelName: args.KernelName})
+	job, err := x.Start(ctx, path, ids, bridge.RunOptions{StopOnError: boolOr(args.StopOnError, true), KernelName: args.KernelName, ForkID: forkFrom(ctx)})
 	if err != nil {
 		return result{}, err
 	}

@@ -406,6 +406,7 @@ func (s *Server) batchInsert(ctx context.Context, raw map[string]any) (result, e
 	var placed []placedCell
 	var count int
 	ed, err := room.Apply(ctx, func(tx *ydoc.Txn, h bridge.History, replaying bool) error {
+		tx.Undoable() // the agent may take it back (undo_last_edit)
 		current := tx.CellIDs()
 		todo := cells
 		if replaying { // cells that made it before the reset are already there
@@ -597,6 +598,7 @@ func (s *Server) batchUpdate(ctx context.Context, raw map[string]any) (result, e
 	var lastID string
 	var lastEnd int
 	ed, err := room.Apply(ctx, func(tx *ydoc.Txn, h bridge.History, replaying bool) error {
+		tx.Undoable() // the agent may take it back (undo_last_edit)
 		indices, ids, byIndex, err := resolve(tx, args.targetArgs)
 		if err != nil {
 			return err
@@ -748,6 +750,7 @@ func (s *Server) batchDelete(ctx context.Context, raw map[string]any) (result, e
 	var deleted []placedCell
 	var count int
 	ed, err := room.Apply(ctx, func(tx *ydoc.Txn, h bridge.History, replaying bool) error {
+		tx.Undoable() // the agent may take it back (undo_last_edit)
 		t := args.targetArgs
 		if replaying && len(t.CellIDs) > 0 { // cells already gone before the reset count as deleted
 			var still []string
@@ -846,6 +849,7 @@ func (s *Server) moveCells(ctx context.Context, raw map[string]any) (result, err
 	var warnings []string
 	var moved []movedCell
 	ed, err := room.Apply(ctx, func(tx *ydoc.Txn, h bridge.History, replaying bool) error {
+		tx.Undoable() // the agent may take it back (undo_last_edit)
 		indices, ids, _, err := resolve(tx, targetArgs{CellIDs: args.CellIDs})
 		if err != nil {
 			return err

@@ -411,7 +411,7 @@ func (s *Server) openNotebook(ctx context.Context, p string) (*bridge.Room, erro
 	if p == "" {
 		return nil, invalid([]any{"path"}, "is required")
 	}
-	room, err := s.opts.Manager.Open(ctx, p, ydoc.KindNotebook)
+	room, err := s.openRoom(ctx, p, ydoc.KindNotebook)
 	if err != nil {
 		if errors.Is(err, bridge.ErrBadPath) {
 			return nil, invalid([]any{"path"}, "%v", err)

@@ -60,6 +60,9 @@ func invalid(path []any, format string, args ...any) *toolError {
 var includeSchemaField = field("includeSchema", boolean("Embed this tool's input schema in the result (it is always embedded when a call fails).").def(false))
 
 func (s *Server) register(op *operation) {
+	if forkable[op.Name] {
+		op.Input.Properties = append(op.Input.Properties, forkField)
+	}
 	op.Input.Properties = append(op.Input.Properties, includeSchemaField)
 	s.ops = append(s.ops, op)
 	s.opsByName[op.Name] = op
@@ -99,6 +102,9 @@ func (s *Server) handler(op *operation) server.ToolHandlerFunc {
 				msg += fmt.Sprintf(" (and %d more)", len(details)-1)
 			}
 			return s.failure(op, &toolError{Message: msg, Details: details}), nil
+		}
+		if fork, ok := args["fork_id"].(string); ok && fork != "" {
+			ctx = context.WithValue(ctx, forkKey{}, fork) // the tool works in a fork (forks.go)
 		}
 		res, err := op.Run(ctx, args)
 		if err != nil {

@@ -74,6 +74,8 @@ func New(opts Options) (*Server, error) {
 		s.registerExecutionTools()
 	}
 	s.registerAwarenessTools()
+	s.registerForkTools()
+	s.registerHistoryTools()
 	s.registerOperationResources()
 	return s, nil
 }

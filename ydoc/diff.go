@@ -663,7 +663,7 @@ func diffCell(a, b Cell, opt DiffOptions) (CellEdit, bool) {
 	if b.Type == CellCode {
 		bo, bc = b.Outputs, b.ExecutionCount
 	}
-	if !jsonEqual(outputsForDiff(ao), outputsForDiff(bo)) {
+	if !modelEqual(outputsForDiff(ao), outputsForDiff(bo)) {
 		e.Fields = append(e.Fields, "outputs")
 		e.Outputs = &FromTo[int]{From: len(ao), To: len(bo)}
 	}
@@ -709,7 +709,7 @@ func outputsForDiff(outs []map[string]any) []any {
 func changedKeys(a, b map[string]any) []string {
 	var keys []string
 	for k, av := range a {
-		if bv, ok := b[k]; !ok || !jsonEqual(av, bv) {
+		if bv, ok := b[k]; !ok || !modelEqual(av, bv) {
 			keys = append(keys, k)
 		}
 	}
@@ -720,4 +720,15 @@ func changedKeys(a, b map[string]any) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// modelEqual compares JSON-like values as the document model would store them (json.Number,
+// every integer type, []string and the like converted as writing them would).
+func modelEqual(a, b any) bool { return jsonEqual(modelValue(a), modelValue(b)) }
+
+func modelValue(v any) any {
+	if c, err := toAny(v); err == nil {
+		return fromAny(c)
+	}
+	return v
 }

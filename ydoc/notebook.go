@@ -304,6 +304,42 @@ func (tx *Txn) cellMap(i int) (*y.YMap, error) {
 	return maps[i], nil
 }
 
+// Cells are the Y.Maps of the cells array; anything else a peer put there is skipped when
+// reading, so cell indices (model indices) are converted to array positions before use.
+
+// rawIndex is the array position of cell i (the array's length for i == the number of cells).
+func (tx *Txn) rawIndex(i int) int {
+	pos, n := 0, 0
+	for _, v := range arrayItems(tx.d.cells) {
+		if _, ok := v.(*y.YMap); ok {
+			if n == i {
+				return pos
+			}
+			n++
+		}
+		pos++
+	}
+	return pos
+}
+
+// deleteCells deletes cells [index, index+count), deeply, leaving non-cell entries alone.
+func (tx *Txn) deleteCells(index, count int) {
+	var positions []int
+	pos, n := 0, 0
+	for _, v := range arrayItems(tx.d.cells) {
+		if _, ok := v.(*y.YMap); ok {
+			if n >= index && n < index+count {
+				positions = append(positions, pos)
+			}
+			n++
+		}
+		pos++
+	}
+	for k := len(positions) - 1; k >= 0; k-- { // from the end: earlier positions stay valid
+		tx.deleteRange(tx.d.cells, positions[k], 1)
+	}
+}
+
 // validateCell checks a cell before it is written.
 func validateCell(c *Cell) error {
 	if c.Type == "" {
@@ -358,7 +394,7 @@ func (tx *Txn) InsertCells(index int, cells []Cell) error {
 	for i := range cells {
 		maps[i] = y.NewYMap(nil)
 	}
-	tx.d.cells.Insert(index, maps)
+	tx.d.cells.Insert(tx.rawIndex(index), maps)
 	for i := range cells {
 		if err := tx.fillCell(maps[i].(*y.YMap), cells[i]); err != nil {
 			return err
@@ -476,7 +512,7 @@ func (tx *Txn) DeleteCells(index, count int) error {
 	if count == 0 {
 		return nil
 	}
-	tx.deleteRange(tx.d.cells, index, count)
+	tx.deleteCells(index, count)
 	return tx.markDirty()
 }
 
@@ -502,12 +538,12 @@ func (tx *Txn) MoveCells(from, count, to int) error {
 	for i := 0; i < count; i++ {
 		clones[i] = readCell(maps[from+i])
 	}
-	tx.deleteRange(tx.d.cells, from, count)
+	tx.deleteCells(from, count)
 	fresh := make(y.ArrayAny, count)
 	for i := range fresh {
 		fresh[i] = y.NewYMap(nil)
 	}
-	tx.d.cells.Insert(to, fresh)
+	tx.d.cells.Insert(tx.rawIndex(to), fresh)
 	for i := range clones {
 		if err := tx.fillCell(fresh[i].(*y.YMap), clones[i]); err != nil {
 			return err
@@ -553,9 +589,9 @@ func (tx *Txn) SetCellType(i int, cellType string) error {
 	if cellType != CellCode {
 		c.Outputs, c.ExecutionCount, c.ExecutionState = nil, nil, ""
 	}
-	tx.deleteRange(tx.d.cells, i, 1)
+	tx.deleteCells(i, 1)
 	fresh := y.NewYMap(nil)
-	tx.d.cells.Insert(i, y.ArrayAny{fresh})
+	tx.d.cells.Insert(tx.rawIndex(i), y.ArrayAny{fresh})
 	if err := tx.fillCell(fresh, c); err != nil {
 		return err
 	}

@@ -41,8 +41,8 @@ var ErrInvalidTarget = errors.New("ydoc: invalid restore target")
 //   - of kept cells only what differs is rewritten: source with a minimal text diff, cell type
 //     (which re-creates the cell, as SetCellType does), metadata key by key, outputs (common
 //     leading and trailing outputs kept), execution_count, attachments;
-//   - notebook metadata is rewritten key by key when it differs, nbformat when it differs (a
-//     target with nbformat 0 leaves the version alone).
+//   - notebook metadata is rewritten key by key when it differs, nbformat when it differs or is
+//     missing (a target with nbformat 0 leaves the version alone).
 //
 // execution_state is runtime state, not part of a snapshot: it is left alone on kept cells and
 // inserted cells start idle. Outputs and execution counts of non-code cells and attachments of
@@ -277,14 +277,16 @@ func (tx *Txn) restoreNotebook(want Notebook, st *RestoreStats) error {
 	}
 
 	// 5. Notebook metadata and version.
-	live := tx.d.readNotebookMeta()
+	live := tx.d.readNotebookHeader()
 	if !jsonEqual(live.Metadata, want.Metadata) {
 		if err := tx.SetNotebookMetadata(want.Metadata); err != nil {
 			return fmt.Errorf("metadata: %w", err)
 		}
 		st.Metadata = true
 	}
-	if want.NBFormat != 0 && (live.NBFormat != want.NBFormat || live.NBFormatMinor != want.NBFormatMinor) {
+	_, hasMajor := mapGet(tx.d.meta, "nbformat")
+	_, hasMinor := mapGet(tx.d.meta, "nbformat_minor")
+	if want.NBFormat != 0 && (live.NBFormat != want.NBFormat || live.NBFormatMinor != want.NBFormatMinor || !hasMajor || !hasMinor) {
 		if err := setMapAny(tx.tr, tx.d.meta, "nbformat", want.NBFormat); err != nil {
 			return err
 		}
@@ -297,27 +299,6 @@ func (tx *Txn) restoreNotebook(want Notebook, st *RestoreStats) error {
 		st.Metadata = true
 	}
 	return nil
-}
-
-// readNotebookMeta is readNotebook without the cells.
-func (d *Doc) readNotebookMeta() Notebook {
-	nb := Notebook{NBFormat: 4, NBFormatMinor: 5, Metadata: map[string]any{}}
-	if v, ok := mapGet(d.meta, "nbformat"); ok {
-		if n, ok := asInt(v); ok {
-			nb.NBFormat = n
-		}
-	}
-	if v, ok := mapGet(d.meta, "nbformat_minor"); ok {
-		if n, ok := asInt(v); ok {
-			nb.NBFormatMinor = n
-		}
-	}
-	if v, ok := mapGet(d.meta, "metadata"); ok {
-		if m, ok := fromAny(v).(map[string]any); ok {
-			nb.Metadata = m
-		}
-	}
-	return nb
 }
 
 // restoreOrder reorders the document, whose cells are exactly cur, into order (a permutation

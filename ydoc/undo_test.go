@@ -4,6 +4,8 @@ import (
 	"errors"
 	"slices"
 	"testing"
+
+	y "github.com/skyterra/y-crdt"
 )
 
 // pair is the agent's replica and a human's, exchanging updates as the server would.
@@ -117,7 +119,9 @@ func TestUndoInsertThenRedo(t *testing.T) {
 // the agent's change; every character the human typed survives.
 func TestUndoKeepsTheHumansText(t *testing.T) {
 	p := newPair(t, KindNotebook)
-	p.byHuman(func(tx *Txn) error { return tx.InsertCells(0, []Cell{{ID: "c", Type: "code", Source: "alpha\nbeta\ngamma\n"}}) })
+	p.byHuman(func(tx *Txn) error {
+		return tx.InsertCells(0, []Cell{{ID: "c", Type: "code", Source: "alpha\nbeta\ngamma\n"}})
+	})
 	p.byAgent(true, func(tx *Txn) error { return tx.SetSource(0, "alpha\nBETA two\ngamma\n") })
 	// One insertion at a time, so each is a pure insertion (a whole-text diff could also read
 	// as the human retyping the agent's words).
@@ -230,5 +234,30 @@ func TestUndoStackIsBounded(t *testing.T) {
 	transact(t, d, func(tx *Txn) error { tx.Undoable(); return tx.InsertText(0, "y") })
 	if _, r := d.UndoDepth(); r != 0 {
 		t.Fatalf("a new edit kept %d redo steps", r)
+	}
+}
+
+// A peer may put something other than a cell map into the cells array; it is not a cell, and
+// cell indices must not count it when editing (reading already skips it).
+func TestCellOpsSkipNonCellEntries(t *testing.T) {
+	d := newTestDoc(t, KindNotebook)
+	transact(t, d, func(tx *Txn) error {
+		return tx.InsertCells(0, []Cell{{ID: "a", Type: "code", Source: "a"}, {ID: "b", Type: "code", Source: "b"}})
+	})
+	transact(t, d, func(tx *Txn) error {
+		tx.d.cells.Insert(0, y.ArrayAny{y.Object{"id": "plain"}})
+		tx.d.cells.Insert(2, y.ArrayAny{y.Object{"id": "plain2"}})
+		return nil
+	})
+	transact(t, d, func(tx *Txn) error { return tx.DeleteCells(0, 1) })
+	if ids := d.CellIDs(); !slices.Equal(ids, []string{"b"}) {
+		t.Fatalf("after deleting cell 0: %v, want [b]", ids)
+	}
+	transact(t, d, func(tx *Txn) error { return tx.InsertCells(1, []Cell{{ID: "c", Type: "code"}}) })
+	transact(t, d, func(tx *Txn) error { return tx.MoveCells(1, 1, 0) })
+	transact(t, d, func(tx *Txn) error { return tx.SetCellType(1, CellMarkdown) })
+	nb := readNotebook(t, d)
+	if ids := d.CellIDs(); !slices.Equal(ids, []string{"c", "b"}) || nb.Cells[1].Type != CellMarkdown {
+		t.Fatalf("cells %v, types %+v", ids, nb.Cells)
 	}
 }

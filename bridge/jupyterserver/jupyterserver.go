@@ -101,6 +101,32 @@ type Kernels struct {
 
 var _ bridge.Kernels = Kernels{}
 
+var _ bridge.ForkServer = Server{}
+
+// CreateFork implements bridge.ForkServer.
+func (s Server) CreateFork(ctx context.Context, root string, f bridge.ForkInfo) (string, error) {
+	out, err := s.C.CreateFork(ctx, root, f.Title, f.Description, f.Synchronize)
+	return out.ForkRoomID, err
+}
+
+// ListForks implements bridge.ForkServer.
+func (s Server) ListForks(ctx context.Context, root string) (map[string]bridge.ForkInfo, error) {
+	in, err := s.C.ListForks(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bridge.ForkInfo, len(in))
+	for id, f := range in {
+		out[id] = bridge.ForkInfo{RootRoomID: f.RootRoomID, Synchronize: f.Synchronize, Title: f.Title, Description: f.Description}
+	}
+	return out, nil
+}
+
+// DeleteFork implements bridge.ForkServer.
+func (s Server) DeleteFork(ctx context.Context, id string, merge bool) error {
+	return s.C.DeleteFork(ctx, id, merge)
+}
+
 // Sessions implements bridge.Kernels.
 func (k Kernels) Sessions(ctx context.Context) ([]bridge.KernelSession, error) {
 	ss, err := k.C.Sessions(ctx)

@@ -34,6 +34,8 @@ type Config struct {
 	CallTimeout       time.Duration
 	AlwaysEmbedSchema bool
 	NoGlobalAwareness bool
+	StateDir          string
+	HistoryBudgetMB   int
 	tokenFromFlag     bool // --mcp-token was used (warn: visible in ps)
 	jupyterTokenFile  string
 	mcpTokenFile      string
@@ -43,7 +45,7 @@ type Config struct {
 // drives the flag set, the environment lookup and --help, so they cannot drift apart.
 type option struct {
 	flag, env, def, help string
-	kind                 string // string, bool, duration
+	kind                 string // string, bool, duration, int
 	secret               bool
 	set                  func(c *Config, v string) error
 }
@@ -72,6 +74,16 @@ func options() []option {
 			return nil
 		}
 	}
+	integer := func(dst func(*Config) *int) func(*Config, string) error {
+		return func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return fmt.Errorf("not a positive integer: %q", v)
+			}
+			*dst(c) = n
+			return nil
+		}
+	}
 	return []option{
 		{"jupyter-url", "JUPYTER_URL", "http://127.0.0.1:8888/", "jupyter-server URL, including any base_url (e.g. https://hub/user/alice/)", "string", false, str(func(c *Config) *string { return &c.JupyterURL })},
 		{"", "JUPYTER_TOKEN", "", "Jupyter token (environment only; or --jupyter-token-file)", "string", true, str(func(c *Config) *string { return &c.JupyterToken })},
@@ -93,6 +105,8 @@ func options() []option {
 		{"idle-timeout", "ROOM_IDLE_TIMEOUT", "10m", "leave rooms nobody used for this long", "duration", false, duration(func(c *Config) *time.Duration { return &c.IdleTimeout })},
 		{"session-idle-ttl", "MCP_SESSION_IDLE_TTL", "30m", "free HTTP MCP sessions idle for this long", "duration", false, duration(func(c *Config) *time.Duration { return &c.SessionIdleTTL })},
 		{"call-timeout", "MCP_CALL_TIMEOUT", "2m", "upper bound of one tool call", "duration", false, duration(func(c *Config) *time.Duration { return &c.CallTimeout })},
+		{"state-dir", "STATE_DIR", "", "directory for state that should survive restarts (document histories); empty: memory only", "string", false, str(func(c *Config) *string { return &c.StateDir })},
+		{"history-budget-mb", "HISTORY_BUDGET_MB", "32", "megabytes of restorable versions kept per document", "int", false, integer(func(c *Config) *int { return &c.HistoryBudgetMB })},
 		{"always-embed-schema", "ALWAYS_EMBED_SCHEMA", "false", "embed each tool's input schema in every result (by default only in failures and when a call passes includeSchema)", "bool", false, boolean(func(c *Config) *bool { return &c.AlwaysEmbedSchema })},
 	}
 }

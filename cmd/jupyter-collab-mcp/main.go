@@ -69,7 +69,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 				Initials:    cfg.AgentInitials,
 				Color:       cfg.AgentColor,
 			},
-			NoAutosave: cfg.NoAutosave,
+			NoAutosave:    cfg.NoAutosave,
+			HistoryBudget: cfg.HistoryBudgetMB << 20,
+			HistoryDir:    cfg.StateDir,
 		},
 	})
 	if err != nil {

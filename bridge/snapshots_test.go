@@ -1,0 +1,170 @@
+package bridge
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
+)
+
+type snapFixture struct {
+	t   *testing.T
+	d   *ydoc.Doc
+	s   *snapshotStore
+	seq int
+	now time.Time
+}
+
+func newSnapFixture(t *testing.T, budget int) *snapFixture {
+	d, err := ydoc.NewDoc(ydoc.KindNotebook, 77, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &snapFixture{t: t, d: d, s: newSnapshotStore(ydoc.KindNotebook, budget), now: time.Unix(1_800_000_000, 0)}
+	f.edit(false, "", func(tx *ydoc.Txn) error {
+		return tx.InsertCells(0, []ydoc.Cell{{ID: "a", Type: "code", Source: "a = 1"}, {ID: "b", Type: "markdown", Source: "# b"}})
+	})
+	if err := f.s.observe(d, ydoc.Change{}, "e-0", nil, f.now, true); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// edit changes the doc and records it as a change by author (agent: an undoable edit).
+func (f *snapFixture) edit(agent bool, author string, fn func(*ydoc.Txn) error) Version {
+	f.t.Helper()
+	_, c, err := f.d.Transact(func(tx *ydoc.Txn) error {
+		if agent {
+			tx.Undoable()
+		}
+		return fn(tx)
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if !agent {
+		c.Local = false
+	}
+	f.seq++
+	v := Version("e-" + string(rune('0'+f.seq%10)) + strings.Repeat("x", f.seq/10))
+	if len(f.s.snaps) == 0 {
+		return v // before the initial snapshot
+	}
+	var authors []string
+	if author != "" {
+		authors = []string{author}
+	}
+	if err := f.s.observe(f.d, c, v, authors, f.now, false); err != nil {
+		f.t.Fatal(err)
+	}
+	return v
+}
+
+func TestSnapshotsCoalesceTypingAndPinAgentEdits(t *testing.T) {
+	f := newSnapFixture(t, 1<<20)
+	// Alice types three keystrokes within a second: one version.
+	for i, src := range []string{"a = 1!", "a = 1!!", "a = 1!!!"} {
+		f.now = f.now.Add(300 * time.Millisecond)
+		f.edit(false, "Alice", func(tx *ydoc.Txn) error { return tx.SetSource(0, src) })
+		_ = i
+	}
+	// The agent edits: its own version.
+	f.now = f.now.Add(time.Second)
+	agentV := f.edit(true, "", func(tx *ydoc.Txn) error {
+		return tx.InsertCells(2, []ydoc.Cell{{ID: "c", Type: "code", Source: "agent()"}})
+	})
+	// Alice again right after: a new version (the agent's is pinned).
+	f.now = f.now.Add(500 * time.Millisecond)
+	f.edit(false, "Alice", func(tx *ydoc.Txn) error { return tx.SetSource(1, "# b, edited") })
+	list := f.s.list()
+	if len(list) != 4 {
+		t.Fatalf("%d versions, want 4 (joined, Alice typing, agent, Alice): %+v", len(list), list)
+	}
+	if !list[0].Current || list[0].Summary != "edited b" || list[0].By[0] != "Alice" {
+		t.Errorf("newest: %+v", list[0])
+	}
+	if list[1].Version != agentV || !list[1].Agent || list[1].Summary != "added c" {
+		t.Errorf("agent's version: %+v", list[1])
+	}
+	if list[2].Summary != "edited a" || list[3].Summary != "the document as the sidecar found it when joining" {
+		t.Errorf("older: %+v / %+v", list[2], list[3])
+	}
+	// The state before the agent's edit is restorable, with Alice's last keystroke in it.
+	sn, err := f.s.find(list[2].Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nb, err := f.s.notebook(sn)
+	if err != nil || len(nb.Cells) != 2 || nb.Cells[0].Source != "a = 1!!!" || nb.Cells[1].Source != "# b" {
+		t.Fatalf("version before the agent's edit: %+v %v", nb.Cells, err)
+	}
+	if _, err := f.s.find("nope"); !errors.Is(err, ErrNoSuchVersion) {
+		t.Errorf("unknown version: %v", err)
+	}
+}
+
+// Invisible changes (state flags) make no version; unchanged cells are stored once.
+func TestSnapshotsShareCellsAndSkipInvisibleChanges(t *testing.T) {
+	f := newSnapFixture(t, 1<<20)
+	used := f.s.used
+	f.edit(false, "Bob", func(tx *ydoc.Txn) error { return tx.SetState("dirty", false) })
+	if n := len(f.s.snaps); n != 1 {
+		t.Fatalf("a state change made a version: %d", n)
+	}
+	f.now = f.now.Add(time.Minute)
+	f.edit(false, "Bob", func(tx *ydoc.Txn) error { return tx.SetSource(0, "a = 2") })
+	if grown := f.s.used - used; grown > 200 {
+		t.Errorf("one edited cell grew the store by %d bytes: unchanged cells are not shared", grown)
+	}
+}
+
+func TestSnapshotsBudgetDropsTheOldest(t *testing.T) {
+	f := newSnapFixture(t, 4<<10)
+	for i := 0; i < 40; i++ {
+		f.now = f.now.Add(time.Minute)
+		src := strings.Repeat("x", 500) + string(rune('A'+i%26))
+		f.edit(true, "", func(tx *ydoc.Txn) error { return tx.SetSource(0, src) })
+	}
+	if f.s.used > 4<<10 {
+		t.Errorf("store uses %d bytes, budget 4096", f.s.used)
+	}
+	if n := len(f.s.snaps); n < 2 || n > 10 {
+		t.Errorf("%d versions kept", n)
+	}
+	if last := f.s.list()[0]; !last.Current {
+		t.Errorf("the current version was dropped: %+v", last)
+	}
+}
+
+func TestSnapshotsPersist(t *testing.T) {
+	f := newSnapFixture(t, 1<<20)
+	f.now = f.now.Add(time.Minute)
+	v := f.edit(true, "", func(tx *ydoc.Txn) error { return tx.SetSource(0, "saved()") })
+	file := snapshotPath(t.TempDir(), "dir/nb.ipynb", ydoc.KindNotebook)
+	if err := saveSnapshots(file, f.s.image("dir/nb.ipynb")); err != nil {
+		t.Fatal(err)
+	}
+	back, err := loadSnapshots(file, "dir/nb.ipynb", ydoc.KindNotebook, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sn, err := back.find(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nb, err := back.notebook(sn)
+	if err != nil || nb.Cells[0].Source != "saved()" || len(back.list()) != 2 {
+		t.Fatalf("loaded: %+v %v (%d versions)", nb.Cells, err, len(back.list()))
+	}
+	if _, err := loadSnapshots(file, "other.ipynb", ydoc.KindNotebook, 1<<20); err == nil {
+		t.Error("a history file was loaded for another document")
+	}
+	if s, err := loadSnapshots(filepath.Join(t.TempDir(), "none.json.gz"), "x", ydoc.KindNotebook, 1); err != nil || len(s.snaps) != 0 {
+		t.Errorf("a missing file: %v", err)
+	}
+}
