@@ -42,10 +42,15 @@ func (k EventKind) String() string {
 
 // Event is published to subscribers for every room change and state transition.
 type Event struct {
-	Path   string
-	Kind   EventKind
-	Time   time.Time
-	Change ydoc.Change // EventChanged
+	Path string
+	// DocKind, Fork and Transient say which room: a document, a fork of it, or an
+	// awareness-only room.
+	DocKind   ydoc.Kind
+	Fork      string
+	Transient bool
+	Kind      EventKind
+	Time      time.Time
+	Change    ydoc.Change // EventChanged
 	// Authors names the collaborators whose client ids contributed to the change, when their
 	// awareness says who they are; Local is true for the sidecar's own edits.
 	Authors []string

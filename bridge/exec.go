@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -615,6 +616,23 @@ func (x *Executor) Job(id string) (*Job, error) {
 		return nil, fmt.Errorf("%w %q (finished jobs are kept for a while, then forgotten)", ErrUnknownJob, id)
 	}
 	return j, nil
+}
+
+// JobIDs returns the ids of the jobs the executor knows (running and recently finished), newest
+// first.
+func (x *Executor) JobIDs() []string {
+	x.mu.Lock()
+	jobs := make([]*Job, 0, len(x.jobs))
+	for _, j := range x.jobs {
+		jobs = append(jobs, j)
+	}
+	x.mu.Unlock()
+	sort.Slice(jobs, func(a, b int) bool { return jobs[a].Created.After(jobs[b].Created) })
+	ids := make([]string, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
+	}
+	return ids
 }
 
 // Cancel stops a job: cells not started are cancelled, a running cell is interrupted.

@@ -7,6 +7,7 @@ import (
 	pathpkg "path"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -55,8 +56,12 @@ type Manager struct {
 	// publishMu serialises computing and sending what the agent publishes (presence, the
 	// global room's fields), so a slower older update never lands after a newer one.
 	publishMu sync.Mutex
-	presence  Presence // the agent's status and activity, for every room
-	global    *Room    // the global awareness room, when joined
+	presence  Presence           // the agent's status and activity, for every room
+	fileIDs   map[roomKey]string // documents' file ids, as learned (FileID)
+	byFileID  map[string]roomKey
+	hits      atomic.Int64 // Open found the room live
+	misses    atomic.Int64 // Open had to join
+	global    *Room        // the global awareness room, when joined
 	// forkBases holds, for each fork this sidecar created, the document's state vector at the
 	// time: a merge is refused when the document no longer contains it (it was rebuilt).
 	forkBases map[string]ydoc.StateVector
@@ -136,6 +141,11 @@ func (m *Manager) Open(ctx context.Context, path string, kind ydoc.Kind) (*Room,
 	if room != nil && isStopped(room) {
 		room = nil // failed or closed: start afresh
 	}
+	if room != nil {
+		m.hits.Add(1)
+	} else {
+		m.misses.Add(1)
+	}
 	if room == nil {
 		if err := m.checkFile(ctx, path, kind); err != nil {
 			return nil, err
@@ -153,6 +163,9 @@ func (m *Manager) Open(ctx context.Context, path string, kind ydoc.Kind) (*Room,
 		return nil, fmt.Errorf("join %s: %w", path, err)
 	}
 	m.touch(CurrentString(path, kind))
+	if id := room.Info().FileID; id != "" {
+		m.rememberFileID(path, kind, id)
+	}
 	return room, nil
 }
 
@@ -496,6 +509,110 @@ func (m *Manager) setPresenceLocked(ctx context.Context, p Presence) error {
 		}
 	}
 	return first
+}
+
+// CacheStats says what the manager holds: rooms, how often Open found a room live, and the bytes
+// replicas and histories keep.
+func (m *Manager) CacheStats(ctx context.Context) map[string]any {
+	m.mu.Lock()
+	type entry struct {
+		key  roomKey
+		room *Room
+	}
+	var rooms []entry
+	for k, r := range m.rooms {
+		rooms = append(rooms, entry{k, r})
+	}
+	m.mu.Unlock()
+	sort.Slice(rooms, func(i, j int) bool { return rooms[i].key.path+rooms[i].key.fork < rooms[j].key.path+rooms[j].key.fork })
+	var list []map[string]any
+	replica, hist, forks := 0, 0, 0
+	for _, e := range rooms {
+		row := map[string]any{"path": e.key.path, "kind": e.key.kind.String(), "status": string(e.room.Info().Status)}
+		if e.key.fork != "" {
+			row["fork_id"] = e.key.fork
+			forks++
+		}
+		if sz, err := e.room.Sizes(ctx); err == nil {
+			row["replica_bytes"], row["history_bytes"], row["versions"] = sz.ReplicaBytes, sz.HistoryBytes, sz.Versions
+			replica += sz.ReplicaBytes
+			hist += sz.HistoryBytes
+		}
+		list = append(list, row)
+	}
+	hits, misses := m.hits.Load(), m.misses.Load()
+	rate := 0.0
+	if hits+misses > 0 {
+		rate = float64(hits) / float64(hits+misses)
+	}
+	return map[string]any{
+		"rooms_open": len(rooms) - forks, "forks_open": forks, "rooms": list,
+		"open_hits": hits, "open_misses": misses, "hit_rate": rate,
+		"replica_bytes": replica, "history_bytes": hist,
+	}
+}
+
+// FileID returns a document's file id (the server's stable id for it, kept across renames),
+// asking the server when no room of it is open (a document session PUT: it indexes the file,
+// nothing more).
+func (m *Manager) FileID(ctx context.Context, path string, kind ydoc.Kind) (string, error) {
+	path, err := CleanPath(path)
+	if err != nil {
+		return "", err
+	}
+	if r := m.Get(path, kind); r != nil {
+		if id := r.Info().FileID; id != "" {
+			m.rememberFileID(path, kind, id)
+			return id, nil
+		}
+	}
+	m.mu.Lock()
+	id, ok := m.fileIDs[roomKey{path: path, kind: kind}]
+	m.mu.Unlock()
+	if ok {
+		return id, nil
+	}
+	format, docType := "json", "notebook"
+	if kind == ydoc.KindText {
+		format, docType = "text", "file"
+	}
+	ds, err := m.opts.Server.OpenDocSession(ctx, path, format, docType)
+	if err != nil {
+		return "", fmt.Errorf("file id of %s: %w", path, err)
+	}
+	m.rememberFileID(path, kind, ds.FileID)
+	return ds.FileID, nil
+}
+
+func (m *Manager) rememberFileID(path string, kind ydoc.Kind, id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fileIDs == nil {
+		m.fileIDs, m.byFileID = map[roomKey]string{}, map[string]roomKey{}
+	}
+	m.fileIDs[roomKey{path: path, kind: kind}] = id
+	m.byFileID[id] = roomKey{path: path, kind: kind}
+}
+
+// PathOf returns the path and kind of a file id this manager has seen (ok false otherwise).
+func (m *Manager) PathOf(fileID string) (string, ydoc.Kind, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k, ok := m.byFileID[fileID]
+	return k.path, k.kind, ok
+}
+
+// FileIDs returns the file ids this manager has seen, by kind.
+func (m *Manager) FileIDs(kind ydoc.Kind) map[string]string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]string{}
+	for k, id := range m.fileIDs {
+		if k.kind == kind {
+			out[id] = k.path
+		}
+	}
+	return out
 }
 
 // User is how the agent appears to collaborators.

@@ -589,6 +589,7 @@ func (r *Room) finish(err error) {
 }
 
 func (r *Room) emit(e Event) {
+	e.DocKind, e.Fork, e.Transient = r.opts.Kind, r.opts.Fork, r.opts.Transient != ""
 	r.hub.publish(e)
 	if r.opts.OnEvent != nil {
 		r.opts.OnEvent(e)

@@ -105,3 +105,37 @@ func (r *Room) UndoDepth(ctx context.Context) (undo, redo int, err error) {
 	})
 	return undo, redo, err
 }
+
+// RoomSizes is what a room holds in memory.
+type RoomSizes struct {
+	ReplicaBytes int `json:"replica_bytes"` // the replica's state as one update
+	HistoryBytes int `json:"history_bytes"` // distinct content kept for restorable versions
+	Versions     int `json:"versions"`
+}
+
+// Sizes measures the room's memory (the replica is encoded: call it rarely).
+func (r *Room) Sizes(ctx context.Context) (RoomSizes, error) {
+	res := make(chan RoomSizes, 1)
+	errc := make(chan error, 1)
+	if err := r.do(ctx, func(l *roomLoop) {
+		var sz RoomSizes
+		if u, err := l.sess.Doc().EncodeStateAsUpdate(nil); err == nil {
+			sz.ReplicaBytes = len(u)
+		}
+		if l.snaps != nil {
+			sz.HistoryBytes, sz.Versions = l.snaps.used, len(l.snaps.snaps)
+		}
+		res <- sz
+		errc <- nil
+	}); err != nil {
+		return RoomSizes{}, err
+	}
+	select {
+	case <-errc:
+		return <-res, nil
+	case <-r.done:
+		return RoomSizes{}, r.stoppedErr()
+	case <-ctx.Done():
+		return RoomSizes{}, ctx.Err()
+	}
+}

@@ -95,8 +95,8 @@ func runScenario(t *testing.T, ctx context.Context, c *MCPClient, name string, s
 	if err := c.Call(ctx, "listTools", nil, &tools); err != nil {
 		t.Fatal(err)
 	}
-	if len(tools.Tools) != 39 {
-		t.Errorf("%d tools listed, want 39", len(tools.Tools))
+	if len(tools.Tools) != 40 {
+		t.Errorf("%d tools listed, want 40", len(tools.Tools))
 	}
 	for _, tl := range tools.Tools {
 		for _, hint := range []string{"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"} {
@@ -274,6 +274,8 @@ func runScenario(t *testing.T, ctx context.Context, c *MCPClient, name string, s
 		t.Errorf("unknown operation: %+v", read2.RPCError)
 	}
 
+	checkLiveResources(t, ctx, c, p, name)
+
 	// Text documents.
 	doc := strings.TrimSuffix(name, ".ipynb") + ".md"
 	created := call("create_document_session", map[string]any{"path": doc, "create_if_missing": true})
@@ -425,5 +427,112 @@ func TestMCPAlwaysEmbedSchema(t *testing.T) {
 	}
 	if len(res.Embedded()) != 1 {
 		t.Errorf("ALWAYS_EMBED_SCHEMA=true: %d embedded resources in a successful result", len(res.Embedded()))
+	}
+}
+
+// checkLiveResources reads the notebook as resources, subscribes to two of its cells and the
+// notebook, and checks that a human's edit to one cell notifies that cell and the notebook only;
+// then that prompts render with the guide and a fresh outline.
+func checkLiveResources(t *testing.T, ctx context.Context, c *MCPClient, p *Peer, name string) {
+	t.Helper()
+	read := func(uri string) string {
+		t.Helper()
+		var r struct {
+			Contents []map[string]any `json:"contents"`
+			RPCError *struct {
+				Message string `json:"message"`
+			} `json:"rpcError"`
+		}
+		if err := c.Call(ctx, "readResource", map[string]any{"uri": uri}, &r); err != nil || r.RPCError != nil {
+			t.Fatalf("read %s: %v %v", uri, err, r.RPCError)
+		}
+		return r.Contents[0]["text"].(string)
+	}
+	var list struct {
+		Notebooks []struct {
+			Path   string `json:"path"`
+			FileID string `json:"file_id"`
+		} `json:"notebooks"`
+	}
+	if err := json.Unmarshal([]byte(read("jupyter://notebooks")), &list); err != nil {
+		t.Fatal(err)
+	}
+	base := ""
+	for _, nb := range list.Notebooks {
+		if nb.Path == name {
+			base = "jupyter://notebooks/" + nb.FileID
+		}
+	}
+	if base == "" {
+		t.Fatalf("jupyter://notebooks does not list %s", name)
+	}
+	snap := mustSnapshot(t, ctx, p)
+	ids := peerIDs(snap)
+	if md := read(base); !strings.Contains(md, snap.Cells[0].Source) {
+		t.Errorf("the markdown resource lacks cell 0's source %q:\n%s", snap.Cells[0].Source, md)
+	}
+	if src := read(base + "/cells/" + ids[1]); src != snap.Cells[1].Source {
+		t.Errorf("cell resource %q, the peer has %q", src, snap.Cells[1].Source)
+	}
+
+	watched := []string{base, base + "/cells/" + ids[0], base + "/cells/" + ids[1]}
+	for _, uri := range watched {
+		if err := c.Call(ctx, "subscribe", map[string]any{"uri": uri}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var before struct {
+		Notifications []map[string]any `json:"notifications"`
+	}
+	if err := c.Call(ctx, "notifications", nil, &before); err != nil {
+		t.Fatal(err)
+	}
+	mark := len(before.Notifications)
+	// The human edits cell 1; cell 0 stays as it is.
+	if err := p.Transact(ctx, `cells.get(1).get('source').insert(0, '# seen by subscribers\n')`, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, uri := range []string{watched[2], watched[0]} {
+		if err := c.Call(ctx, "waitNotification", map[string]any{"uri": uri, "after": mark, "timeoutMs": 15000}, nil); err != nil {
+			t.Fatalf("subscription: %v", err)
+		}
+	}
+	var after struct {
+		Notifications []map[string]any `json:"notifications"`
+	}
+	if err := c.Call(ctx, "notifications", nil, &after); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range after.Notifications[mark:] {
+		if n["uri"] == watched[1] {
+			t.Errorf("notified %s, a cell nobody changed", watched[1])
+		}
+	}
+	for _, uri := range watched {
+		if err := c.Call(ctx, "unsubscribe", map[string]any{"uri": uri}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var prompt struct {
+		Prompt struct {
+			Messages []struct {
+				Content map[string]any `json:"content"`
+			} `json:"messages"`
+		} `json:"prompt"`
+		RPCError *struct {
+			Message string `json:"message"`
+		} `json:"rpcError"`
+	}
+	if err := c.Call(ctx, "getPrompt", map[string]any{"name": "interleaved-thinking", "arguments": map[string]any{"task": "tidy the notebook", "mode": "analysis", "path": name}}, &prompt); err != nil || prompt.RPCError != nil {
+		t.Fatalf("interleaved-thinking: %v %v", err, prompt.RPCError)
+	}
+	var all strings.Builder
+	for _, m := range prompt.Prompt.Messages {
+		b, _ := json.Marshal(m.Content)
+		all.Write(b)
+	}
+	if s := all.String(); !strings.Contains(s, "jupyter://guides/analysis") || !strings.Contains(s, ids[1]) || !strings.Contains(s, "tidy the notebook") {
+		t.Errorf("interleaved-thinking prompt: %.2000s", s)
 	}
 }

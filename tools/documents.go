@@ -300,8 +300,25 @@ func (s *Server) getDocument(ctx context.Context, raw map[string]any) (result, e
 		b.WriteString(l)
 		next = i + 1
 	}
+	content := b.String()
+	reason := fmt.Sprintf("max_content_length %d reached", args.MaxContentLength)
+	if budgetTokens := s.maxTokensOf(raw) - 200; cutLine == 0 && next > first && s.tokens.Count(content) > budgetTokens {
+		// Over the token budget: keep the most lines that fit (binary search on the line count).
+		lo, hi, keep := 1, next-first, 1
+		for lo <= hi {
+			mid := (lo + hi) / 2
+			if s.tokens.Count(strings.Join(lines[first-1:first-1+mid], "")) <= budgetTokens {
+				keep, lo = mid, mid+1
+			} else {
+				hi = mid - 1
+			}
+		}
+		content = strings.Join(lines[first-1:first-1+keep], "")
+		next = first + keep
+		reason = fmt.Sprintf("max_tokens %d reached", s.maxTokensOf(raw))
+	}
 	out := map[string]any{
-		"path": room.Path(), "version": version, "content": b.String(),
+		"path": room.Path(), "version": version, "content": content,
 		"length": utf8.RuneCountInString(text), "line_count": len(lines),
 	}
 	if args.LineRange != nil {
@@ -310,7 +327,7 @@ func (s *Server) getDocument(ctx context.Context, raw map[string]any) (result, e
 	if next <= last || cutLine > 0 {
 		t := map[string]any{
 			"returned_lines": map[string]int{"start": first, "end": next - 1},
-			"reason":         fmt.Sprintf("max_content_length %d reached", args.MaxContentLength),
+			"reason":         reason,
 		}
 		if next <= last {
 			t["next_call"] = map[string]any{"line_range": map[string]int{"start": next, "end": last}}

@@ -48,6 +48,7 @@ func (s *Server) registerNotebookTools() {
 			field("include_collaboration_state", boolean("Include who is in the room and the room status.").def(true)),
 			field("max_content_length", integer("Upper bound of the returned content in characters; the cut falls on a cell boundary.").def(100000).min(1000).max(5000000)),
 			field("max_output_chars", integer("Upper bound of each output's text in characters.").def(2000).min(0).max(1000000)),
+			field("since_version", str("Only the cells added or changed since this version (from an earlier read or edit), plus the ids of cells removed since: re-reading after someone's edit costs the change, not the notebook.")),
 			field("cell_range", object(
 				field("start", integer("First cell index (0-based).").min(0)),
 				field("end", integer("Last cell index, inclusive; omit for the end of the notebook.").min(0)),
@@ -66,8 +67,9 @@ func (s *Server) registerNotebookTools() {
 		Input: object(
 			pathField,
 			field("create_if_missing", boolean("Create an empty notebook at path if there is none.").def(false)),
+			field("template", str("With create_if_missing: start the new notebook from this template (jupyter://templates/{name}) instead of empty.").enum(templateNames()...)),
 		).required("path"),
-		Example:     map[string]any{"path": "scratch/new.ipynb", "create_if_missing": true},
+		Example:     map[string]any{"path": "scratch/new.ipynb", "create_if_missing": true, "template": "analysis"},
 		Idempotent:  true,
 		Destructive: false,
 		Run:         s.createNotebookSession,
@@ -238,6 +240,7 @@ type cellRange struct {
 
 type getNotebookArgs struct {
 	Path             string     `json:"path"`
+	SinceVersion     string     `json:"since_version"`
 	Format           string     `json:"format"`
 	IncludeOutputs   *bool      `json:"include_outputs"`
 	IncludeCollab    *bool      `json:"include_collaboration_state"`
@@ -261,8 +264,14 @@ func (s *Server) getNotebook(ctx context.Context, raw map[string]any) (result, e
 	}
 	var nb ydoc.Notebook
 	var version bridge.Version
+	var since ydoc.Change
 	if err := room.Read(ctx, func(d *ydoc.Doc, h bridge.History) error {
 		var err error
+		if args.SinceVersion != "" {
+			if since, err = h.Since(bridge.Version(args.SinceVersion)); err != nil {
+				return invalid([]any{"since_version"}, "%v; read the notebook without since_version", err)
+			}
+		}
 		nb, err = d.Notebook()
 		version = h.Version()
 		return err
@@ -278,16 +287,60 @@ func (s *Server) getNotebook(ctx context.Context, raw map[string]any) (result, e
 	if boolOr(args.IncludeCollab, true) {
 		out["collaboration"] = collabOf(room.Info())
 	}
+	saved := map[string]int{}
+	// The cells to show: the range, or those of it that changed since a version.
+	var idxs []int
+	for i := first; i <= last; i++ {
+		idxs = append(idxs, i)
+	}
+	if args.SinceVersion != "" {
+		changed := map[string]bool{}
+		for _, id := range since.Inserted {
+			changed[id] = true
+		}
+		for _, cc := range since.Cells {
+			changed[cc.ID] = true
+		}
+		present := map[string]bool{}
+		var keep []int
+		for _, i := range idxs {
+			present[nb.Cells[i].ID] = true
+			if changed[nb.Cells[i].ID] {
+				keep = append(keep, i)
+			} else {
+				saved[savedChangeAware] += cellWeight(nb.Cells[i]) // what a full re-read would have cost
+			}
+		}
+		idxs = keep
+		var removed []string
+		for _, id := range since.Deleted {
+			if !present[id] {
+				removed = append(removed, id)
+			}
+		}
+		out["since_version"] = args.SinceVersion
+		out["changed_cells"] = len(idxs)
+		if len(removed) > 0 {
+			out["removed_cell_ids"] = removed
+		}
+		if since.Moved {
+			out["order_changed"] = true
+		}
+		if since.Meta {
+			out["notebook_metadata_changed"] = true
+		}
+	}
 
-	// Render cell by cell until the budget is spent; never cut inside a cell unless the first
-	// cell alone is too big.
+	// Render cell by cell until a budget (characters, tokens) is spent; never cut inside a cell
+	// unless the first cell alone is too big.
 	budget := args.MaxContentLength
+	tokenBudget := s.maxTokensOf(raw) - 300 // room for the envelope
 	lang := notebookLanguage(nb.Metadata)
 	var cells []cellView
 	var md strings.Builder
-	next := first
+	next := len(idxs)
 	cutCell := false
-	for i := first; i <= last; i++ {
+	for k, i := range idxs {
 		c := nb.Cells[i]
 		var piece string
 		var view cellView
@@ -304,8 +357,10 @@ func (s *Server) getNotebook(ctx context.Context, raw map[string]any) (result, e
 			}
 		}
 		n := utf8.RuneCountInString(piece)
-		if n > budget {
-			if i != first {
+		tk := s.tokens.Count(piece)
+		if n > budget || tk > tokenBudget {
+			if k != 0 {
+				next = k
 				break
 			}
 			// The first cell alone is over the budget: cut its source and outputs.
@@ -316,9 +371,10 @@ func (s *Server) getNotebook(ctx context.Context, raw map[string]any) (result, e
 				piece = outlineCell(i, c)
 			}
 			cutCell = true
+			tk = s.tokens.Count(piece)
 		}
 		budget -= n
-		next = i + 1
+		tokenBudget -= tk
 		switch args.Format {
 		case "json":
 			cells = append(cells, view)
@@ -326,21 +382,33 @@ func (s *Server) getNotebook(ctx context.Context, raw map[string]any) (result, e
 			md.WriteString(piece)
 		}
 		if cutCell {
+			next = k + 1
 			break
 		}
 	}
-	if next <= last || cutCell {
-		t := map[string]any{
-			"returned_cells": map[string]int{"start": first, "end": next - 1},
-			"total_cells":    len(nb.Cells),
-			"reason":         fmt.Sprintf("max_content_length %d reached", args.MaxContentLength),
+	if next < len(idxs) || cutCell {
+		lastShown := first - 1
+		if next > 0 {
+			lastShown = idxs[next-1]
 		}
-		if next <= last {
-			t["next_call"] = map[string]any{"cell_range": map[string]int{"start": next, "end": last}}
+		t := map[string]any{
+			"returned_cells": map[string]int{"start": first, "end": lastShown},
+			"total_cells":    len(nb.Cells),
+			"reason":         fmt.Sprintf("max_content_length %d or max_tokens %d reached", args.MaxContentLength, s.maxTokensOf(raw)),
+		}
+		if next < len(idxs) {
+			nc := map[string]any{"cell_range": map[string]int{"start": idxs[next], "end": last}}
+			if args.SinceVersion != "" {
+				nc["since_version"] = args.SinceVersion
+			}
+			t["next_call"] = nc
+			for _, i := range idxs[next:] {
+				saved[savedCaps] += cellWeight(nb.Cells[i])
+			}
 		}
 		if cutCell {
-			t["cut_cell"] = first
-			t["note"] = "that cell alone exceeds max_content_length: its source was cut and its outputs left out; raise max_content_length to read it whole"
+			t["cut_cell"] = idxs[0]
+			t["note"] = "that cell alone exceeds the budget: its source was cut and its outputs left out; raise max_content_length or max_tokens to read it whole"
 		}
 		out["truncated"] = t
 	}
@@ -350,12 +418,18 @@ func (s *Server) getNotebook(ctx context.Context, raw map[string]any) (result, e
 			cells = []cellView{}
 		}
 		out["cells"] = cells
-		return result{Data: out}, nil
+		return result{Data: out, Saved: saved}, nil
 	default:
 		out["format"] = args.Format
 		header := fmt.Sprintf("# %s\nversion %s · %d cells", room.Path(), version, len(nb.Cells))
-		if first != 0 || next-1 != len(nb.Cells)-1 {
-			header += fmt.Sprintf(" · showing cells %d–%d", first, next-1)
+		if args.SinceVersion != "" {
+			header += fmt.Sprintf(" · %d cells changed since %s", len(idxs), args.SinceVersion)
+		} else if first != 0 || next < len(idxs) || last != len(nb.Cells)-1 {
+			end := first - 1
+			if next > 0 {
+				end = idxs[next-1]
+			}
+			header += fmt.Sprintf(" · showing cells %d–%d", first, end)
 		}
 		if t, ok := out["truncated"].(map[string]any); ok {
 			if nc, ok := t["next_call"]; ok {
@@ -368,7 +442,7 @@ func (s *Server) getNotebook(ctx context.Context, raw map[string]any) (result, e
 		}
 		text := header + "\n\n" + md.String()
 		out["content"] = text // structured clients get the rendering too
-		return result{Data: out, Text: text}, nil
+		return result{Data: out, Text: text, Saved: saved}, nil
 	}
 }
 
@@ -425,6 +499,7 @@ type sessionArgs struct {
 	Path            string `json:"path"`
 	CreateIfMissing bool   `json:"create_if_missing"`
 	FileType        string `json:"file_type"`
+	Template        string `json:"template"`
 }
 
 // emptyNotebook is what a new notebook starts as (the server turns no cells into one empty code cell).
@@ -435,7 +510,14 @@ func (s *Server) createNotebookSession(ctx context.Context, raw map[string]any) 
 	if err := decodeArgs(raw, &args); err != nil {
 		return result{}, err
 	}
-	room, created, err := s.openOrCreate(ctx, args.Path, ydoc.KindNotebook, args.CreateIfMissing, []byte(emptyNotebook), func() error {
+	content := []byte(emptyNotebook)
+	if args.Template != "" {
+		if !args.CreateIfMissing {
+			return result{}, invalid([]any{"template"}, "applies only with create_if_missing")
+		}
+		content = templateContent(args.Template)
+	}
+	room, created, err := s.openOrCreate(ctx, args.Path, ydoc.KindNotebook, args.CreateIfMissing, content, func() error {
 		if extOf(args.Path) != "ipynb" {
 			return invalid([]any{"path"}, "a new notebook needs the .ipynb extension (got %q); use create_document_session for other files", args.Path)
 		}
@@ -485,4 +567,14 @@ func (s *Server) openOrCreate(ctx context.Context, p string, kind ydoc.Kind, cre
 		return nil, false, err
 	}
 	return room, true, nil
+}
+
+// cellWeight estimates the tokens a cell costs in a full read (4 bytes a token): counting what
+// was not sent would cost what not sending saved.
+func cellWeight(c ydoc.Cell) int {
+	n := len(c.Source) + 80
+	for _, o := range c.Outputs {
+		n += min(len(outputText(o)), 2000) // reads cap outputs
+	}
+	return n / 4
 }

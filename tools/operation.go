@@ -35,6 +35,7 @@ type result struct {
 	Data  any    // a JSON object: the structured content, and the text unless Text is set
 	Text  string // when set, the text content (e.g. a markdown rendering) instead of JSON(Data)
 	Extra []mcp.Content
+	Saved map[string]int // tokens this result saved, by kind (stats.go)
 }
 
 // toolError is a failure the model should see and can act on.
@@ -62,6 +63,9 @@ var includeSchemaField = field("includeSchema", boolean("Embed this tool's input
 func (s *Server) register(op *operation) {
 	if forkable[op.Name] {
 		op.Input.Properties = append(op.Input.Properties, forkField)
+	}
+	if budgeted[op.Name] {
+		op.Input.Properties = append(op.Input.Properties, maxTokensField)
 	}
 	op.Input.Properties = append(op.Input.Properties, includeSchemaField)
 	s.ops = append(s.ops, op)
@@ -109,9 +113,25 @@ func (s *Server) handler(op *operation) server.ToolHandlerFunc {
 		res, err := op.Run(ctx, args)
 		if err != nil {
 			s.log.Debug().Str("tool", op.Name).Err(err).Msg("tool call failed")
-			return s.failure(op, asToolError(err)), nil
+			out := s.failure(op, asToolError(err))
+			s.account(op, args, out, nil)
+			return out, nil
 		}
-		return s.success(op, res, includeSchema || s.opts.AlwaysEmbedSchema), nil
+		if budgeted[op.Name] {
+			res = s.fitTokens(res, s.maxTokensOf(args))
+		}
+		embed := includeSchema || s.opts.AlwaysEmbedSchema
+		out := s.success(op, res, embed)
+		saved := res.Saved
+		if !embed {
+			if saved == nil {
+				saved = map[string]int{}
+			}
+			saved[savedLean] += s.schemaTokens(op)
+		}
+		s.account(op, args, out, saved)
+		s.noteTouched(ctx, args)
+		return out, nil
 	}
 }
 
@@ -130,6 +150,26 @@ func (s *Server) success(op *operation, res result, embed bool) *mcp.CallToolRes
 		out.Content = append(out.Content, s.schemaContent(op))
 	}
 	return out
+}
+
+// account records the tokens a model reads from a result.
+func (s *Server) account(op *operation, args map[string]any, out *mcp.CallToolResult, saved map[string]int) {
+	n := 0
+	for _, c := range out.Content {
+		switch v := c.(type) {
+		case mcp.TextContent:
+			n += s.tokens.Count(v.Text)
+		case mcp.EmbeddedResource:
+			if r, ok := v.Resource.(mcp.TextResourceContents); ok {
+				n += s.tokens.Count(r.Text)
+			}
+		}
+	}
+	doc, _ := args["path"].(string)
+	if doc == "" {
+		doc, _ = args["document_path"].(string)
+	}
+	s.stats.record(op.Name, doc, n, saved)
 }
 
 // failure is {"success": false, "error": ..., "details": [...]} with isError set and the tool's

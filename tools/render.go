@@ -80,7 +80,7 @@ func renderOutput(o map[string]any, maxChars int) map[string]any {
 					b, _ := json.Marshal(v)
 					s = string(b)
 				}
-				rendered[mime], _ = capText(s, maxChars)
+				rendered[mime], _ = capText(stripANSI(s), maxChars)
 			default:
 				rendered[mime] = summariseMime(mime, v)
 			}

@@ -33,6 +33,11 @@ type Options struct {
 	AlwaysEmbedSchema bool
 	// AgentName is the agent's name in awareness (for reporting how it is shown).
 	AgentName string
+	// Tokenizer is the encoding token counts and budgets use: o200k_base (default) or
+	// cl100k_base.
+	Tokenizer string
+	// MaxResponseTokens is the default max_tokens of content tools (20,000).
+	MaxResponseTokens int
 }
 
 // Server is the MCP server. Tool handlers are goroutine-safe: they only touch bridge, whose
@@ -43,6 +48,10 @@ type Server struct {
 	mcp       *server.MCPServer
 	ops       []*operation
 	opsByName map[string]*operation
+	tokens    *tokenCounter
+	stats     *tokenStats
+	current   currentDocs    // per client session: the documents …/current resources show
+	subs      *subscriptions // resource subscriptions (subscriptions.go)
 }
 
 // New builds the MCP server and registers every tool. It starts nothing.
@@ -59,10 +68,22 @@ func New(opts Options) (*Server, error) {
 	if opts.AgentName == "" {
 		opts.AgentName = bridge.DefaultUser().DisplayName
 	}
-	s := &Server{opts: opts, log: opts.Logger, opsByName: map[string]*operation{}}
+	if opts.MaxResponseTokens <= 0 {
+		opts.MaxResponseTokens = DefaultMaxResponseTokens
+	}
+	tc, err := newTokenCounter(opts.Tokenizer)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{opts: opts, log: opts.Logger, opsByName: map[string]*operation{}, tokens: tc, stats: newTokenStats(), subs: newSubscriptions()}
 	s.mcp = server.NewMCPServer("jupyter-collab-mcp", opts.Version,
 		server.WithToolCapabilities(false),
-		server.WithResourceCapabilities(false, false),
+		server.WithResourceCapabilities(true, true), // subscribe; list_changed as rooms open and close
+		server.WithPromptCapabilities(false),
+		server.WithCompletions(),
+		server.WithResourceCompletionProvider(completer{s}),
+		server.WithPromptCompletionProvider(completer{s}),
+		server.WithHooks(s.subscriptionHooks()),
 		server.WithRecovery(),
 		server.WithResourceRecovery(),
 		server.WithInstructions(instructions),
@@ -76,7 +97,11 @@ func New(opts Options) (*Server, error) {
 	s.registerAwarenessTools()
 	s.registerForkTools()
 	s.registerHistoryTools()
+	s.registerTokenTools()
+	s.registerStatsResources()
 	s.registerOperationResources()
+	s.registerContentResources()
+	s.registerPrompts()
 	return s, nil
 }
 

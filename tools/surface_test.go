@@ -167,7 +167,7 @@ func TestInputSchemasAreClosedAndAcceptIncludeSchema(t *testing.T) {
 		walk(name, s)
 		top, _ := s["properties"].(map[string]any)
 		if _, hasPath := top["path"]; hasPath {
-			if req, _ := s["required"].([]any); name != "list_notebooks" && name != "list_documents" && !slices.Contains(req, any("path")) {
+			if req, _ := s["required"].([]any); name != "list_notebooks" && name != "list_documents" && name != "count_tokens" && !slices.Contains(req, any("path")) {
 				t.Errorf("%s: path is not required (required %v)", name, req)
 			}
 		}
@@ -484,7 +484,7 @@ func TestOperationResources(t *testing.T) {
 		if m["uri"] != "jupyter://operations/"+str(m["name"]) {
 			t.Errorf("catalog entry %v has uri %v", m["name"], m["uri"])
 		}
-		if !slices.Contains([]string{"notebooks", "documents", "execution", "collaboration", "forks", "history"}, str(m["category"])) {
+		if !slices.Contains([]string{"notebooks", "documents", "execution", "collaboration", "forks", "history", "tokens"}, str(m["category"])) {
 			t.Errorf("catalog entry %v has category %v", m["name"], m["category"])
 		}
 		if str(m["description"]) == "" || str(m["title"]) == "" {
@@ -560,6 +560,7 @@ func TestExamplesValidate(t *testing.T) {
 			}
 		}
 		delete(ex, "create_if_missing")
+		delete(ex, "template") // applies only with create_if_missing
 		if name == "list_notebooks" || name == "list_documents" {
 			continue
 		}

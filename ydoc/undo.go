@@ -169,13 +169,19 @@ func (tx *Txn) pop(stack *[]*stackItem, mode undoMode) bool {
 				return
 			}
 			if it.Redone != nil {
+				n := it.Length
 				item, diff := y.FollowRedone(store, it.ID)
 				if item != nil && diff > 0 {
 					item = y.GetItemCleanStart(tr, y.GenID(item.ID.Client, item.ID.Clock+diff))
 				}
+				// Re-created neighbours may have merged into one struct (they get consecutive
+				// clocks): delete the copy of this insertion only.
+				if item != nil && item.Length > n {
+					y.GetItemCleanEnd(tr, store, y.GenID(item.ID.Client, item.ID.Clock+n-1))
+				}
 				it = item
 			}
-			if it != nil && !it.Deleted() && y.IsParentOf(scope, it) {
+			if it != nil && !gone(it) && y.IsParentOf(scope, it) {
 				toDelete = append(toDelete, it)
 			}
 		})
@@ -193,7 +199,7 @@ func (tx *Txn) pop(stack *[]*stackItem, mode undoMode) bool {
 			}
 		}
 		for i := len(toDelete) - 1; i >= 0; i-- {
-			if !toDelete[i].Deleted() {
+			if !gone(toDelete[i]) {
 				deleteItemDeep(tr, toDelete[i])
 				performed = true
 			}
@@ -248,6 +254,24 @@ func documentOrder(items map[*y.Item]bool) []*y.Item {
 	return out
 }
 
+// gone reports whether an item or one of its ancestors is deleted. yjs deletes a deleted type's
+// contents with it; y-crdt does not (its ContentType.Delete is a TODO), so the items of a cell a
+// human deleted still look alive: without this an undo would "re-create" text inside the deleted
+// cell, change nothing visible, and count as performed.
+func gone(it *y.Item) bool {
+	for it != nil {
+		if it.Deleted() {
+			return true
+		}
+		pt, ok := it.Parent.(y.IAbstractType)
+		if !ok || pt == nil {
+			return false
+		}
+		it = pt.GetItem()
+	}
+	return false
+}
+
 // redoItem re-creates a deleted item where it was (Yjs's redoItem), re-creating its parent
 // first when that was deleted too and is to be re-created.
 func redoItem(tr *y.Transaction, item *y.Item, redo map[*y.Item]bool) *y.Item {
@@ -273,7 +297,7 @@ func redoItem(tr *y.Transaction, item *y.Item, redo map[*y.Item]bool) *y.Item {
 			}
 		}
 	}
-	if parentItem != nil && parentItem.Deleted() && parentItem.Redone == nil {
+	if parentItem != nil && parentItem.Redone == nil && gone(parentItem) {
 		if !redo[parentItem] || redoItem(tr, parentItem, redo) == nil {
 			return nil
 		}

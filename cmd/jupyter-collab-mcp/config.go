@@ -36,6 +36,8 @@ type Config struct {
 	NoGlobalAwareness bool
 	StateDir          string
 	HistoryBudgetMB   int
+	MaxResponseTokens int
+	Tokenizer         string
 	tokenFromFlag     bool // --mcp-token was used (warn: visible in ps)
 	jupyterTokenFile  string
 	mcpTokenFile      string
@@ -107,6 +109,8 @@ func options() []option {
 		{"call-timeout", "MCP_CALL_TIMEOUT", "2m", "upper bound of one tool call", "duration", false, duration(func(c *Config) *time.Duration { return &c.CallTimeout })},
 		{"state-dir", "STATE_DIR", "", "directory for state that should survive restarts (document histories); empty: memory only", "string", false, str(func(c *Config) *string { return &c.StateDir })},
 		{"history-budget-mb", "HISTORY_BUDGET_MB", "32", "megabytes of restorable versions kept per document", "int", false, integer(func(c *Config) *int { return &c.HistoryBudgetMB })},
+		{"max-response-tokens", "MAX_RESPONSE_TOKENS", "20000", "default max_tokens of content tools and the cap of resources (some clients reject results over 25000 tokens)", "int", false, integer(func(c *Config) *int { return &c.MaxResponseTokens })},
+		{"tokenizer", "TOKENIZER", "o200k_base", "token encoding for counts and budgets: o200k_base or cl100k_base", "string", false, str(func(c *Config) *string { return &c.Tokenizer })},
 		{"always-embed-schema", "ALWAYS_EMBED_SCHEMA", "false", "embed each tool's input schema in every result (by default only in failures and when a call passes includeSchema)", "bool", false, boolean(func(c *Config) *bool { return &c.AlwaysEmbedSchema })},
 	}
 }
@@ -203,6 +207,14 @@ func (c Config) validate() error {
 	}
 	if c.JupyterURL == "" {
 		return errors.New("JUPYTER_URL / --jupyter-url is required")
+	}
+	if c.MaxResponseTokens < 1000 || c.MaxResponseTokens > 1000000 {
+		return fmt.Errorf("--max-response-tokens %d: must be from 1000 to 1000000", c.MaxResponseTokens)
+	}
+	switch c.Tokenizer {
+	case "o200k_base", "cl100k_base":
+	default:
+		return fmt.Errorf("--tokenizer %q: must be o200k_base or cl100k_base", c.Tokenizer)
 	}
 	if c.Listen == "" {
 		return nil

@@ -87,7 +87,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return err
 	}
 	mcpServer, err := tools.New(tools.Options{Manager: manager, Executor: executor, Logger: log, Version: version,
-		CallTimeout: cfg.CallTimeout, AlwaysEmbedSchema: cfg.AlwaysEmbedSchema, AgentName: cfg.AgentName})
+		CallTimeout: cfg.CallTimeout, AlwaysEmbedSchema: cfg.AlwaysEmbedSchema, AgentName: cfg.AgentName,
+		MaxResponseTokens: cfg.MaxResponseTokens, Tokenizer: cfg.Tokenizer})
 	if err != nil {
 		return err
 	}
@@ -105,6 +106,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	go func() {
 		defer close(executorDone)
 		_ = executor.Run(managerCtx)
+	}()
+	subsCtx, stopSubs := context.WithCancel(ctx)
+	subsDone := make(chan struct{})
+	go func() { // resource subscriptions and listed rooms, for as long as the transport serves
+		defer close(subsDone)
+		_ = mcpServer.Run(subsCtx)
 	}()
 	g.Go(func() error {
 		if cfg.Listen == "" {
@@ -130,6 +137,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return mcpServer.ServeHTTP(gctx, tools.HTTPOptions{Listener: l, Protect: protect, SessionIdleTTL: cfg.SessionIdleTTL})
 	})
 	err = g.Wait()
+	stopSubs()
+	<-subsDone
 	executor.Close() // runs end before their rooms close
 	<-executorDone
 	stopManager()

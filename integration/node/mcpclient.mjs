@@ -5,11 +5,34 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { ResourceUpdatedNotificationSchema, ResourceListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
 import readline from 'node:readline'
 
 let client = null
 let transport = null
 const progress = []
+const notes = [] // resources/updated and resources/list_changed, in arrival order
+let noteWaiters = []
+
+function note (n) {
+  notes.push({ method: n.method, uri: n.params?.uri, at: Date.now() })
+  const waiting = noteWaiters
+  noteWaiters = []
+  for (const w of waiting) w()
+}
+
+// waitNotification resolves when a notification for uri (any, when empty) arrives at index >= after.
+function waitNotification (req) {
+  const match = () => notes.findIndex((n, i) => i >= (req.after ?? 0) && n.method === (req.method ?? 'notifications/resources/updated') && (!req.uri || n.uri === req.uri))
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no ${req.method ?? 'resources/updated'} ${req.uri ?? ''} within ${req.timeoutMs} ms; got ${JSON.stringify(notes.slice(req.after ?? 0))}`)), req.timeoutMs ?? 10000)
+    const check = () => {
+      const i = match()
+      if (i >= 0) { clearTimeout(timer); resolve({ index: i, notification: notes[i] }) } else noteWaiters.push(check)
+    }
+    check()
+  })
+}
 
 function out (obj) { process.stdout.write(JSON.stringify(obj) + '\n') }
 
@@ -22,6 +45,8 @@ async function connect (req) {
   } else {
     transport = new StreamableHTTPClientTransport(new URL(req.url), { requestInit: { headers: req.headers ?? {} } })
   }
+  client.setNotificationHandler(ResourceUpdatedNotificationSchema, note)
+  client.setNotificationHandler(ResourceListChangedNotificationSchema, note)
   await client.connect(transport)
   return { server: client.getServerVersion(), capabilities: client.getServerCapabilities(), instructions: client.getInstructions() }
 }
@@ -45,6 +70,18 @@ const ops = {
     }
   },
   progress: () => ({ progress }),
+  subscribe: async (req) => { await client.subscribeResource({ uri: req.uri }); return {} },
+  unsubscribe: async (req) => { await client.unsubscribeResource({ uri: req.uri }); return {} },
+  notifications: () => ({ notifications: notes }),
+  waitNotification,
+  listPrompts: async () => ({ prompts: (await client.listPrompts()).prompts }),
+  getPrompt: async (req) => {
+    try {
+      return { prompt: await client.getPrompt({ name: req.name, arguments: req.arguments ?? {} }) }
+    } catch (e) {
+      return { rpcError: { code: e.code, message: e.message } }
+    }
+  },
   close: async () => { await client.close(); return {} }
 }
 

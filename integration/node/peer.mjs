@@ -266,6 +266,137 @@ function insertCell (req) {
   return {}
 }
 
+// --- agent-scoped undo, differential (ydoc/undo.go against yjs's UndoManager) ----------------
+// A scenario is a list of steps by an agent and a human on a text file ("source" Y.Text) or a
+// notebook ("cells" Y.Array of cell Y.Maps). Ops (JSON): {t:'ins', cell, pos, text},
+// {t:'del', cell, pos, len} (cell ignored for text files), {t:'setSource', cell, pos, del, ins}
+// (the single edit ydoc's SetSource makes: delete then insert), {t:'insCell', index, id, source},
+// {t:'delCell', index, count} (deleted one by one from the last, as ydoc does).
+
+function undoCells (d) {
+  return d.getArray('cells').toArray().filter(c => c instanceof Y.Map)
+}
+
+function undoContent (d, kind) {
+  if (kind === 'file') return { text: d.getText('source').toString() }
+  return {
+    cells: undoCells(d).map(c => {
+      const s = c.get('source')
+      const id = c.get('id')
+      return { id: typeof id === 'string' ? id : '', source: s instanceof Y.Text ? s.toString() : (typeof s === 'string' ? s : '') }
+    })
+  }
+}
+
+function undoTextOf (d, kind, cell) {
+  if (kind === 'file') return d.getText('source')
+  const c = undoCells(d)[cell]
+  if (!c) throw new Error(`no cell ${cell} (of ${undoCells(d).length})`)
+  return c.get('source')
+}
+
+// undoApplyOp performs one op; an agent's edit also marks the document dirty once, as ydoc does
+// (outside the undo scope, but it keeps both worlds' clocks equal).
+function undoApplyOp (d, kind, op, agent) {
+  const cells = d.getArray('cells')
+  let changed = true
+  switch (op.t) {
+    case 'ins':
+      if (op.text === '') { changed = false; break }
+      undoTextOf(d, kind, op.cell).insert(op.pos, op.text)
+      break
+    case 'del':
+      if (op.len === 0) { changed = false; break }
+      undoTextOf(d, kind, op.cell).delete(op.pos, op.len)
+      break
+    case 'setSource': {
+      const t = undoTextOf(d, kind, op.cell)
+      if (op.del > 0) t.delete(op.pos, op.del)
+      if (op.ins !== '') t.insert(op.pos, op.ins)
+      changed = op.del > 0 || op.ins !== ''
+      break
+    }
+    case 'insCell': {
+      // ydoc's InsertCells + fillCell: the empty map first, then its keys in createCell's order
+      const m = new Y.Map()
+      cells.insert(op.index, [m])
+      m.set('source', new Y.Text(op.source))
+      m.set('metadata', new Y.Map())
+      m.set('cell_type', 'code')
+      m.set('id', op.id)
+      m.set('outputs', new Y.Array())
+      m.set('execution_count', null)
+      m.set('execution_state', 'idle')
+      break
+    }
+    case 'delCell':
+      if (op.count === 0) { changed = false; break }
+      for (let k = op.count - 1; k >= 0; k--) cells.delete(op.index + k, 1)
+      break
+    default:
+      throw new Error('unknown undo op ' + op.t)
+  }
+  if (agent && changed) {
+    const state = d.getMap('state')
+    if (state.get('dirty') !== true) state.set('dirty', true)
+  }
+}
+
+// the human replicas of the Go-agent world, by key
+const undoHumans = new Map()
+
+function undoHumanStep (req) {
+  const h = undoHumans.get(req.key)
+  if (!h) throw new Error('no undo human ' + req.key)
+  for (const u of req.updates ?? []) Y.applyUpdate(h.doc, Buffer.from(u, 'base64'), remote)
+  h.out = []
+  if (req.ops && req.ops.length > 0) {
+    h.doc.transact(() => { for (const op of req.ops) undoApplyOp(h.doc, h.kind, op, false) })
+  }
+  const updates = h.out.map(u => Buffer.from(u).toString('base64'))
+  h.out = []
+  return { updates, content: undoContent(h.doc, h.kind) }
+}
+
+// undoWorld runs a whole scenario in yjs: the agent's Y.Doc with an UndoManager over the same
+// scope (its edits tracked by origin, captureTimeout 0: one step per transaction) and the human's
+// Y.Doc, exchanging updates after every step (a held human step reaches the agent only after the
+// next agent step: concurrent edits). Returns both contents after every step.
+function undoWorld (req) {
+  const kind = req.kind
+  const agent = new Y.Doc()
+  agent.clientID = req.agentID
+  const human = new Y.Doc()
+  human.clientID = req.humanID
+  const tracked = { origin: 'agent' }
+  const plainOrigin = { origin: 'agent-plain' }
+  const scope = kind === 'file' ? agent.getText('source') : agent.getArray('cells')
+  const um = new Y.UndoManager(scope, { trackedOrigins: new Set([tracked]), captureTimeout: 0 })
+  const toHuman = []
+  const toAgent = []
+  agent.on('update', (u, origin) => { if (origin !== remote) toHuman.push(u) })
+  human.on('update', (u, origin) => { if (origin !== remote) toAgent.push(u) })
+  const flush = (queue, d) => { while (queue.length) Y.applyUpdate(d, queue.shift(), remote) }
+  const results = []
+  for (const step of req.steps) {
+    let performed = null
+    if (step.side === 'human') {
+      human.transact(() => { for (const op of step.ops ?? []) undoApplyOp(human, kind, op, false) })
+      flush(toHuman, human)
+      if (!step.hold) flush(toAgent, agent)
+    } else {
+      if (step.undo) performed = um.undo() !== null
+      else if (step.redo) performed = um.redo() !== null
+      else agent.transact(() => { for (const op of step.ops ?? []) undoApplyOp(agent, kind, op, true) }, step.undoable ? tracked : plainOrigin)
+      flush(toHuman, human)
+      flush(toAgent, agent)
+    }
+    results.push({ agent: undoContent(agent, kind), human: undoContent(human, kind), performed, undo: um.undoStack.length, redo: um.redoStack.length })
+  }
+  um.destroy()
+  return { results }
+}
+
 const ops = {
   connect,
   disconnect: () => { disconnect(); return {} },
@@ -447,6 +578,18 @@ const ops = {
   },
   // vanish: no null awareness state, the sockets just die with the process
   vanish: () => { setTimeout(() => process.kill(process.pid, 'SIGKILL'), 10); return {} },
+  // agent-scoped undo differential tests (undoWorld, undoHuman*)
+  undoWorld,
+  undoHumanNew: (req) => {
+    const d = new Y.Doc()
+    d.clientID = req.clientID
+    const h = { doc: d, kind: req.kind, out: [] }
+    d.on('update', (u, origin) => { if (origin !== remote) h.out.push(u) })
+    undoHumans.set(req.key, h)
+    return {}
+  },
+  undoHumanStep,
+  undoHumanClose: (req) => { const h = undoHumans.get(req.key); if (h) h.doc.destroy(); undoHumans.delete(req.key); return {} },
   exit: () => { disconnect(); setTimeout(() => process.exit(0), 10); return {} }
 }
 

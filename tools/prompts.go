@@ -1,0 +1,372 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
+)
+
+// Prompts: ready-made requests that embed fresh content (a guide, an outline, the notebook, what
+// changed) so a client's user can start a piece of work with one selection. Prompt arguments and
+// resource template variables complete (file ids, cell ids, job ids, modes, template names, paths).
+
+// extractTypes are extract_essentials' kinds.
+var extractTypes = []string{"facts", "code", "decisions", "questions", "all"}
+
+var extractAsk = map[string]string{
+	"facts":     "the facts the notebook establishes (numbers, results, observations), each with the cell id that shows it",
+	"code":      "the code someone needs to reproduce the results: the essential cells, cleaned of exploration dead ends, in running order, with the cell ids they come from",
+	"decisions": "the decisions taken (choices of data, methods, parameters, thresholds) and the reasons given for them, with cell ids",
+	"questions": "the open questions: what is unresolved, contradictory, untested or marked TODO, with cell ids",
+	"all":       "facts (with cell ids), essential code, decisions with their reasons, and open questions, as four sections",
+}
+
+func (s *Server) registerPrompts() {
+	s.mcp.AddPrompt(mcp.NewPrompt("interleaved-thinking",
+		mcp.WithPromptDescription("Work on a task in a live shared notebook in the reason–act–observe style: the guide for the mode, and a fresh outline of the notebook when a path is given."),
+		mcp.WithArgument("task", mcp.RequiredArgument(), mcp.ArgumentDescription("What to do.")),
+		mcp.WithArgument("mode", mcp.RequiredArgument(), mcp.ArgumentDescription("research, analysis or development.")),
+		mcp.WithArgument("path", mcp.ArgumentDescription("The notebook (or text file) to work in, relative to the Jupyter root.")),
+	), s.promptInterleaved)
+	s.mcp.AddPrompt(mcp.NewPrompt("summarize_notebook",
+		mcp.WithPromptDescription("Summarise a live notebook (its current content is embedded), optionally with a focus and a length limit."),
+		mcp.WithArgument("path", mcp.RequiredArgument(), mcp.ArgumentDescription("The notebook, relative to the Jupyter root.")),
+		mcp.WithArgument("focus", mcp.ArgumentDescription("What the summary should concentrate on (e.g. results, methods, problems).")),
+		mcp.WithArgument("max_summary_tokens", mcp.ArgumentDescription("Length limit of the summary in tokens (default 500).")),
+	), s.promptSummarize)
+	s.mcp.AddPrompt(mcp.NewPrompt("extract_essentials",
+		mcp.WithPromptDescription("Extract facts, essential code, decisions or open questions from a live notebook (its current content is embedded)."),
+		mcp.WithArgument("path", mcp.RequiredArgument(), mcp.ArgumentDescription("The notebook, relative to the Jupyter root.")),
+		mcp.WithArgument("extract_type", mcp.RequiredArgument(), mcp.ArgumentDescription("facts, code, decisions, questions or all.")),
+	), s.promptExtract)
+	s.mcp.AddPrompt(mcp.NewPrompt("review_changes",
+		mcp.WithPromptDescription("Review what changed in a live notebook or text file since a version (from get_notebook, get_document or get_document_history): only the changes are embedded."),
+		mcp.WithArgument("path", mcp.RequiredArgument(), mcp.ArgumentDescription("The notebook or text file, relative to the Jupyter root.")),
+		mcp.WithArgument("since_version", mcp.RequiredArgument(), mcp.ArgumentDescription("The version to review from.")),
+	), s.promptReview)
+}
+
+// promptArg returns a prompt argument, or a clear error when a required one is missing.
+func promptArg(req mcp.GetPromptRequest, name string, required bool) (string, error) {
+	v := strings.TrimSpace(req.Params.Arguments[name])
+	if v == "" && required {
+		return "", fmt.Errorf("prompt %s: argument %q is required", req.Params.Name, name)
+	}
+	return v, nil
+}
+
+func userText(text string) mcp.PromptMessage {
+	return mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent(text))
+}
+
+func userResource(uri, mime, text string) mcp.PromptMessage {
+	return mcp.NewPromptMessage(mcp.RoleUser, mcp.NewEmbeddedResource(mcp.TextResourceContents{URI: uri, MIMEType: mime, Text: text}))
+}
+
+// notebookURI is a notebook's resource URI (its path when the id is not known).
+func (s *Server) docURI(ctx context.Context, p string, kind ydoc.Kind) string {
+	prefix := uriNotebooks
+	if kind == ydoc.KindText {
+		prefix = uriDocuments
+	}
+	if id, err := s.opts.Manager.FileID(ctx, p, kind); err == nil {
+		return prefix + "/" + id
+	}
+	return prefix
+}
+
+func (s *Server) promptInterleaved(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+	task, err := promptArg(req, "task", true)
+	if err != nil {
+		return nil, err
+	}
+	mode, err := promptArg(req, "mode", true)
+	if err != nil {
+		return nil, err
+	}
+	guide, err := guideText(mode)
+	if err != nil {
+		return nil, fmt.Errorf("prompt interleaved-thinking: %w", err)
+	}
+	p, _ := promptArg(req, "path", false)
+	msgs := []mcp.PromptMessage{
+		userResource("jupyter://guides/"+mode, "text/markdown", guide),
+	}
+	intro := fmt.Sprintf("Task (%s mode): %s\n\nWork as the guide above describes: first take stock of the tools this session offers and check they suffice for the task (say plainly what is missing), then plan with checkpoints, then loop read → edit or run → observe → decide, re-reading what collaborators changed. Never claim a capability you lack. Leave the document clean for the humans.", mode, task)
+	if p != "" {
+		if extOf(p) == "ipynb" {
+			res, err := s.getNotebook(ctx, map[string]any{"path": p, "format": "outline", "include_collaboration_state": false, "max_tokens": float64(4000)})
+			if err != nil {
+				return nil, fmt.Errorf("prompt interleaved-thinking: outline of %s: %w", p, promptErr(err))
+			}
+			msgs = append(msgs, userResource(s.docURI(ctx, p, ydoc.KindNotebook)+"/cells", "text/markdown", "Outline of "+p+" (fresh):\n\n"+res.Text))
+			intro += fmt.Sprintf("\n\nThe notebook is %s; its outline (index, type, id, first line, outputs) is above. Read cells by id with get_notebook before editing them.", p)
+		} else {
+			r, err := s.readText(ctx, p)
+			if err != nil {
+				return nil, fmt.Errorf("prompt interleaved-thinking: %s: %w", p, promptErr(err))
+			}
+			head, _ := s.capTokens(r.text, 3000)
+			msgs = append(msgs, userResource(s.docURI(ctx, p, ydoc.KindText), r.mime, head))
+			intro += fmt.Sprintf("\n\nThe document is %s; its beginning is above. Read it with get_document before editing.", p)
+		}
+	}
+	msgs = append(msgs, userText(intro))
+	return mcp.NewGetPromptResult("Interleaved reason–act–observe work, "+mode+" mode", msgs), nil
+}
+
+// promptErr unwraps a tool error's message.
+func promptErr(err error) error {
+	if te, ok := err.(*toolError); ok {
+		return fmt.Errorf("%s", te.Message)
+	}
+	return err
+}
+
+// notebookForPrompt is the notebook as markdown within a token budget (cut at a cell boundary,
+// saying so), and its version.
+func (s *Server) notebookForPrompt(ctx context.Context, name, p string, budget int) (string, string, error) {
+	if p == "" {
+		return "", "", fmt.Errorf("prompt %s: argument \"path\" is required", name)
+	}
+	res, err := s.getNotebook(ctx, map[string]any{"path": p, "format": "markdown", "include_collaboration_state": false, "max_tokens": float64(budget), "max_output_chars": float64(1000)})
+	if err != nil {
+		return "", "", fmt.Errorf("prompt %s: %s: %w", name, p, promptErr(err))
+	}
+	data, _ := res.Data.(map[string]any)
+	v, _ := data["version"].(bridge.Version)
+	return res.Text, string(v), nil
+}
+
+func (s *Server) promptSummarize(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+	p, err := promptArg(req, "path", true)
+	if err != nil {
+		return nil, err
+	}
+	focus, _ := promptArg(req, "focus", false)
+	limit := 500
+	if v, _ := promptArg(req, "max_summary_tokens", false); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 20 || n > 20000 {
+			return nil, fmt.Errorf("prompt summarize_notebook: max_summary_tokens must be a whole number from 20 to 20000 (got %q)", v)
+		}
+		limit = n
+	}
+	text, version, err := s.notebookForPrompt(ctx, "summarize_notebook", p, s.opts.MaxResponseTokens)
+	if err != nil {
+		return nil, err
+	}
+	ask := fmt.Sprintf("Summarise the notebook %s above (version %s) in at most %d tokens: its purpose, what it does, its results and its state (cells not run, errors).", p, version, limit)
+	if focus != "" {
+		ask += " Focus on: " + focus + "."
+	}
+	ask += " Refer to cells by id when you point at evidence. If the content above says it was truncated, say what you could not see."
+	return mcp.NewGetPromptResult("Summary of "+p, []mcp.PromptMessage{
+		userResource(s.docURI(ctx, p, ydoc.KindNotebook), "text/markdown", text),
+		userText(ask),
+	}), nil
+}
+
+func (s *Server) promptExtract(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+	p, err := promptArg(req, "path", true)
+	if err != nil {
+		return nil, err
+	}
+	kind, err := promptArg(req, "extract_type", true)
+	if err != nil {
+		return nil, err
+	}
+	ask, ok := extractAsk[kind]
+	if !ok {
+		return nil, fmt.Errorf("prompt extract_essentials: extract_type %q is not one of %s", kind, strings.Join(extractTypes, ", "))
+	}
+	text, version, err := s.notebookForPrompt(ctx, "extract_essentials", p, s.opts.MaxResponseTokens)
+	if err != nil {
+		return nil, err
+	}
+	return mcp.NewGetPromptResult("Essentials of "+p+": "+kind, []mcp.PromptMessage{
+		userResource(s.docURI(ctx, p, ydoc.KindNotebook), "text/markdown", text),
+		userText(fmt.Sprintf("From the notebook %s above (version %s), extract %s. Only what the notebook supports; say \"none\" for an empty section rather than inventing.", p, version, ask)),
+	}), nil
+}
+
+func (s *Server) promptReview(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+	p, err := promptArg(req, "path", true)
+	if err != nil {
+		return nil, err
+	}
+	since, err := promptArg(req, "since_version", true)
+	if err != nil {
+		return nil, err
+	}
+	ask := fmt.Sprintf("Review the changes to %s since version %s shown above: what changed and why it matters, mistakes or risks (broken code, results that no longer match the text, outputs now stale), and what should be done next. Refer to cells by id.", p, since)
+	if extOf(p) == "ipynb" {
+		res, err := s.getNotebook(ctx, map[string]any{"path": p, "since_version": since, "format": "markdown", "include_collaboration_state": false, "max_output_chars": float64(1000)})
+		if err != nil {
+			return nil, fmt.Errorf("prompt review_changes: %s: %w", p, promptErr(err))
+		}
+		text := res.Text
+		if data, ok := res.Data.(map[string]any); ok {
+			if removed, ok := data["removed_cell_ids"].([]string); ok && len(removed) > 0 {
+				text += "\nCells removed since " + since + ": " + strings.Join(removed, ", ") + "\n"
+			}
+			if data["order_changed"] == true {
+				text += "\nThe cell order changed.\n"
+			}
+		}
+		return mcp.NewGetPromptResult("Changes to "+p+" since "+since, []mcp.PromptMessage{
+			userResource(s.docURI(ctx, p, ydoc.KindNotebook), "text/markdown", text),
+			userText(ask + " Only the changed cells are shown, as they are now."),
+		}), nil
+	}
+	room, err := s.openText(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("prompt review_changes: %s: %w", p, promptErr(err))
+	}
+	_, old, err := room.VersionContent(ctx, bridge.Version(since))
+	if err != nil {
+		return nil, fmt.Errorf("prompt review_changes: version %s of %s: %w (list versions with get_document_history)", since, p, err)
+	}
+	var now string
+	if err := room.View(ctx, func(d *ydoc.Doc) error {
+		var err error
+		now, err = d.Text()
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("prompt review_changes: %s: %w", p, err)
+	}
+	diff := ydoc.DiffText(old, now)
+	text := "No changes."
+	if !diff.Empty() {
+		text, _ = s.capTokens(diff.Unified(), s.opts.MaxResponseTokens)
+	}
+	return mcp.NewGetPromptResult("Changes to "+p+" since "+since, []mcp.PromptMessage{
+		userResource(s.docURI(ctx, p, ydoc.KindText), "text/x-diff", text),
+		userText(ask + " The changes are shown as a unified diff."),
+	}), nil
+}
+
+// completer completes prompt arguments and resource template variables.
+type completer struct{ s *Server }
+
+const maxCompletions = 100
+
+func completion(all []string, prefix string) *mcp.Completion {
+	var out []string
+	for _, v := range all {
+		if strings.HasPrefix(v, prefix) {
+			out = append(out, v)
+		}
+	}
+	sort.Strings(out)
+	c := &mcp.Completion{Values: out, Total: len(out)}
+	if len(out) > maxCompletions {
+		c.Values, c.HasMore = out[:maxCompletions], true
+	}
+	return c
+}
+
+func (c completer) CompletePromptArgument(ctx context.Context, prompt string, arg mcp.CompleteArgument, _ mcp.CompleteContext) (*mcp.Completion, error) {
+	switch arg.Name {
+	case "mode":
+		return completion(guideModes, arg.Value), nil
+	case "extract_type":
+		return completion(extractTypes, arg.Value), nil
+	case "path":
+		fileType := "notebook"
+		if prompt == "interleaved-thinking" || prompt == "review_changes" {
+			fileType = ""
+		}
+		return c.paths(ctx, fileType, arg.Value), nil
+	case "since_version":
+		// versions need the path: completion requests carry earlier arguments in context
+		return &mcp.Completion{Values: []string{}}, nil
+	}
+	return &mcp.Completion{Values: []string{}}, nil
+}
+
+// paths completes paths of open rooms and of files in the directory typed so far.
+func (c completer) paths(ctx context.Context, fileType, prefix string) *mcp.Completion {
+	seen := map[string]bool{}
+	var all []string
+	for _, r := range c.s.opts.Manager.Rooms() {
+		if !seen[r.Path()] && (fileType == "" || (fileType == "notebook") == (extOf(r.Path()) == "ipynb")) {
+			seen[r.Path()] = true
+			all = append(all, r.Path())
+		}
+	}
+	dir := ""
+	if i := strings.LastIndex(prefix, "/"); i >= 0 {
+		dir = prefix[:i]
+	}
+	if entries, err := c.s.opts.Manager.List(ctx, dir); err == nil {
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name, ".") || seen[e.Path] {
+				continue
+			}
+			if e.Type == "directory" || fileType == "" || e.Type == fileType {
+				name := e.Path
+				if e.Type == "directory" {
+					name += "/"
+				}
+				seen[e.Path] = true
+				all = append(all, name)
+			}
+		}
+	}
+	return completion(all, prefix)
+}
+
+func (c completer) CompleteResourceArgument(ctx context.Context, uri string, arg mcp.CompleteArgument, cc mcp.CompleteContext) (*mcp.Completion, error) {
+	s := c.s
+	switch arg.Name {
+	case "file_id":
+		kind := ydoc.KindNotebook
+		if strings.HasPrefix(uri, uriDocuments) {
+			kind = ydoc.KindText
+		}
+		ids := s.opts.Manager.FileIDs(kind)
+		if len(ids) == 0 {
+			_, _ = s.readDocList(ctx, kind) // learn the ids
+			ids = s.opts.Manager.FileIDs(kind)
+		}
+		var all []string
+		for id := range ids {
+			all = append(all, id)
+		}
+		return completion(all, arg.Value), nil
+	case "cell_id":
+		fid := cc.Arguments["file_id"]
+		p, k, ok := s.opts.Manager.PathOf(fid)
+		if !ok || k != ydoc.KindNotebook {
+			return &mcp.Completion{Values: []string{}}, nil
+		}
+		room, err := s.openNotebook(ctx, p)
+		if err != nil {
+			return nil, fmt.Errorf("complete cell_id: %w", promptErr(err))
+		}
+		var ids []string
+		_ = room.View(ctx, func(d *ydoc.Doc) error {
+			ids = d.CellIDs()
+			return nil
+		})
+		return completion(ids, arg.Value), nil
+	case "job_id":
+		if s.opts.Executor == nil {
+			return &mcp.Completion{Values: []string{}}, nil
+		}
+		return completion(s.opts.Executor.JobIDs(), arg.Value), nil
+	case "name":
+		return completion(templateNames(), arg.Value), nil
+	case "mode":
+		return completion(guideModes, arg.Value), nil
+	}
+	return &mcp.Completion{Values: []string{}}, nil
+}

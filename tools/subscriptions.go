@@ -1,0 +1,523 @@
+package tools
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
+)
+
+// Resource subscriptions. A client subscribes to any jupyter:// content URI; room events mark
+// the documents they touch dirty; once a document has been quiet for subscribeQuiet (or has been
+// changing for subscribeMaxDelay) every subscribed URI that depends on it is read again and its
+// subscribers are told — only those whose content hash really differs from what they last saw.
+// A change to one cell therefore notifies …/cells/{that cell}, the notebook and its JSON, not the
+// other cells; a cursor move notifies nothing. Documents with subscribers are kept joined (a
+// room subscription pins them against idle closing).
+
+const (
+	subscribeQuiet    = 250 * time.Millisecond // debounce: no notification sooner after a change
+	subscribeMaxDelay = time.Second            // …but a document changing non-stop still notifies
+	subscribeTick     = 100 * time.Millisecond
+	subscribeReadWait = 30 * time.Second // a read for a subscription (may join a room)
+)
+
+// docKey names a document (not a fork) whose changes subscriptions follow.
+type docKey struct {
+	path string
+	kind ydoc.Kind
+}
+
+// dirtyMark is when a document first and last changed since its subscribers were last checked.
+type dirtyMark struct{ first, last time.Time }
+
+type subscriptions struct {
+	mu       sync.Mutex
+	sessions map[string]map[string][32]byte // session → subscribed URI → hash of what it last saw
+	dirty    map[docKey]dirtyMark
+	lists    map[ydoc.Kind]dirtyMark // jupyter://notebooks, jupyter://documents
+	current  map[string]bool         // sessions whose …/current changed document
+	pins     map[docKey]*bridge.Subscription
+	listed   map[string]docKey // per-room resources in resources/list, by URI
+	collabs  map[docKey]string // collaborators as last listed, to tell awareness that matters
+	// listens are the subscriptions/listen streams of protocol 2026-07-28 clients, by key:
+	// notifications go straight onto the stream's session (mcp-go does not register it).
+	listens map[string]listenSink
+	listenN int
+}
+
+type listenSink struct {
+	session server.ClientSession
+	id      any // the subscriptions/listen request id, which tags what the stream carries
+}
+
+func newSubscriptions() *subscriptions {
+	return &subscriptions{
+		sessions: map[string]map[string][32]byte{}, dirty: map[docKey]dirtyMark{}, lists: map[ydoc.Kind]dirtyMark{},
+		current: map[string]bool{}, listens: map[string]listenSink{}, pins: map[docKey]*bridge.Subscription{}, listed: map[string]docKey{}, collabs: map[docKey]string{},
+	}
+}
+
+func hashRead(r resourceRead) [32]byte {
+	h := sha256.New()
+	h.Write([]byte(r.mime))
+	h.Write([]byte{0})
+	h.Write([]byte(r.text))
+	for _, m := range r.more {
+		if t, ok := m.(mcp.TextResourceContents); ok {
+			h.Write([]byte{0})
+			h.Write([]byte(t.Text))
+		}
+	}
+	var sum [32]byte
+	copy(sum[:], h.Sum(nil))
+	return sum
+}
+
+// subscribe starts following uri for a session, from its content now. A URI that cannot be read
+// is not followed (mcp-go has already acknowledged the subscription; the log says why).
+func (s *Server) subscribe(ctx context.Context, session, uri string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), subscribeReadWait)
+	defer cancel()
+	r, err := s.readURI(ctx, session, uri)
+	if err != nil {
+		s.log.Info().Str("uri", uri).Err(err).Msg("subscription to an unreadable resource: not followed")
+		return
+	}
+	s.subs.mu.Lock()
+	defer s.subs.mu.Unlock()
+	m := s.subs.sessions[session]
+	if m == nil {
+		m = map[string][32]byte{}
+		s.subs.sessions[session] = m
+	}
+	m[uri] = hashRead(r)
+}
+
+func (s *Server) unsubscribe(session, uri string) {
+	s.subs.mu.Lock()
+	defer s.subs.mu.Unlock()
+	if m := s.subs.sessions[session]; m != nil {
+		delete(m, uri)
+		if len(m) == 0 {
+			delete(s.subs.sessions, session)
+		}
+	}
+}
+
+func (s *Server) dropSession(session string) {
+	s.subs.mu.Lock()
+	delete(s.subs.sessions, session)
+	delete(s.subs.current, session)
+	s.subs.mu.Unlock()
+	s.current.forget(session)
+}
+
+// currentMoved says a session's …/current resources may now be another document.
+func (s *Server) currentMoved(session string) {
+	s.subs.mu.Lock()
+	defer s.subs.mu.Unlock()
+	for key := range s.subs.sessions {
+		if clientOf(key) == session {
+			s.subs.current[key] = true
+		}
+	}
+}
+
+// subscriptionHooks wires subscriptions to mcp-go's request hooks.
+func (s *Server) subscriptionHooks() *server.Hooks {
+	h := &server.Hooks{}
+	h.AddAfterSubscribe(func(ctx context.Context, _ any, req *mcp.SubscribeRequest, _ *mcp.EmptyResult) {
+		s.subscribe(ctx, sessionKey(ctx), req.Params.URI)
+	})
+	h.AddAfterUnsubscribe(func(ctx context.Context, _ any, req *mcp.UnsubscribeRequest, _ *mcp.EmptyResult) {
+		s.unsubscribe(sessionKey(ctx), req.Params.URI)
+	})
+	h.AddOnUnregisterSession(func(_ context.Context, cs server.ClientSession) {
+		s.dropSession(cs.SessionID())
+	})
+	// Protocol 2026-07-28: the URIs come in the filter of a subscriptions/listen request, whose
+	// stream lasts as long as the request.
+	h.AddBeforeSubscriptionsListen(func(ctx context.Context, id any, req *mcp.SubscriptionsListenRequest) {
+		cs := server.ClientSessionFromContext(ctx)
+		uris := req.Params.Notifications.ResourceSubscriptions
+		if cs == nil || len(uris) == 0 {
+			return
+		}
+		s.subs.mu.Lock()
+		s.subs.listenN++
+		key := fmt.Sprintf("%s\x00listen-%d", cs.SessionID(), s.subs.listenN)
+		s.subs.listens[key] = listenSink{session: cs, id: id}
+		s.subs.mu.Unlock()
+		for _, uri := range uris {
+			s.subscribe(ctx, key, uri)
+		}
+		go func() { // ends with the stream
+			<-ctx.Done()
+			s.subs.mu.Lock()
+			delete(s.subs.listens, key)
+			delete(s.subs.sessions, key)
+			s.subs.mu.Unlock()
+		}()
+	})
+	return h
+}
+
+// clientOf is the client session a subscription key belongs to (for …/current).
+func clientOf(key string) string {
+	if i := strings.IndexByte(key, 0); i >= 0 {
+		return key[:i]
+	}
+	return key
+}
+
+// notifyUpdated tells a subscriber that uri changed.
+func (s *Server) notifyUpdated(key, uri string) error {
+	s.subs.mu.Lock()
+	sink, isListen := s.subs.listens[key]
+	s.subs.mu.Unlock()
+	if !isListen {
+		return s.mcp.SendNotificationToSpecificClient(key, mcp.MethodNotificationResourceUpdated, map[string]any{"uri": uri})
+	}
+	n := mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION, Notification: mcp.Notification{
+		Method: mcp.MethodNotificationResourceUpdated,
+		Params: mcp.NotificationParams{Meta: map[string]any{mcp.MetaKeySubscriptionID: sink.id}, AdditionalFields: map[string]any{"uri": uri}},
+	}}
+	select {
+	case sink.session.NotificationChannel() <- n:
+		return nil
+	default:
+		return errors.New("the client's notification stream is full")
+	}
+}
+
+// Run follows room events for subscriptions and the per-room entries of resources/list, until
+// ctx ends. Without it resources still read; nothing is notified.
+func (s *Server) Run(ctx context.Context) error {
+	events := s.opts.Manager.Subscribe(4096)
+	defer events.Close()
+	tick := time.NewTicker(subscribeTick)
+	defer tick.Stop()
+	defer s.unpinAll()
+	for _, r := range s.opts.Manager.Rooms() { // rooms opened before Run
+		info := r.Info()
+		s.listRoom(r.Path(), info.Kind, info.FileID, info.Status)
+	}
+	lastPins := time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e, ok := <-events.C:
+			if !ok {
+				return nil
+			}
+			s.noteEvent(e)
+		case now := <-tick.C:
+			if now.Sub(lastPins) >= 2*time.Second {
+				s.maintainPins(ctx)
+				lastPins = now
+			}
+			s.flush(ctx, now)
+		}
+	}
+}
+
+// noteEvent marks what a room event may have changed.
+func (s *Server) noteEvent(e bridge.Event) {
+	if e.Fork != "" || e.Transient {
+		return // forks and awareness-only rooms are not resources
+	}
+	key := docKey{e.Path, e.DocKind}
+	now := time.Now()
+	mark := func(m dirtyMark) dirtyMark {
+		if m.first.IsZero() {
+			m.first = now
+		}
+		m.last = now
+		return m
+	}
+	switch e.Kind {
+	case bridge.EventChanged, bridge.EventReset:
+		s.subs.mu.Lock()
+		s.subs.dirty[key] = mark(s.subs.dirty[key])
+		if e.DocKind == ydoc.KindNotebook && (len(e.Change.Inserted) > 0 || len(e.Change.Deleted) > 0) {
+			s.subs.lists[e.DocKind] = mark(s.subs.lists[e.DocKind]) // the cell count
+		}
+		s.subs.mu.Unlock()
+	case bridge.EventSynced, bridge.EventClosed, bridge.EventFailed:
+		room := s.opts.Manager.Get(e.Path, e.DocKind)
+		status := bridge.StatusClosed
+		id := ""
+		if room != nil && e.Kind == bridge.EventSynced {
+			status, id = room.Info().Status, room.Info().FileID
+		}
+		s.listRoom(e.Path, e.DocKind, id, status)
+		s.subs.mu.Lock()
+		s.subs.lists[e.DocKind] = mark(s.subs.lists[e.DocKind])
+		if e.Kind == bridge.EventSynced {
+			s.subs.dirty[key] = mark(s.subs.dirty[key]) // caught up after a reconnect
+		}
+		s.subs.mu.Unlock()
+	case bridge.EventAwareness:
+		room := s.opts.Manager.Get(e.Path, e.DocKind)
+		if room == nil {
+			return
+		}
+		var names []string
+		for _, c := range collabOf(room.Info()).Collaborators {
+			names = append(names, c.Username)
+		}
+		sig := strings.Join(names, "\x00")
+		s.subs.mu.Lock()
+		if s.subs.collabs[key] != sig {
+			s.subs.collabs[key] = sig
+			s.subs.lists[e.DocKind] = mark(s.subs.lists[e.DocKind])
+		}
+		s.subs.mu.Unlock()
+	}
+}
+
+// listRoom keeps resources/list showing one entry per open document (mcp-go sends
+// notifications/resources/list_changed when the list changes).
+func (s *Server) listRoom(p string, kind ydoc.Kind, fileID string, status bridge.Status) {
+	if fileID == "" {
+		if status == bridge.StatusClosed || status == bridge.StatusFailed {
+			s.subs.mu.Lock()
+			var gone []string
+			for uri, k := range s.subs.listed {
+				if k.path == p && k.kind == kind {
+					gone = append(gone, uri)
+					delete(s.subs.listed, uri)
+				}
+			}
+			s.subs.mu.Unlock()
+			if len(gone) > 0 {
+				s.mcp.DeleteResources(gone...)
+			}
+		}
+		return
+	}
+	uri, mime, what := uriNotebooks+"/"+fileID, "text/markdown", "live notebook"
+	if kind == ydoc.KindText {
+		uri, mime, what = uriDocuments+"/"+fileID, textMime(p), "live text document"
+	}
+	s.subs.mu.Lock()
+	_, had := s.subs.listed[uri]
+	s.subs.listed[uri] = docKey{p, kind}
+	s.subs.mu.Unlock()
+	if had {
+		return
+	}
+	read := func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+		r, err := s.readURI(ctx, sessionKey(ctx), req.Params.URI)
+		if err != nil {
+			return nil, resourceFailure(req.Params.URI, err)
+		}
+		s.accountResource(req.Params.URI, r)
+		return r.contents(req.Params.URI), nil
+	}
+	s.mcp.AddResource(mcp.NewResource(uri, p, mcp.WithResourceDescription(what+" "+p+" (a room is open: reads are instant, subscriptions follow every change)"), mcp.WithMIMEType(mime)), read)
+}
+
+// depends returns what a subscribed URI's content depends on: a document, a listing, a job, or
+// (for …/current) the session's document.
+func (s *Server) depends(session, uri string) (doc docKey, list ydoc.Kind, job string, ok bool) {
+	rest, _ := strings.CutPrefix(uri, "jupyter://")
+	parts := strings.Split(rest, "/")
+	kind := ydoc.KindNotebook
+	switch parts[0] {
+	case "documents":
+		kind = ydoc.KindText
+	case "notebooks":
+	case "executions":
+		if len(parts) == 2 {
+			return docKey{}, 0, parts[1], true
+		}
+		return docKey{}, 0, "", false
+	default:
+		return docKey{}, 0, "", false // templates, guides, stats: static or not followed
+	}
+	switch {
+	case len(parts) == 1:
+		return docKey{}, kind, "", true
+	case parts[1] == "current":
+		p := s.current.get(clientOf(session), kind)
+		return docKey{p, kind}, 0, "", p != ""
+	}
+	p, k, found := s.opts.Manager.PathOf(parts[1])
+	if !found || k != kind {
+		return docKey{}, 0, "", false
+	}
+	return docKey{p, kind}, 0, "", true
+}
+
+// ripe says a dirty mark has waited long enough.
+func ripe(m dirtyMark, now time.Time) bool {
+	return !m.first.IsZero() && (now.Sub(m.last) >= subscribeQuiet || now.Sub(m.first) >= subscribeMaxDelay)
+}
+
+// flush re-reads subscribed URIs whose documents are ripe and notifies their subscribers of
+// real changes.
+func (s *Server) flush(ctx context.Context, now time.Time) {
+	type check struct{ session, uri string }
+	s.subs.mu.Lock()
+	if len(s.subs.sessions) == 0 {
+		clear(s.subs.dirty)
+		clear(s.subs.lists)
+		clear(s.subs.current)
+		s.subs.mu.Unlock()
+		return
+	}
+	var checks []check
+	for session, uris := range s.subs.sessions {
+		for uri := range uris {
+			doc, list, job, ok := s.depends(session, uri)
+			switch {
+			case !ok:
+			case job != "":
+				if s.jobLive(job) {
+					checks = append(checks, check{session, uri})
+				}
+			case doc.path != "" && (ripe(s.subs.dirty[doc], now) || s.subs.current[session] && strings.HasSuffix(uri, "/current")):
+				checks = append(checks, check{session, uri})
+			case doc.path == "" && ripe(s.subs.lists[list], now):
+				checks = append(checks, check{session, uri})
+			}
+		}
+	}
+	for k, m := range s.subs.dirty {
+		if ripe(m, now) {
+			delete(s.subs.dirty, k)
+		}
+	}
+	for k, m := range s.subs.lists {
+		if ripe(m, now) {
+			delete(s.subs.lists, k)
+		}
+	}
+	clear(s.subs.current)
+	s.subs.mu.Unlock()
+
+	reads := map[string]resourceRead{} // session-independent URIs are read once
+	for _, c := range checks {
+		key := c.uri
+		if strings.HasSuffix(c.uri, "/current") {
+			key = c.session + " " + c.uri
+		}
+		r, ok := reads[key]
+		if !ok {
+			rctx, cancel := context.WithTimeout(ctx, subscribeReadWait)
+			var err error
+			r, err = s.readURI(rctx, c.session, c.uri)
+			cancel()
+			if err != nil {
+				r = resourceRead{mime: "error", text: err.Error()} // e.g. a deleted cell: that is a change too
+			}
+			reads[key] = r
+		}
+		sum := hashRead(r)
+		s.subs.mu.Lock()
+		prev, still := s.subs.sessions[c.session][c.uri]
+		if still && prev != sum {
+			s.subs.sessions[c.session][c.uri] = sum
+		}
+		s.subs.mu.Unlock()
+		if still && prev != sum {
+			if err := s.notifyUpdated(c.session, c.uri); err != nil {
+				s.log.Debug().Str("uri", c.uri).Err(err).Msg("resource update not delivered")
+			}
+		}
+	}
+}
+
+// jobLive says a job may still change (or finished within the last few seconds, so its final
+// state is seen).
+func (s *Server) jobLive(id string) bool {
+	if s.opts.Executor == nil {
+		return false
+	}
+	j, err := s.opts.Executor.Job(id)
+	if err != nil {
+		return false
+	}
+	select {
+	case <-j.Done():
+		return time.Since(j.View().Ended) < 3*time.Second
+	default:
+		return true
+	}
+}
+
+// maintainPins keeps documents with subscribers joined, and lets go of the others.
+func (s *Server) maintainPins(ctx context.Context) {
+	want := map[docKey]bool{}
+	s.subs.mu.Lock()
+	for session, uris := range s.subs.sessions {
+		for uri := range uris {
+			if doc, _, _, ok := s.depends(session, uri); ok && doc.path != "" {
+				want[doc] = true
+			}
+		}
+	}
+	var drop []*bridge.Subscription
+	for k, sub := range s.subs.pins {
+		closed := false
+		select {
+		case _, ok := <-sub.C:
+			closed = !ok
+		default:
+		}
+		if !want[k] || closed {
+			drop = append(drop, sub)
+			delete(s.subs.pins, k)
+		}
+	}
+	var add []docKey
+	for k := range want {
+		if _, ok := s.subs.pins[k]; !ok {
+			add = append(add, k)
+		}
+	}
+	s.subs.mu.Unlock()
+	for _, sub := range drop {
+		sub.Close()
+	}
+	for _, k := range add {
+		octx, cancel := context.WithTimeout(ctx, subscribeReadWait)
+		room, err := s.opts.Manager.Open(octx, k.path, k.kind)
+		cancel()
+		if err != nil {
+			s.log.Debug().Str("path", k.path).Err(err).Msg("cannot keep a subscribed document joined")
+			continue
+		}
+		sub := room.Subscribe(1) // a pin: events come from the manager's stream; this one only holds the room
+		s.subs.mu.Lock()
+		if _, ok := s.subs.pins[k]; ok {
+			s.subs.mu.Unlock()
+			sub.Close()
+			continue
+		}
+		s.subs.pins[k] = sub
+		s.subs.mu.Unlock()
+	}
+}
+
+func (s *Server) unpinAll() {
+	s.subs.mu.Lock()
+	pins := s.subs.pins
+	s.subs.pins = map[docKey]*bridge.Subscription{}
+	s.subs.mu.Unlock()
+	for _, sub := range pins {
+		sub.Close()
+	}
+}
