@@ -249,6 +249,9 @@ func (s *Server) getExecution(ctx context.Context, raw map[string]any) (result, 
 	if err != nil {
 		return result{}, invalid([]any{"job_id"}, "%v", err)
 	}
+	if err := mayRead(ctx, job.Path); err != nil {
+		return result{}, failf("%v", err)
+	}
 	return s.waitJob(ctx, job, args.timeout(0), args.render())
 }
 
@@ -260,6 +263,11 @@ func (s *Server) cancelExecution(ctx context.Context, raw map[string]any) (resul
 	x, err := s.executor()
 	if err != nil {
 		return result{}, err
+	}
+	if j, err := x.Job(args.JobID); err == nil {
+		if err := mayRead(ctx, j.Path); err != nil {
+			return result{}, failf("%v", err)
+		}
 	}
 	job, err := x.Cancel(ctx, args.JobID)
 	if err != nil {

@@ -37,6 +37,11 @@ var forkable = map[string]bool{
 
 // openRoom opens the document's room, or its fork's when the call names one.
 func (s *Server) openRoom(ctx context.Context, p string, kind ydoc.Kind) (*bridge.Room, error) {
+	if clean, err := bridge.CleanPath(p); err == nil {
+		if err := mayRead(ctx, clean); err != nil {
+			return nil, failf("%v", err)
+		}
+	}
 	if fork := forkFrom(ctx); fork != "" {
 		room, err := s.opts.Manager.OpenFork(ctx, p, kind, fork)
 		var gone *bridge.ForkGoneError

@@ -220,7 +220,7 @@ func (s *Server) walk(ctx context.Context, prefix, fileType, field string) ([]br
 				if strings.HasPrefix(e.Path+"/", match) || strings.HasPrefix(match, e.Path+"/") {
 					queue = append(queue, e.Path)
 				}
-			case e.Type == fileType && strings.HasPrefix(e.Path, match):
+			case e.Type == fileType && strings.HasPrefix(e.Path, match) && visible(ctx, e.Path):
 				out = append(out, e)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 )
 
@@ -27,7 +28,9 @@ type operation struct {
 	ReadOnly    bool
 	Destructive bool
 	Idempotent  bool
-	Run         func(ctx context.Context, args map[string]any) (result, error)
+	// Scope is what a caller needs (scope.go); derived in register when empty.
+	Scope auth.Scope
+	Run   func(ctx context.Context, args map[string]any) (result, error)
 }
 
 // result is what a tool returns on success.
@@ -61,6 +64,9 @@ func invalid(path []any, format string, args ...any) *toolError {
 var includeSchemaField = field("includeSchema", boolean("Embed this tool's input schema in the result (it is always embedded when a call fails).").def(false))
 
 func (s *Server) register(op *operation) {
+	if op.Scope == "" {
+		op.Scope = scopeOf(op)
+	}
 	if forkable[op.Name] {
 		op.Input.Properties = append(op.Input.Properties, forkField)
 	}
@@ -96,6 +102,9 @@ func (s *Server) handler(op *operation) server.ToolHandlerFunc {
 		}
 		if m := req.Params.Meta; m != nil && m.ProgressToken != nil {
 			ctx = context.WithValue(ctx, progressKey{}, m.ProgressToken)
+		}
+		if err := s.permit(ctx, op, args); err != nil {
+			return s.failure(op, err), nil
 		}
 		includeSchema, _ := args["includeSchema"].(bool)
 		var details []detail

@@ -206,7 +206,7 @@ func (s *Server) readURI(ctx context.Context, session, uri string) (resourceRead
 		}
 	case "executions":
 		if len(parts) == 2 {
-			return s.readExecution(parts[1])
+			return s.readExecution(ctx, parts[1])
 		}
 	case "templates":
 		switch len(parts) {
@@ -584,13 +584,16 @@ func (s *Server) readText(ctx context.Context, p string) (resourceRead, error) {
 }
 
 // readExecution is a job as get_execution returns it, images summarised rather than attached.
-func (s *Server) readExecution(id string) (resourceRead, error) {
+func (s *Server) readExecution(ctx context.Context, id string) (resourceRead, error) {
 	if s.opts.Executor == nil {
 		return resourceRead{}, badURI("execution is not available: this server runs without a kernel executor")
 	}
 	job, err := s.opts.Executor.Job(id)
 	if err != nil {
 		return resourceRead{}, badURI("%v", err)
+	}
+	if err := mayRead(ctx, job.Path); err != nil {
+		return resourceRead{}, err
 	}
 	res := s.jobResult(job.View(), renderOpts{maxChars: 2000}, "")
 	res = s.fitTokens(res, s.opts.MaxResponseTokens)

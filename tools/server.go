@@ -16,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/rs/zerolog"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 )
 
@@ -83,7 +84,7 @@ func New(opts Options) (*Server, error) {
 		server.WithCompletions(),
 		server.WithResourceCompletionProvider(completer{s}),
 		server.WithPromptCompletionProvider(completer{s}),
-		server.WithHooks(s.subscriptionHooks()),
+		server.WithHooks(s.hooks()),
 		server.WithRecovery(),
 		server.WithResourceRecovery(),
 		server.WithInstructions(instructions),
@@ -148,6 +149,12 @@ func (s *Server) ServeHTTP(ctx context.Context, opts HTTPOptions) error {
 		server.WithEventStore(server.NewInMemoryEventStore()), // resumability; no lost notifications
 		server.WithSessionIdleTTL(opts.SessionIdleTTL),        // clients that never DELETE
 		server.WithStreamableHTTPLogger(slog.New(zerolog.NewSlogHandler(hlog))),
+		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
+			if id, ok := auth.IdentityFrom(r.Context()); ok { // set by Protect (auth.Bearer)
+				return auth.WithIdentity(ctx, id)
+			}
+			return ctx
+		}),
 	)
 	var h http.Handler = mcpHTTP
 	if opts.Protect != nil {

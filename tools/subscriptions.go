@@ -133,9 +133,17 @@ func (s *Server) currentMoved(session string) {
 	}
 }
 
-// subscriptionHooks wires subscriptions to mcp-go's request hooks.
-func (s *Server) subscriptionHooks() *server.Hooks {
+// hooks wires subscriptions and tool listing to mcp-go's request hooks.
+func (s *Server) hooks() *server.Hooks {
 	h := &server.Hooks{}
+	// Tools the caller may not use are left out of the listing here rather than with
+	// WithToolFilter, which would also turn a call into "tool not found" instead of saying which
+	// scope it needs (scope.go).
+	h.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, res *mcp.ListToolsResult) {
+		if res != nil {
+			res.Tools = s.toolFilter(ctx, res.Tools)
+		}
+	})
 	h.AddAfterSubscribe(func(ctx context.Context, _ any, req *mcp.SubscribeRequest, _ *mcp.EmptyResult) {
 		s.subscribe(ctx, sessionKey(ctx), req.Params.URI)
 	})

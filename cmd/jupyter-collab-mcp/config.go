@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 )
 
 // Config is everything the binary needs. Precedence: flags, then environment, then defaults.
@@ -41,6 +43,8 @@ type Config struct {
 	tokenFromFlag     bool // --mcp-token was used (warn: visible in ps)
 	jupyterTokenFile  string
 	mcpTokenFile      string
+	tokensFile        string
+	TokenEntries      []auth.TokenEntry // from --tokens-file
 }
 
 // option describes one setting: its flag, environment variable, default and help. The table
@@ -94,6 +98,7 @@ func options() []option {
 		{"listen", "MCP_LISTEN", "", "serve MCP over Streamable HTTP on this address (path /mcp); empty: stdio", "string", false, str(func(c *Config) *string { return &c.Listen })},
 		{"", "MCP_TOKEN", "", "bearer token required on the HTTP endpoint (environment only; or --mcp-token-file)", "string", true, str(func(c *Config) *string { return &c.MCPToken })},
 		{"mcp-token-file", "MCP_TOKEN_FILE", "", "file holding the MCP bearer token", "string", false, str(func(c *Config) *string { return &c.mcpTokenFile })},
+		{"tokens-file", "MCP_TOKENS_FILE", "", "JSON file of scoped tokens: [{name, token_sha256, scopes: [read|write|execute|admin], paths: [globs]}]", "string", false, str(func(c *Config) *string { return &c.tokensFile })},
 		{"mcp-token", "", "", "MCP bearer token (discouraged: flag values are visible in ps; prefer MCP_TOKEN)", "string", true, func(c *Config, v string) error { c.MCPToken = v; c.tokenFromFlag = true; return nil }},
 		{"insecure-no-auth", "MCP_INSECURE_NO_AUTH", "false", "serve HTTP without a bearer token (only allowed on a loopback address)", "bool", false, boolean(func(c *Config) *bool { return &c.InsecureNoAuth })},
 		{"log-level", "LOG_LEVEL", "info", "debug, info, warn or error", "string", false, str(func(c *Config) *string { return &c.LogLevel })},
@@ -176,6 +181,15 @@ func loadConfig(args []string, getenv func(string) string, readFile func(string)
 			return c, fmt.Errorf("--%s: %w", o.flag, err)
 		}
 	}
+	if c.tokensFile != "" {
+		b, err := readFile(c.tokensFile)
+		if err != nil {
+			return c, fmt.Errorf("read tokens file: %w", err)
+		}
+		if c.TokenEntries, err = auth.ParseTokens(b); err != nil {
+			return c, err
+		}
+	}
 	// secrets from files
 	for _, f := range []struct {
 		path string
@@ -224,16 +238,19 @@ func (c Config) validate() error {
 		return fmt.Errorf("--listen %q: %w", c.Listen, err)
 	}
 	if c.InsecureNoAuth {
-		if c.MCPToken != "" {
-			return errors.New("--insecure-no-auth contradicts MCP_TOKEN: choose one")
+		if c.MCPToken != "" || len(c.TokenEntries) > 0 {
+			return errors.New("--insecure-no-auth contradicts MCP_TOKEN / --tokens-file: choose one")
 		}
 		if !isLoopback(host) {
 			return fmt.Errorf("--insecure-no-auth is only allowed on a loopback address, not %q", host)
 		}
 		return nil
 	}
+	if c.MCPToken == "" && len(c.TokenEntries) > 0 {
+		return nil
+	}
 	if c.MCPToken == "" {
-		return errors.New("the HTTP endpoint needs a bearer token: set MCP_TOKEN (or --mcp-token-file), or run with --insecure-no-auth on a loopback address")
+		return errors.New("the HTTP endpoint needs a bearer token: set MCP_TOKEN (or --mcp-token-file, or --tokens-file), or run with --insecure-no-auth on a loopback address")
 	}
 	if len(c.MCPToken) < 16 {
 		return errors.New("MCP_TOKEN must be at least 16 characters")

@@ -125,7 +125,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		var protect func(http.Handler) http.Handler
 		if !cfg.InsecureNoAuth {
 			protect = func(h http.Handler) http.Handler {
-				p, err := auth.Bearer(auth.BearerOptions{Tokens: []string{cfg.MCPToken}}, h)
+				var tokens []string
+				if cfg.MCPToken != "" {
+					tokens = []string{cfg.MCPToken}
+				}
+				p, err := auth.Bearer(auth.BearerOptions{Tokens: tokens, Entries: cfg.TokenEntries}, h)
 				if err != nil {
 					panic(err) // validated in loadConfig
 				}

@@ -1,0 +1,125 @@
+package auth
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestScopesNest(t *testing.T) {
+	for _, tc := range []struct {
+		have []Scope
+		can  string // of read, write, execute, admin
+	}{
+		{[]Scope{ScopeRead}, "r"},
+		{[]Scope{ScopeWrite}, "rw"},
+		{[]Scope{ScopeExecute}, "rx"},
+		{[]Scope{ScopeWrite, ScopeExecute}, "rwx"},
+		{[]Scope{ScopeAdmin}, "rwxa"},
+	} {
+		id, err := NewIdentity("t", tc.have, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		for _, s := range []struct {
+			s Scope
+			c string
+		}{{ScopeRead, "r"}, {ScopeWrite, "w"}, {ScopeExecute, "x"}, {ScopeAdmin, "a"}} {
+			if id.Can(s.s) {
+				got += s.c
+			}
+		}
+		if got != tc.can {
+			t.Errorf("%v can %q, want %q", tc.have, got, tc.can)
+		}
+	}
+	if _, err := NewIdentity("t", []Scope{"root"}, nil); err == nil {
+		t.Error("an unknown scope is accepted")
+	}
+}
+
+func TestPathGlobs(t *testing.T) {
+	id, err := NewIdentity("t", []Scope{ScopeRead}, []string{"reports/**", "analysis/*.ipynb", "/top.md"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]bool{
+		"reports/a.ipynb": true, "reports/deep/b.md": true, "reports": true,
+		"analysis/x.ipynb": true, "analysis/sub/x.ipynb": false, "analysis/x.py": false,
+		"top.md": true, "reportsX/a.ipynb": false, "other.ipynb": false, "": false,
+	} {
+		if got := id.MayAccess(p); got != want {
+			t.Errorf("MayAccess(%q) = %v, want %v", p, got, want)
+		}
+	}
+	if _, err := NewIdentity("t", []Scope{ScopeRead}, []string{"bad[glob"}); err == nil {
+		t.Error("a malformed glob is accepted")
+	}
+	open, _ := NewIdentity("t", []Scope{ScopeRead}, nil)
+	if !open.MayAccess("anything/at/all.ipynb") || open.Restricted() {
+		t.Error("an identity without paths is confined")
+	}
+}
+
+func digest(tok string) string {
+	d := sha256.Sum256([]byte(tok))
+	return hex.EncodeToString(d[:])
+}
+
+func TestParseTokens(t *testing.T) {
+	good := `[{"name":"r","token_sha256":"` + digest("reader-token-0123456789") + `","scopes":["read"],"paths":["a/**"]}]`
+	if es, err := ParseTokens([]byte(good)); err != nil || len(es) != 1 || es[0].Name != "r" {
+		t.Fatalf("ParseTokens: %v %v", es, err)
+	}
+	for name, bad := range map[string]string{
+		"not json":      `{`,
+		"empty":         `[]`,
+		"no name":       `[{"token_sha256":"` + digest("x") + `","scopes":["read"]}]`,
+		"short digest":  `[{"name":"a","token_sha256":"abcd","scopes":["read"]}]`,
+		"no scopes":     `[{"name":"a","token_sha256":"` + digest("x") + `"}]`,
+		"bad scope":     `[{"name":"a","token_sha256":"` + digest("x") + `","scopes":["sudo"]}]`,
+		"unknown field": `[{"name":"a","token":"plain","token_sha256":"` + digest("x") + `","scopes":["read"]}]`,
+		"repeated name": `[{"name":"a","token_sha256":"` + digest("x") + `","scopes":["read"]},{"name":"a","token_sha256":"` + digest("y") + `","scopes":["read"]}]`,
+	} {
+		if _, err := ParseTokens([]byte(bad)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestBearerIdentity(t *testing.T) {
+	es, err := ParseTokens([]byte(`[{"name":"reader","token_sha256":"` + digest("reader-token-0123456789") + `","scopes":["read"]}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen Identity
+	h, err := Bearer(BearerOptions{Tokens: []string{"full-token-0123456789"}, Entries: es}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen, _ = IdentityFrom(r.Context())
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tok, want := range map[string]string{"reader-token-0123456789": "reader", "full-token-0123456789": "token"} {
+		req := httptest.NewRequest("POST", "/mcp", strings.NewReader("{}"))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK || seen.Name != want {
+			t.Errorf("token for %s: status %d, identity %q", want, rec.Code, seen.Name)
+		}
+	}
+	if !seen.Can(ScopeAdmin) {
+		t.Error("MCP_TOKEN does not grant every scope")
+	}
+	req := httptest.NewRequest("POST", "/mcp", nil)
+	req.Header.Set("Authorization", "Bearer reader-token-012345678X")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusUnauthorized || !strings.Contains(rec.Header().Get("WWW-Authenticate"), "invalid_token") {
+		t.Errorf("wrong token: %d %q", rec.Code, rec.Header().Get("WWW-Authenticate"))
+	}
+}
