@@ -12,7 +12,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOTESTFLAGS ?=
 FUZZTIME ?= 15s
 
-.PHONY: all build deps venv node lint unit integration test bench fuzz run clean
+.PHONY: all build deps venv node e2e-deps chromium bench-deps lint unit integration test bench fuzz run clean wheel image
 
 all: build
 
@@ -34,6 +34,59 @@ $(NODE)/node_modules/.installed: $(NODE)/package.json $(NODE)/package-lock.json
 	npm ci --prefix $(NODE) --no-audit --no-fund --loglevel=error
 	touch $@
 
+# --- browser end-to-end (integration/e2e) ---------------------------------------------------
+# E2E-SECTION (owned by the e2e work)
+# Debian's chromium (playwright's own browser download would need the internet), driven by the
+# playwright-core pinned in integration/e2e/package-lock.json.
+E2E := integration/e2e
+e2e-deps: chromium $(E2E)/node_modules/.installed
+chromium:
+	@test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+$(E2E)/node_modules/.installed: $(E2E)/package.json $(E2E)/package-lock.json
+	npm ci --prefix $(E2E) --no-audit --no-fund --loglevel=error
+	touch $@
+
+# --- comparison benchmarks (integration/bench) ---------------------------------------------
+# BENCH-SECTION (owned by the bench work)
+# Datalayer's jupyter-mcp-server, pinned (with all its dependencies) in its own virtualenv so it
+# cannot move the pinned jupyter-server of .venv. The stamp is remade when the pins change.
+BENCH_VENV := .venv-bench
+BENCH_REQ := integration/bench/requirements.txt integration/bench/constraints.txt
+
+.PHONY: bench-compare
+bench-deps: $(BENCH_VENV)/.installed
+$(BENCH_VENV)/.installed: $(BENCH_REQ)
+	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+	  -r integration/bench/requirements.txt -c integration/bench/constraints.txt
+	touch $@
+
+# Side-by-side comparison against the same jupyter-server: docs/benchmarks/results.md + chart.png.
+bench-compare: deps bench-deps
+	JCM_BENCH_OUT=$(CURDIR)/docs/benchmarks JCM_BENCH_COMMAND="make bench-compare (also run by make bench)" \
+	  $(GO) test -count=1 -v -tags integration -run '^TestCompareFull$$' -timeout 60m ./integration/bench/
+
+# --- packaging: wheel, container image (python/, Dockerfile, deploy/) ------------------------
+# PACKAGING-SECTION (owned by the packaging work)
+#   make static  the static binary the Dockerfile builds (CGO_ENABLED=0, -trimpath, stripped)
+#   make wheel   dist/jupyter_collab_mcp-$(PKG_VERSION)-py3-none-<linux tags>.whl bundling it
+#   make image   docker build (needs a registry for the base images)
+# PKG_VERSION is both main.version and the wheel's (PEP 440) version.
+PKG_VERSION ?= 0.1.0
+PKG_GOARCH ?= $(shell $(GO) env GOARCH)
+STATIC_BIN ?= bin/static/jupyter-collab-mcp
+WHEEL_DIR ?= dist
+IMAGE ?= jupyter-collab-mcp:$(PKG_VERSION)
+.PHONY: static
+static:
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(PKG_GOARCH) $(GO) build -trimpath \
+	  -ldflags "-s -w -X main.version=$(PKG_VERSION)" -o $(STATIC_BIN) ./cmd/jupyter-collab-mcp
+wheel: static
+	$(PYTHON) python/build_wheel.py --binary $(STATIC_BIN) --version $(PKG_VERSION) \
+	  --goarch $(PKG_GOARCH) --out $(WHEEL_DIR)
+image:
+	docker build --build-arg VERSION=$(PKG_VERSION) -t $(IMAGE) .
+
 # --- checks ---------------------------------------------------------------------------------
 
 lint:
@@ -47,8 +100,10 @@ lint:
 unit:
 	$(GO) test -race -count=1 $(GOTESTFLAGS) ./...
 
-integration: deps
-	$(GO) test -race -count=1 -tags integration -timeout 30m $(GOTESTFLAGS) ./integration/...
+# -p 1: each package starts its own jupyter-server; on 2 cores, in parallel they starve each
+# other's timeouts.
+integration: deps e2e-deps bench-deps
+	$(GO) test -race -count=1 -p 1 -tags integration -timeout 60m $(GOTESTFLAGS) ./integration/...
 
 test: lint unit integration
 
@@ -57,8 +112,9 @@ fuzz:
 	@for f in $$($(GO) test -list '^Fuzz' ./ydoc/ | grep '^Fuzz'); do \
 	  echo "== $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./ydoc/ || exit 1; done
 
-bench: deps
+bench: deps bench-deps
 	$(GO) test -tags integration -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./integration/...
+	$(MAKE) bench-compare
 
 run: deps build
 	$(GO) build -o bin/devrun ./integration/cmd/devrun

@@ -25,8 +25,11 @@ var AllScopes = []Scope{ScopeRead, ScopeWrite, ScopeExecute, ScopeAdmin}
 
 // Identity is who a request comes from and what it may do.
 type Identity struct {
-	Name   string
-	scopes map[Scope]bool
+	Name string
+	// Delegated is true when the identity is a Jupyter user (--auth jupyter), whose name is
+	// worth showing to collaborators.
+	Delegated bool
+	scopes    map[Scope]bool
 	// paths are globs (path.Match syntax, plus a trailing "/**" for a whole tree) the identity's
 	// documents must match; none means every path.
 	paths []string

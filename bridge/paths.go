@@ -17,31 +17,37 @@ var ErrBadPath = errors.New("bridge: invalid document path")
 // percent-encoded variants of those. It runs before any request leaves the sidecar.
 func CleanPath(p string) (string, error) {
 	orig := p
-	if strings.ContainsRune(p, '%') {
-		// Paths are sent escaped, so a literal % is fine, but an encoded separator or dot is a
-		// traversal attempt in disguise.
-		if dec, err := url.PathUnescape(p); err == nil && dec != p {
-			lower := strings.ToLower(p)
-			for _, bad := range []string{"%2e", "%2f", "%5c", "%00"} {
-				if strings.Contains(lower, bad) {
-					return "", fmt.Errorf("%w %q: encoded separators or dots are not allowed", ErrBadPath, orig)
-				}
+	// Paths are sent escaped, so a literal % is fine, but an encoded separator or dot is a
+	// traversal attempt in disguise, at any depth of encoding (a proxy may decode twice).
+	for level, cur := 0, p; level < 4 && strings.ContainsRune(cur, '%'); level++ {
+		lower := strings.ToLower(cur)
+		for _, bad := range []string{"%2e", "%2f", "%5c", "%00"} {
+			if strings.Contains(lower, bad) {
+				return "", fmt.Errorf("%w %q: encoded separators or dots are not allowed", ErrBadPath, orig)
 			}
 		}
+		dec, err := url.PathUnescape(cur)
+		if err != nil || dec == cur {
+			break
+		}
+		cur = dec
 	}
 	for _, r := range p {
 		if r == 0 || (unicode.IsControl(r) && r != '\t') {
 			return "", fmt.Errorf("%w %q: control characters are not allowed", ErrBadPath, orig)
 		}
-		if r == '\\' {
+		if r == '\\' || lookalikeSeparator(r) {
 			return "", fmt.Errorf("%w %q: use / as the separator", ErrBadPath, orig)
+		}
+		if bidiControl(r) {
+			return "", fmt.Errorf("%w %q: bidirectional control characters are not allowed (they disguise names)", ErrBadPath, orig)
 		}
 	}
 	if strings.HasPrefix(p, "/") || strings.HasPrefix(p, "~") {
 		return "", fmt.Errorf("%w %q: paths are relative to the Jupyter root", ErrBadPath, orig)
 	}
 	for _, seg := range strings.Split(p, "/") {
-		if seg == ".." {
+		if seg == ".." || strings.Map(foldDot, seg) == ".." { // also "．．": NFKC (some filesystems, some tools) makes it ".."
 			return "", fmt.Errorf("%w %q: \"..\" is not allowed", ErrBadPath, orig)
 		}
 	}
@@ -50,4 +56,27 @@ func CleanPath(p string) (string, error) {
 		return "", nil
 	}
 	return p, nil
+}
+
+// lookalikeSeparator reports characters that render as or normalise (NFKC) to a slash or a
+// backslash: a path showing "a∕..∕b" must not reach a tool that normalises it.
+func lookalikeSeparator(r rune) bool {
+	switch r {
+	case '\u2215', '\u2044', '\uFF0F', '\u29F8', '\uFF3C', '\uFE68', '\u29F9':
+		return true
+	}
+	return false
+}
+
+// foldDot maps characters that normalise to a full stop onto ".".
+func foldDot(r rune) rune {
+	switch r {
+	case '\uFF0E', '\uFE52', '\u2024':
+		return '.'
+	}
+	return r
+}
+
+func bidiControl(r rune) bool {
+	return (r >= '\u202A' && r <= '\u202E') || (r >= '\u2066' && r <= '\u2069') || r == '\u200E' || r == '\u200F'
 }

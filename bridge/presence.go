@@ -40,6 +40,8 @@ type Activity struct {
 	Document    string         `json:"document,omitempty"`
 	Metadata    map[string]any `json:"metadata,omitempty"`
 	Since       time.Time      `json:"since"`
+	// OnBehalfOf is the Jupyter user whose token the agent called with (--auth jupyter).
+	OnBehalfOf string `json:"on_behalf_of,omitempty"`
 }
 
 // CursorSpec places the agent's cursor: UTF-16 offsets in a cell's source (CellID "" for a

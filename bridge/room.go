@@ -416,12 +416,27 @@ func (r *Room) Edit(ctx context.Context, fn ydoc.EditFunc) (ydoc.Change, error) 
 // Apply is Edit with the room's history available to fn (to refuse an edit when the cells it
 // touches changed since a version the caller read), and the version the edit produced.
 func (r *Room) Apply(ctx context.Context, fn func(tx *ydoc.Txn, h History, replaying bool) error) (Edited, error) {
+	return r.apply(ctx, fn, false)
+}
+
+// ApplyDurable is Apply for edits that are safe to run twice (the second run over a document
+// that already holds the first changes nothing: cells inserted by id, content set). Such an edit
+// is re-run if the server dies after confirming it but before saving it (ydoc.Session.unsaved).
+func (r *Room) ApplyDurable(ctx context.Context, fn func(tx *ydoc.Txn, h History, replaying bool) error) (Edited, error) {
+	return r.apply(ctx, fn, true)
+}
+
+func (r *Room) apply(ctx context.Context, fn func(tx *ydoc.Txn, h History, replaying bool) error, durable bool) (Edited, error) {
 	r.touch()
 	id := r.editSeq.Add(1)
 	res := make(chan editOutcome, 1)
 	err := r.do(ctx, func(l *roomLoop) {
 		l.waiters[id] = res
-		l.handle(l.sess.Propose(id, func(tx *ydoc.Txn, replaying bool) (err error) {
+		propose := l.sess.Propose
+		if durable {
+			propose = l.sess.ProposeDurable
+		}
+		l.handle(propose(id, func(tx *ydoc.Txn, replaying bool) (err error) {
 			// A panic in the caller's function is its bug, not the engine's: report it instead
 			// of marking the replica broken.
 			defer func() {

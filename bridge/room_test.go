@@ -925,3 +925,30 @@ func TestViewWaitsForFirstSync(t *testing.T) {
 		t.Fatal("View did not run after the room synced")
 	}
 }
+
+// A durable edit the server confirmed but lost (killed before saving, rebuilt from the file) is
+// re-run after the reset; a plain one is not.
+func TestRestartBeforeSaveReplaysConfirmedDurableEdit(t *testing.T) {
+	srv := newServer(t)
+	h := startSynced(t, srv, nil)
+	ctx := ctxT(t)
+	durable := func(id string) func(tx *ydoc.Txn, _ bridge.History, replaying bool) error {
+		return func(tx *ydoc.Txn, _ bridge.History, replaying bool) error {
+			if replaying && tx.CellIndex(id) >= 0 {
+				return nil
+			}
+			return tx.InsertCells(tx.NumCells(), []ydoc.Cell{{ID: id, Type: ydoc.CellCode, Source: id}})
+		}
+	}
+	if _, err := h.room.ApplyDurable(ctx, durable("kept")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.room.Edit(ctx, insertCell("plain")); err != nil {
+		t.Fatal(err)
+	}
+	srv.Restart(bridgetest.RestartOptions{}) // rebuilt from the file, which never had them
+	h.await("reset", kindIs(bridge.EventReset))
+	h.await("synced after the reset", kindIs(bridge.EventSynced))
+	awaitServer(t, srv, "the durable edit re-run", func() bool { return srv.CountCell(nbPath, "kept") == 1 })
+	assertCellsOnce(t, srv, nbPath, "cell-a", "cell-b", "kept")
+}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -155,4 +156,25 @@ func (p *SidecarProcess) Stop() {
 func (p *SidecarProcess) Kill() {
 	_ = p.cmd.Process.Kill()
 	<-p.exit
+}
+
+// Pid is the sidecar's process id (for memory readings).
+func (p *SidecarProcess) Pid() int { return p.cmd.Process.Pid }
+
+// RSS returns the process's resident set size in bytes, from /proc.
+func RSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("parse VmRSS %q: %w", v, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
 }

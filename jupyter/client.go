@@ -242,6 +242,49 @@ func (c *Client) Me(ctx context.Context, permissions map[string][]string) (Ident
 	return out.Identity, out.Permissions, nil
 }
 
+// WhoIs asks the server who another token belongs to (GET /api/me with that token), with the
+// answers to a permissions query. It uses no cookies, so the sidecar's own session and the
+// caller's never mix. A refused token is an *APIError with Status 401 or 403.
+func (c *Client) WhoIs(ctx context.Context, token string, permissions map[string][]string) (Identity, map[string][]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	u := c.endpoint("api", "me")
+	if len(permissions) > 0 {
+		b, err := json.Marshal(permissions)
+		if err != nil {
+			return Identity{}, nil, fmt.Errorf("GET %s: %w", u.Path, err)
+		}
+		u.RawQuery = url.Values{"permissions": {string(b)}}.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return Identity{}, nil, fmt.Errorf("GET %s: %w", u.Path, err)
+	}
+	req.Header.Set("Authorization", "token "+token)
+	req.Header.Set("Accept", "application/json")
+	client := &http.Client{Transport: c.http.Transport, CheckRedirect: c.http.CheckRedirect}
+	resp, err := client.Do(req)
+	if err != nil {
+		return Identity{}, nil, &RequestError{Method: http.MethodGet, Path: u.Path, Err: scrubURLError(err)}
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return Identity{}, nil, &RequestError{Method: http.MethodGet, Path: u.Path, Err: err}
+	}
+	if resp.StatusCode >= 300 {
+		return Identity{}, nil, &APIError{Method: http.MethodGet, Path: u.Path, Status: resp.StatusCode, Message: serverMessage(data)}
+	}
+	var out struct {
+		Identity    Identity            `json:"identity"`
+		Permissions map[string][]string `json:"permissions"`
+	}
+	if err := json.Unmarshal(data, &out); err != nil {
+		return Identity{}, nil, fmt.Errorf("GET %s: decode response: %w", u.Path, err)
+	}
+	return out.Identity, out.Permissions, nil
+}
+
 // Status checks the server answers (GET /api/status).
 func (c *Client) Status(ctx context.Context) error {
 	_, err := c.do(ctx, http.MethodGet, c.endpoint("api", "status"), nil, nil)

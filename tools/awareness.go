@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
@@ -463,6 +464,9 @@ func (s *Server) broadcastUserActivity(ctx context.Context, raw map[string]any) 
 			p.Activity = nil
 		} else {
 			p.Activity = &bridge.Activity{Type: args.ActivityType, Description: args.Description, Document: args.DocumentPath, Metadata: args.Metadata, Since: time.Now().UTC()}
+			if id, ok := auth.IdentityFrom(ctx); ok && id.Delegated {
+				p.Activity.OnBehalfOf = strings.TrimPrefix(id.Name, "jupyter:") // the Jupyter user the agent acts for
+			}
 		}
 	})
 	if err != nil {

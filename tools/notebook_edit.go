@@ -405,7 +405,9 @@ func (s *Server) batchInsert(ctx context.Context, raw map[string]any) (result, e
 	}
 	var placed []placedCell
 	var count int
-	ed, err := room.Apply(ctx, func(tx *ydoc.Txn, h bridge.History, replaying bool) error {
+	// Durable: re-running skips the cells already there, so it may be re-run if the server dies
+	// before saving (bridge.Room.ApplyDurable).
+	ed, err := room.ApplyDurable(ctx, func(tx *ydoc.Txn, h bridge.History, replaying bool) error {
 		tx.Undoable() // the agent may take it back (undo_last_edit)
 		current := tx.CellIDs()
 		todo := cells
@@ -597,7 +599,11 @@ func (s *Server) batchUpdate(ctx context.Context, raw map[string]any) (result, e
 	var warnings []string
 	var lastID string
 	var lastEnd int
-	ed, err := room.Apply(ctx, func(tx *ydoc.Txn, h bridge.History, replaying bool) error {
+	apply := room.Apply
+	if args.StartIndex == nil && args.EndIndex == nil {
+		apply = room.ApplyDurable // by cell id, content set: running it twice changes nothing more
+	}
+	ed, err := apply(ctx, func(tx *ydoc.Txn, h bridge.History, replaying bool) error {
 		tx.Undoable() // the agent may take it back (undo_last_edit)
 		indices, ids, byIndex, err := resolve(tx, args.targetArgs)
 		if err != nil {
@@ -749,7 +755,11 @@ func (s *Server) batchDelete(ctx context.Context, raw map[string]any) (result, e
 	var warnings []string
 	var deleted []placedCell
 	var count int
-	ed, err := room.Apply(ctx, func(tx *ydoc.Txn, h bridge.History, replaying bool) error {
+	apply := room.Apply
+	if args.StartIndex == nil && args.EndIndex == nil {
+		apply = room.ApplyDurable // by cell id: cells already gone count as deleted when re-run
+	}
+	ed, err := apply(ctx, func(tx *ydoc.Txn, h bridge.History, replaying bool) error {
 		tx.Undoable() // the agent may take it back (undo_last_edit)
 		t := args.targetArgs
 		if replaying && len(t.CellIDs) > 0 { // cells already gone before the reset count as deleted

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -94,6 +95,8 @@ func (s *Server) register(op *operation) {
 
 func (s *Server) handler(op *operation) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		started, outcome := time.Now(), "ok"
+		defer func() { s.metrics.observeCall(op.Name, outcome, time.Since(started)) }()
 		ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
 		defer cancel()
 		args := req.GetArguments()
@@ -104,6 +107,7 @@ func (s *Server) handler(op *operation) server.ToolHandlerFunc {
 			ctx = context.WithValue(ctx, progressKey{}, m.ProgressToken)
 		}
 		if err := s.permit(ctx, op, args); err != nil {
+			outcome = "denied"
 			return s.failure(op, err), nil
 		}
 		includeSchema, _ := args["includeSchema"].(bool)
@@ -114,6 +118,7 @@ func (s *Server) handler(op *operation) server.ToolHandlerFunc {
 			if len(details) > 1 {
 				msg += fmt.Sprintf(" (and %d more)", len(details)-1)
 			}
+			outcome = "invalid"
 			return s.failure(op, &toolError{Message: msg, Details: details}), nil
 		}
 		if fork, ok := args["fork_id"].(string); ok && fork != "" {
@@ -122,6 +127,7 @@ func (s *Server) handler(op *operation) server.ToolHandlerFunc {
 		res, err := op.Run(ctx, args)
 		if err != nil {
 			s.log.Debug().Str("tool", op.Name).Err(err).Msg("tool call failed")
+			outcome = "error"
 			out := s.failure(op, asToolError(err))
 			s.account(op, args, out, nil)
 			return out, nil
@@ -179,6 +185,7 @@ func (s *Server) account(op *operation, args map[string]any, out *mcp.CallToolRe
 		doc, _ = args["document_path"].(string)
 	}
 	s.stats.record(op.Name, doc, n, saved)
+	s.metrics.served(op.Name, n)
 }
 
 // failure is {"success": false, "error": ..., "details": [...]} with isError set and the tool's

@@ -679,4 +679,5 @@ func (s *Server) accountResource(uri string, r resourceRead) {
 		}
 	}
 	s.stats.record("resources/read", uri, n, nil)
+	s.metrics.served("resources/read", n)
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/server"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
@@ -39,6 +40,8 @@ type Options struct {
 	Tokenizer string
 	// MaxResponseTokens is the default max_tokens of content tools (20,000).
 	MaxResponseTokens int
+	// Metrics, when set, receives the Prometheus series of tool calls, tokens and rooms.
+	Metrics prometheus.Registerer
 }
 
 // Server is the MCP server. Tool handlers are goroutine-safe: they only touch bridge, whose
@@ -53,6 +56,7 @@ type Server struct {
 	stats     *tokenStats
 	current   currentDocs    // per client session: the documents …/current resources show
 	subs      *subscriptions // resource subscriptions (subscriptions.go)
+	metrics   *metrics       // nil without Options.Metrics
 }
 
 // New builds the MCP server and registers every tool. It starts nothing.
@@ -77,6 +81,11 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, log: opts.Logger, opsByName: map[string]*operation{}, tokens: tc, stats: newTokenStats(), subs: newSubscriptions()}
+	if opts.Metrics != nil {
+		if s.metrics, err = newMetrics(opts.Metrics, opts.Manager); err != nil {
+			return nil, fmt.Errorf("tools: register metrics: %w", err)
+		}
+	}
 	s.mcp = server.NewMCPServer("jupyter-collab-mcp", opts.Version,
 		server.WithToolCapabilities(false),
 		server.WithResourceCapabilities(true, true), // subscribe; list_changed as rooms open and close
@@ -113,6 +122,22 @@ const instructions = `jupyter-collab-mcp works on live Jupyter notebooks and tex
 // MCP returns the underlying mcp-go server (tests, in-process clients).
 func (s *Server) MCP() *server.MCPServer { return s.mcp }
 
+// limitBody answers 413 for bodies declared larger than max and cuts off longer ones as they
+// are read, so a huge request cannot exhaust memory.
+func limitBody(max int64, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > max {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Connection", "close")
+			w.WriteHeader(http.StatusRequestEntityTooLarge)
+			_, _ = fmt.Fprintf(w, "{\"error\":\"too_large\",\"message\":\"request body over %d bytes\"}\n", max)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, max)
+		next.ServeHTTP(w, r)
+	})
+}
+
 // ServeStdio serves one client over stdin/stdout until ctx ends or input closes.
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	ss := server.NewStdioServer(s.mcp)
@@ -127,11 +152,20 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 // HTTPOptions configure the Streamable HTTP transport.
 type HTTPOptions struct {
 	Listener net.Listener
-	// Protect wraps the MCP handler (bearer auth); nil serves it open (cmd allows that only on
-	// loopback with an explicit flag).
+	// Protect wraps the MCP handler (authentication, rate and concurrency limits); nil serves it
+	// open (cmd allows that only on loopback with an explicit flag).
 	Protect func(http.Handler) http.Handler
+	// Guard wraps every route (Origin and Host checks); nil: none.
+	Guard func(http.Handler) http.Handler
+	// Routes are more handlers by path (/metrics, /readyz, metadata), served as given, behind
+	// Guard.
+	Routes map[string]http.Handler
 	// SessionIdleTTL frees sessions of clients that vanish without DELETE (default 30 min).
 	SessionIdleTTL time.Duration
+	// MaxBodyBytes bounds a request body (default 16 MiB); larger ones get 413.
+	MaxBodyBytes int64
+	// TLSCertFile and TLSKeyFile serve HTTPS instead of HTTP.
+	TLSCertFile, TLSKeyFile string
 }
 
 // ServeHTTP serves Streamable HTTP on /mcp until ctx ends, then shuts down gracefully.
@@ -142,15 +176,18 @@ func (s *Server) ServeHTTP(ctx context.Context, opts HTTPOptions) error {
 	if opts.SessionIdleTTL <= 0 {
 		opts.SessionIdleTTL = 30 * time.Minute
 	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 16 << 20
+	}
 	hlog := s.log.With().Str("transport", "http").Logger()
 	mcpHTTP := server.NewStreamableHTTPServer(s.mcp,
 		server.WithEndpointPath("/mcp"),
-		server.WithStateful(true),                             // a made-up session id must not run tools
-		server.WithEventStore(server.NewInMemoryEventStore()), // resumability; no lost notifications
-		server.WithSessionIdleTTL(opts.SessionIdleTTL),        // clients that never DELETE
+		server.WithStateful(true),                        // a made-up session id must not run tools
+		server.WithEventStore(newEventStore(1<<20, 256)), // resumability, bounded per session (eventstore.go)
+		server.WithSessionIdleTTL(opts.SessionIdleTTL),   // clients that never DELETE
 		server.WithStreamableHTTPLogger(slog.New(zerolog.NewSlogHandler(hlog))),
 		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
-			if id, ok := auth.IdentityFrom(r.Context()); ok { // set by Protect (auth.Bearer)
+			if id, ok := auth.IdentityFrom(r.Context()); ok { // set by Protect (auth.Middleware)
 				return auth.WithIdentity(ctx, id)
 			}
 			return ctx
@@ -161,20 +198,33 @@ func (s *Server) ServeHTTP(ctx context.Context, opts HTTPOptions) error {
 		h = opts.Protect(h)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", http.MaxBytesHandler(h, 16<<20))
+	mux.Handle("/mcp", limitBody(opts.MaxBodyBytes, h))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = io.WriteString(w, "ok\n")
 	})
+	for path, route := range opts.Routes {
+		mux.Handle(path, limitBody(opts.MaxBodyBytes, route))
+	}
+	var root http.Handler = mux
+	if opts.Guard != nil {
+		root = opts.Guard(root)
+	}
 	srv := &http.Server{
-		Handler:           mux,
+		Handler:           root,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          log.New(hlog, "", 0),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(opts.Listener) }()
-	hlog.Info().Str("addr", opts.Listener.Addr().String()).Msg("serving MCP over Streamable HTTP on /mcp")
+	scheme := "http"
+	if opts.TLSCertFile != "" {
+		scheme = "https"
+		go func() { errc <- srv.ServeTLS(opts.Listener, opts.TLSCertFile, opts.TLSKeyFile) }()
+	} else {
+		go func() { errc <- srv.Serve(opts.Listener) }()
+	}
+	hlog.Info().Str("addr", opts.Listener.Addr().String()).Str("scheme", scheme).Msg("serving MCP over Streamable HTTP on /mcp")
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve http: %w", err)

@@ -190,6 +190,7 @@ func clientOf(key string) string {
 
 // notifyUpdated tells a subscriber that uri changed.
 func (s *Server) notifyUpdated(key, uri string) error {
+	s.metrics.resourceUpdated()
 	s.subs.mu.Lock()
 	sink, isListen := s.subs.listens[key]
 	s.subs.mu.Unlock()
@@ -242,6 +243,7 @@ func (s *Server) Run(ctx context.Context) error {
 
 // noteEvent marks what a room event may have changed.
 func (s *Server) noteEvent(e bridge.Event) {
+	s.metrics.roomEvent(e)
 	if e.Fork != "" || e.Transient {
 		return // forks and awareness-only rooms are not resources
 	}

@@ -1,8 +1,10 @@
 package ydoc
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/rs/zerolog"
 )
@@ -58,6 +60,9 @@ type pendingEdit struct {
 	deletes  []IDRange // what it deleted
 	change   Change
 	replayed bool
+	// durable edits are kept after the server confirmed them, until a save shows they reached
+	// the file (see unsaved).
+	durable bool
 }
 
 // Session state.
@@ -71,6 +76,14 @@ type Session struct {
 	queued   []*pendingEdit // waiting for the first sync; not applied yet
 	inflight []*pendingEdit // applied to the replica, not yet confirmed
 	replay   []*pendingEdit // applied to a discarded replica; checked and re-run after sync
+	// unsaved are durable edits the server confirmed but has not saved yet. A server killed
+	// before its autosave (which waits for a second of quiet) comes back with the file's older
+	// content; these are then re-run like unconfirmed edits. A save marker from the server
+	// (state hash, or dirty turning false) proves them saved: the save task that sets it was
+	// started after the last document change the server received (any change cancels a running
+	// one), so its content includes every edit the server had confirmed before. A change by
+	// anyone else ends them too: re-running an edit over a later one could undo it.
+	unsaved []*pendingEdit
 
 	serverSV      StateVector // inserts the server is known to hold
 	serverDeletes IDSet       // deletions the server is known to hold
@@ -109,14 +122,16 @@ func (s *Session) Connect() Output {
 func (s *Session) Disconnected() { s.synced = false }
 
 // Reset discards the replica (new server session, conflict, long absence, broken doc) and starts
-// a fresh one under a new client id. Unconfirmed edits are checked against the server's state
-// after the next sync and re-run if it does not have them.
+// a fresh one under a new client id. Unconfirmed edits, and confirmed ones not yet saved, are
+// checked against the server's state after the next sync and re-run if it does not have them.
 func (s *Session) Reset(clientID uint32) error {
 	doc, err := NewDoc(s.kind, clientID, s.log)
 	if err != nil {
 		return fmt.Errorf("reset session: %w", err)
 	}
-	s.replay = append(s.replay, s.inflight...)
+	s.replay = append(append(s.replay, s.unsaved...), s.inflight...)
+	slices.SortStableFunc(s.replay, func(a, b *pendingEdit) int { return cmp.Compare(a.id, b.id) }) // in the order they were made
+	s.unsaved = nil
 	s.inflight = nil
 	s.doc = doc
 	s.synced = false
@@ -152,6 +167,13 @@ func (s *Session) Receive(f Frame) (Output, error) {
 			return out, fmt.Errorf("apply %s: %w", f.Sync, err)
 		}
 		s.learn(meta)
+		if s.synced && len(s.unsaved) > 0 {
+			if saved, other := s.savedMarker(change), documentChanged(change); saved || other {
+				s.log.Debug().Int("edits", len(s.unsaved)).Bool("saved", saved).Bool("superseded", other).
+					Strs("state", change.State).Msg("confirmed edits let go")
+				s.unsaved = nil // saved, or superseded by someone else's edit
+			}
+		}
 		if !change.Empty() {
 			out.Changes = append(out.Changes, change)
 		}
@@ -205,6 +227,7 @@ func (s *Session) confirm() []EditResult {
 	for _, e := range s.inflight {
 		if s.held(e) {
 			done = append(done, EditResult{ID: e.id, Change: e.change})
+			s.keepUnsaved(e)
 		} else {
 			kept = append(kept, e)
 		}
@@ -215,13 +238,16 @@ func (s *Session) confirm() []EditResult {
 
 // afterSync runs once the server's state has arrived: edits from a discarded replica are
 // confirmed if the server has them (a room rebuilt from its store keeps old client ids) or run
-// again, then queued edits run.
+// again (durable ones always run again), then queued edits run.
 func (s *Session) afterSync() Output {
 	var out Output
 	replay := s.replay
 	s.replay = nil
 	for _, e := range replay {
-		if len(e.structs)+len(e.deletes) > 0 && s.held(e) {
+		// A durable edit runs again even when the server holds its items: a server that rebuilt
+		// its room from its store and then reloaded an older file holds them deleted. Running it
+		// again changes nothing where its effect survived.
+		if !e.durable && len(e.structs)+len(e.deletes) > 0 && s.held(e) {
 			out.Done = append(out.Done, EditResult{ID: e.id, Change: e.change})
 			continue
 		}
@@ -234,6 +260,58 @@ func (s *Session) afterSync() Output {
 		out.merge(s.apply(e))
 	}
 	return out
+}
+
+// maxUnsaved bounds the confirmed edits kept for a save; past it the oldest are let go.
+const maxUnsaved = 512
+
+func (s *Session) keepUnsaved(e *pendingEdit) {
+	if !e.durable {
+		return
+	}
+	if len(s.unsaved) >= maxUnsaved {
+		s.log.Warn().Int("kept", maxUnsaved).Msg("the server has not saved for a long stream of edits; the oldest can no longer be re-applied if it dies")
+		s.unsaved = append(s.unsaved[:0], s.unsaved[1:]...)
+	}
+	s.unsaved = append(s.unsaved, e)
+}
+
+// savedMarker reports a remote change that says the server saved the document.
+func (s *Session) savedMarker(c Change) bool {
+	if c.Local {
+		return false
+	}
+	for _, k := range c.State {
+		if k == "hash" {
+			return true
+		}
+		if k == "dirty" {
+			if dirty, ok := s.doc.State()["dirty"].(bool); ok && !dirty {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// documentChanged reports a remote change to the content (not to state or awareness).
+func documentChanged(c Change) bool {
+	return !c.Local && (len(c.Inserted) > 0 || len(c.Deleted) > 0 || c.Moved || len(c.Cells) > 0 || c.Meta || c.Text)
+}
+
+// Unsaved returns how many confirmed edits wait for the server to save them.
+func (s *Session) Unsaved() int { return len(s.unsaved) }
+
+// ProposeDurable submits an edit that is re-run after a reset until the server has saved it
+// (see unsaved). Only edits that are safe to run twice qualify: re-running one the file already
+// holds must change nothing (inserting cells by id, setting a cell's content).
+func (s *Session) ProposeDurable(id uint64, fn EditFunc) Output {
+	e := &pendingEdit{id: id, fn: fn, durable: true}
+	if !s.synced {
+		s.queued = append(s.queued, e)
+		return Output{}
+	}
+	return s.apply(e)
 }
 
 // Propose submits an edit. It runs at once when synced, otherwise after the next sync.
@@ -319,7 +397,7 @@ func (s *Session) Abort() (notApplied, unconfirmed []EditResult) {
 			unconfirmed = append(unconfirmed, EditResult{ID: e.id, Change: e.change})
 		}
 	}
-	s.queued, s.inflight, s.replay = nil, nil, nil
+	s.queued, s.inflight, s.replay, s.unsaved = nil, nil, nil, nil
 	return notApplied, unconfirmed
 }
 

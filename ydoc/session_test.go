@@ -959,3 +959,83 @@ func TestSessionChaos(t *testing.T) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { runChaos(t, seed, 150) })
 	}
 }
+
+// A server that dies after confirming an edit but before saving it comes back with the file's
+// older content: a durable edit is re-run then, unless a save marker or someone else's change
+// came first.
+func TestSessionDurableEditsSurviveUnsavedRestart(t *testing.T) {
+	insert := func(tx *Txn, replaying bool) error {
+		if replaying && tx.CellIndex("agent") >= 0 {
+			return nil
+		}
+		return tx.InsertCells(1, []Cell{{ID: "agent", Source: "kept"}})
+	}
+	for _, tc := range []struct {
+		name       string
+		between    func(srv *fakeServer, a, b *fakeConn)
+		wantReplay bool
+	}{
+		{"not saved: re-run", func(*fakeServer, *fakeConn, *fakeConn) {}, true},
+		{"saved (hash): let go", func(srv *fakeServer, a, b *fakeConn) {
+			b.propose(10, func(tx *Txn, _ bool) error { return tx.SetState("hash", "after-save") })
+			srv.flush()
+		}, false},
+		{"saved (dirty false): let go", func(srv *fakeServer, a, b *fakeConn) {
+			b.propose(10, func(tx *Txn, _ bool) error { return tx.SetState("dirty", false) })
+			srv.flush()
+		}, false},
+		{"dirty true is no save", func(srv *fakeServer, a, b *fakeConn) {
+			b.propose(10, func(tx *Txn, _ bool) error { return tx.SetState("dirty", true) })
+			srv.flush()
+		}, true},
+		{"someone else edited: let go", func(srv *fakeServer, a, b *fakeConn) {
+			b.propose(10, func(tx *Txn, _ bool) error { return tx.SetSource(0, "human") })
+			srv.flush()
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newFakeServer(t, sessionNotebook())
+			a, b := srv.newClient("agent"), srv.newClient("human")
+			a.connect()
+			b.connect()
+			srv.flush()
+			calls := 0
+			a.record(a.sess.ProposeDurable(1, func(tx *Txn, replaying bool) error { calls++; return insert(tx, replaying) }))
+			srv.flush()
+			if r, ok := a.result(1); !ok || r.Err != nil {
+				t.Fatalf("edit not confirmed: %+v", a.done)
+			}
+			if a.sess.Unsaved() != 1 {
+				t.Fatalf("confirmed durable edit not kept for a save: %d", a.sess.Unsaved())
+			}
+			tc.between(srv, a, b)
+
+			// The server dies; its replacement loaded the file, which lacks the edit.
+			srv2 := newFakeServer(t, sessionNotebook())
+			a.srv, srv2.conns = srv2, []*fakeConn{a}
+			a.disconnect()
+			if err := a.sess.Reset(freshClientID()); err != nil {
+				t.Fatal(err)
+			}
+			a.connect()
+			srv2.flush()
+			has := slices.ContainsFunc(readNotebook(t, srv2.doc).Cells, func(c Cell) bool { return c.ID == "agent" })
+			if has != tc.wantReplay || (calls == 2) != tc.wantReplay {
+				t.Errorf("after the restart: cell present %v, EditFunc ran %d times; want re-run %v", has, calls, tc.wantReplay)
+			}
+			if a.sess.Pending() != 0 {
+				t.Errorf("%d edits still pending", a.sess.Pending())
+			}
+		})
+	}
+	// Plain (non-durable) edits are not kept.
+	srv := newFakeServer(t, sessionNotebook())
+	a := srv.newClient("agent")
+	a.connect()
+	srv.flush()
+	a.propose(1, func(tx *Txn, r bool) error { return insert(tx, r) })
+	srv.flush()
+	if a.sess.Unsaved() != 0 {
+		t.Errorf("a plain edit was kept: %d", a.sess.Unsaved())
+	}
+}

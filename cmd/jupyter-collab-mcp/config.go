@@ -1,15 +1,19 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 )
@@ -40,6 +44,19 @@ type Config struct {
 	HistoryBudgetMB   int
 	MaxResponseTokens int
 	Tokenizer         string
+	Auth              string // token or jupyter
+	AuthCacheTTL      time.Duration
+	TLSCert, TLSKey   string
+	AllowedHosts      []string
+	AllowedOrigins    []string
+	PublicURL         string
+	RateLimit         float64 // requests per second per caller; 0: off
+	RateBurst         int
+	MaxConcurrent     int // requests in flight per MCP session
+	MaxBodyMB         int
+	Metrics           bool
+	ConfigFile        string
+	ShowVersion       bool
 	tokenFromFlag     bool // --mcp-token was used (warn: visible in ps)
 	jupyterTokenFile  string
 	mcpTokenFile      string
@@ -51,7 +68,7 @@ type Config struct {
 // drives the flag set, the environment lookup and --help, so they cannot drift apart.
 type option struct {
 	flag, env, def, help string
-	kind                 string // string, bool, duration, int
+	kind                 string // string, bool, duration, int, float, list
 	secret               bool
 	set                  func(c *Config, v string) error
 }
@@ -90,7 +107,30 @@ func options() []option {
 			return nil
 		}
 	}
+	number := func(dst func(*Config) *float64) func(*Config, string) error {
+		return func(c *Config, v string) error {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || f < 0 {
+				return fmt.Errorf("not a non-negative number: %q", v)
+			}
+			*dst(c) = f
+			return nil
+		}
+	}
+	list := func(dst func(*Config) *[]string) func(*Config, string) error {
+		return func(c *Config, v string) error {
+			*dst(c) = nil
+			for _, item := range strings.Split(v, ",") {
+				if item = strings.TrimSpace(item); item != "" {
+					*dst(c) = append(*dst(c), item)
+				}
+			}
+			return nil
+		}
+	}
 	return []option{
+		{"version", "", "false", "print the version and exit", "bool", false, boolean(func(c *Config) *bool { return &c.ShowVersion })},
+		{"config", "JCM_CONFIG", "", "YAML or JSON file of options, keyed by flag name (flags and environment override it)", "string", false, str(func(c *Config) *string { return &c.ConfigFile })},
 		{"jupyter-url", "JUPYTER_URL", "http://127.0.0.1:8888/", "jupyter-server URL, including any base_url (e.g. https://hub/user/alice/)", "string", false, str(func(c *Config) *string { return &c.JupyterURL })},
 		{"", "JUPYTER_TOKEN", "", "Jupyter token (environment only; or --jupyter-token-file)", "string", true, str(func(c *Config) *string { return &c.JupyterToken })},
 		{"jupyter-token-file", "JUPYTER_TOKEN_FILE", "", "file holding the Jupyter token", "string", false, str(func(c *Config) *string { return &c.jupyterTokenFile })},
@@ -101,6 +141,18 @@ func options() []option {
 		{"tokens-file", "MCP_TOKENS_FILE", "", "JSON file of scoped tokens: [{name, token_sha256, scopes: [read|write|execute|admin], paths: [globs]}]", "string", false, str(func(c *Config) *string { return &c.tokensFile })},
 		{"mcp-token", "", "", "MCP bearer token (discouraged: flag values are visible in ps; prefer MCP_TOKEN)", "string", true, func(c *Config, v string) error { c.MCPToken = v; c.tokenFromFlag = true; return nil }},
 		{"insecure-no-auth", "MCP_INSECURE_NO_AUTH", "false", "serve HTTP without a bearer token (only allowed on a loopback address)", "bool", false, boolean(func(c *Config) *bool { return &c.InsecureNoAuth })},
+		{"auth", "MCP_AUTH", "token", "how HTTP callers authenticate: token (MCP_TOKEN / --tokens-file) or jupyter (the bearer is a Jupyter token, checked with jupyter-server's GET /api/me; scopes from its authorizer)", "string", false, str(func(c *Config) *string { return &c.Auth })},
+		{"auth-cache-ttl", "MCP_AUTH_CACHE_TTL", "30s", "with --auth jupyter: how long jupyter-server's answer about a token is reused", "duration", false, duration(func(c *Config) *time.Duration { return &c.AuthCacheTTL })},
+		{"tls-cert", "MCP_TLS_CERT", "", "certificate file (PEM) to serve HTTPS; with --tls-key", "string", false, str(func(c *Config) *string { return &c.TLSCert })},
+		{"tls-key", "MCP_TLS_KEY", "", "private key file (PEM) to serve HTTPS; with --tls-cert", "string", false, str(func(c *Config) *string { return &c.TLSKey })},
+		{"allowed-hosts", "MCP_ALLOWED_HOSTS", "", "comma-separated Host names the HTTP endpoint answers to (DNS-rebinding protection; *.domain allowed); default on a loopback address: localhost, 127.0.0.1, ::1; otherwise any", "list", false, list(func(c *Config) *[]string { return &c.AllowedHosts })},
+		{"allowed-origins", "MCP_ALLOWED_ORIGINS", "", "comma-separated browser Origins allowed besides the endpoint's own (requests with another Origin get 403)", "list", false, list(func(c *Config) *[]string { return &c.AllowedOrigins })},
+		{"public-url", "MCP_PUBLIC_URL", "", "the endpoint's public base URL behind a proxy (for OAuth protected-resource metadata); default: from each request", "string", false, str(func(c *Config) *string { return &c.PublicURL })},
+		{"rate-limit", "MCP_RATE_LIMIT", "50", "HTTP requests per second per token (429 with Retry-After beyond); 0: no limit", "float", false, number(func(c *Config) *float64 { return &c.RateLimit })},
+		{"rate-burst", "MCP_RATE_BURST", "100", "requests a token may make at once before --rate-limit applies", "int", false, integer(func(c *Config) *int { return &c.RateBurst })},
+		{"max-concurrent", "MCP_MAX_CONCURRENT", "8", "requests one MCP session may have in flight (429 beyond)", "int", false, integer(func(c *Config) *int { return &c.MaxConcurrent })},
+		{"max-body-mb", "MCP_MAX_BODY_MB", "16", "largest HTTP request body in MiB (413 beyond)", "int", false, integer(func(c *Config) *int { return &c.MaxBodyMB })},
+		{"metrics", "MCP_METRICS", "true", "serve Prometheus metrics on /metrics (behind the same authentication as /mcp)", "bool", false, boolean(func(c *Config) *bool { return &c.Metrics })},
 		{"log-level", "LOG_LEVEL", "info", "debug, info, warn or error", "string", false, str(func(c *Config) *string { return &c.LogLevel })},
 		{"log-format", "LOG_FORMAT", "auto", "json, console, or auto (console when stderr is a terminal)", "string", false, str(func(c *Config) *string { return &c.LogFormat })},
 		{"agent-name", "AGENT_NAME", "AI Agent", "name collaborators see for the agent", "string", false, str(func(c *Config) *string { return &c.AgentName })},
@@ -128,19 +180,26 @@ var errHelp = errors.New("help requested")
 func loadConfig(args []string, getenv func(string) string, readFile func(string) ([]byte, error), usageOut io.Writer) (Config, error) {
 	var c Config
 	opts := options()
-	// defaults, then environment
+	fileVals, err := readConfigFile(args, getenv, readFile, opts)
+	if err != nil {
+		return c, err
+	}
+	// defaults, then the config file, then environment
 	for _, o := range opts {
-		v := o.def
+		v, src := o.def, "default of --"+o.flag
+		if fv, ok := fileVals[o.flag]; ok && o.flag != "" {
+			v, src = fv, "config file: "+o.flag
+		}
 		if o.env != "" {
 			if e := getenv(o.env); e != "" {
-				v = e
+				v, src = e, o.env
 			}
 		}
 		if v == "" && o.kind == "string" {
 			continue
 		}
 		if err := o.set(&c, v); err != nil {
-			return c, fmt.Errorf("%s: %w", nonEmpty(o.env, "--"+o.flag), err)
+			return c, fmt.Errorf("%s: %w", src, err)
 		}
 	}
 	// flags override
@@ -205,7 +264,76 @@ func loadConfig(args []string, getenv func(string) string, readFile func(string)
 		}
 		*f.dst = strings.TrimSpace(string(b))
 	}
+	if c.ShowVersion {
+		return c, nil
+	}
 	return c, c.validate()
+}
+
+// readConfigFile reads the optional config file named by --config (looked up in args before
+// flags are parsed, since its values sit below them) or JCM_CONFIG. Keys are flag names; values
+// are strings, numbers, booleans or (for lists) arrays. Unknown keys are errors: a typo must not
+// silently leave a setting at its default.
+func readConfigFile(args []string, getenv func(string) string, readFile func(string) ([]byte, error), opts []option) (map[string]string, error) {
+	path := getenv("JCM_CONFIG")
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			break
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "config" {
+			continue
+		}
+		if !hasVal {
+			if i+1 >= len(args) {
+				return nil, errors.New("--config: a file name is required")
+			}
+			val = args[i+1]
+		}
+		path = val
+	}
+	if path == "" {
+		return nil, nil
+	}
+	b, err := readFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config file: %w", err)
+	}
+	var raw map[string]any
+	if err := yaml.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	known := map[string]option{}
+	for _, o := range opts {
+		if o.flag != "" && o.flag != "config" && !o.secret {
+			known[o.flag] = o
+		}
+	}
+	out := map[string]string{}
+	for k, v := range raw {
+		o, ok := known[k]
+		if !ok {
+			return nil, fmt.Errorf("config file %s: unknown option %q (keys are flag names, see --help; tokens belong in the environment or a token file)", path, k)
+		}
+		switch v := v.(type) {
+		case []any:
+			if o.kind != "list" {
+				return nil, fmt.Errorf("config file %s: %s takes one value, not a list", path, k)
+			}
+			parts := make([]string, 0, len(v))
+			for _, item := range v {
+				parts = append(parts, fmt.Sprint(item))
+			}
+			out[k] = strings.Join(parts, ",")
+		case map[string]any:
+			return nil, fmt.Errorf("config file %s: %s takes a value, not a mapping", path, k)
+		case nil:
+		default:
+			out[k] = fmt.Sprint(v)
+		}
+	}
+	return out, nil
 }
 
 func (c Config) validate() error {
@@ -230,12 +358,40 @@ func (c Config) validate() error {
 	default:
 		return fmt.Errorf("--tokenizer %q: must be o200k_base or cl100k_base", c.Tokenizer)
 	}
+	switch c.Auth {
+	case "token", "jupyter":
+	default:
+		return fmt.Errorf("--auth %q: must be token or jupyter", c.Auth)
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return errors.New("--tls-cert and --tls-key go together")
+	}
+	if c.TLSCert != "" {
+		if _, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey); err != nil {
+			return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+	}
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--public-url %q: must be an http(s) URL", c.PublicURL)
+		}
+	}
 	if c.Listen == "" {
+		if c.Auth == "jupyter" {
+			return errors.New("--auth jupyter authenticates HTTP callers: it needs --listen")
+		}
 		return nil
 	}
 	host, _, err := net.SplitHostPort(c.Listen)
 	if err != nil {
 		return fmt.Errorf("--listen %q: %w", c.Listen, err)
+	}
+	if c.Auth == "jupyter" {
+		if c.InsecureNoAuth || c.MCPToken != "" || len(c.TokenEntries) > 0 {
+			return errors.New("--auth jupyter contradicts --insecure-no-auth, MCP_TOKEN and --tokens-file: choose one")
+		}
+		return nil
 	}
 	if c.InsecureNoAuth {
 		if c.MCPToken != "" || len(c.TokenEntries) > 0 {
@@ -264,13 +420,6 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-func nonEmpty(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 func printUsage(w io.Writer) {

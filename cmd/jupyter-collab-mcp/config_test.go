@@ -12,7 +12,9 @@ import (
 )
 
 func TestLoadConfig(t *testing.T) {
-	files := map[string]string{"/secrets/mcp": "file-token-0123456789\n", "/secrets/jupyter": "jt-from-file\n"}
+	files := map[string]string{"/secrets/mcp": "file-token-0123456789\n", "/secrets/jupyter": "jt-from-file\n",
+		"/etc/jcm.yaml": "agent-name: Config Agent\nlog-level: warn\nallowed-origins: [https://a.example, https://b.example]\nrate-limit: 2.5\nidle-timeout: 90s\nno-autosave: true\n",
+		"/etc/bad.yaml": "agent-nme: typo\n", "/etc/secret.yaml": "mcp-token: inline-secret-0123456789\n", "/etc/list.yaml": "listen: [a, b]\n"}
 	readFile := func(p string) ([]byte, error) {
 		if s, ok := files[p]; ok {
 			return []byte(s), nil
@@ -71,6 +73,33 @@ func TestLoadConfig(t *testing.T) {
 		{name: "bad level", args: []string{"--log-level", "loud"}, wantErr: "log level"},
 		{name: "unknown flag", args: []string{"--nope"}, wantErr: "flag provided but not defined"},
 		{name: "stray argument", args: []string{"extra"}, wantErr: "unexpected arguments"},
+		{name: "config file", args: []string{"--config", "/etc/jcm.yaml", "--log-level", "error"}, env: map[string]string{"AGENT_NAME": "Env Agent"}, check: func(t *testing.T, c Config) {
+			if c.AgentName != "Env Agent" || c.LogLevel != "error" || len(c.AllowedOrigins) != 2 || c.AllowedOrigins[1] != "https://b.example" ||
+				c.RateLimit != 2.5 || c.IdleTimeout != 90*time.Second || !c.NoAutosave {
+				t.Errorf("config file under env and flags: %+v", c)
+			}
+		}},
+		{name: "config file from env", env: map[string]string{"JCM_CONFIG": "/etc/jcm.yaml"}, check: func(t *testing.T, c Config) {
+			if c.AgentName != "Config Agent" || c.LogLevel != "warn" {
+				t.Errorf("%+v", c)
+			}
+		}},
+		{name: "config file typo", args: []string{"--config=/etc/bad.yaml"}, wantErr: `unknown option "agent-nme"`},
+		{name: "config file secret", args: []string{"--config", "/etc/secret.yaml"}, wantErr: "tokens belong in the environment"},
+		{name: "config file list for a scalar", args: []string{"--config", "/etc/list.yaml"}, wantErr: "not a list"},
+		{name: "missing config file", args: []string{"--config", "/nope.yaml"}, wantErr: "read config file"},
+		{name: "auth jupyter", args: []string{"--listen", "127.0.0.1:9000", "--auth", "jupyter"}, check: func(t *testing.T, c Config) {
+			if c.Auth != "jupyter" {
+				t.Errorf("%+v", c)
+			}
+		}},
+		{name: "auth jupyter and token", args: []string{"--listen", "127.0.0.1:9000", "--auth", "jupyter"}, env: map[string]string{"MCP_TOKEN": longToken}, wantErr: "contradicts"},
+		{name: "auth jupyter on stdio", args: []string{"--auth", "jupyter"}, wantErr: "needs --listen"},
+		{name: "bad auth", args: []string{"--auth", "magic"}, wantErr: "must be token or jupyter"},
+		{name: "tls half", args: []string{"--tls-cert", "/c.pem"}, wantErr: "go together"},
+		{name: "tls unreadable", args: []string{"--tls-cert", "/c.pem", "--tls-key", "/k.pem"}, wantErr: "--tls-cert/--tls-key"},
+		{name: "bad public url", args: []string{"--public-url", "ftp://x"}, wantErr: "--public-url"},
+		{name: "negative rate", env: map[string]string{"MCP_RATE_LIMIT": "-1"}, wantErr: "MCP_RATE_LIMIT"},
 		{name: "missing token file", args: []string{"--mcp-token-file", "/nope"}, wantErr: "read MCP token file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,6 +15,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
@@ -45,6 +48,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	cfg, err := loadConfig(args, getenv, os.ReadFile, stdout)
 	if err != nil {
 		return err
+	}
+	if cfg.ShowVersion {
+		fmt.Fprintln(stdout, "jupyter-collab-mcp", version)
+		return nil
 	}
 	log := newLogger(cfg, stderr)
 	if cfg.tokenFromFlag {
@@ -86,9 +93,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if err != nil {
 		return err
 	}
+	registry := prometheus.NewRegistry() // our own: no global registry
+	registry.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsGC)), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mcpServer, err := tools.New(tools.Options{Manager: manager, Executor: executor, Logger: log, Version: version,
 		CallTimeout: cfg.CallTimeout, AlwaysEmbedSchema: cfg.AlwaysEmbedSchema, AgentName: cfg.AgentName,
-		MaxResponseTokens: cfg.MaxResponseTokens, Tokenizer: cfg.Tokenizer})
+		MaxResponseTokens: cfg.MaxResponseTokens, Tokenizer: cfg.Tokenizer, Metrics: registry})
 	if err != nil {
 		return err
 	}
@@ -122,23 +131,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		if err != nil {
 			return fmt.Errorf("listen %s: %w", cfg.Listen, err)
 		}
-		var protect func(http.Handler) http.Handler
-		if !cfg.InsecureNoAuth {
-			protect = func(h http.Handler) http.Handler {
-				var tokens []string
-				if cfg.MCPToken != "" {
-					tokens = []string{cfg.MCPToken}
-				}
-				p, err := auth.Bearer(auth.BearerOptions{Tokens: tokens, Entries: cfg.TokenEntries}, h)
-				if err != nil {
-					panic(err) // validated in loadConfig
-				}
-				return p
-			}
-		} else {
-			log.Warn().Str("addr", cfg.Listen).Msg("HTTP endpoint is open without authentication (--insecure-no-auth, loopback only)")
+		opts, err := httpOptions(cfg, client, mcpServer, registry, log)
+		if err != nil {
+			_ = l.Close()
+			return err
 		}
-		return mcpServer.ServeHTTP(gctx, tools.HTTPOptions{Listener: l, Protect: protect, SessionIdleTTL: cfg.SessionIdleTTL})
+		opts.Listener = l
+		return mcpServer.ServeHTTP(gctx, opts)
 	})
 	err = g.Wait()
 	stopSubs()
@@ -153,6 +152,90 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	log.Info().Msg("stopped")
 	return err
+}
+
+// httpOptions assembles the HTTP endpoint from the configuration: authentication (static
+// tokens or Jupyter-delegated), rate and concurrency limits on /mcp, Origin/Host checks on
+// every route, metrics, readiness and protected-resource metadata.
+func httpOptions(cfg Config, client *jupyter.Client, mcpServer *tools.Server, registry *prometheus.Registry, log zerolog.Logger) (tools.HTTPOptions, error) {
+	var authn auth.Authenticator
+	switch {
+	case cfg.InsecureNoAuth:
+		log.Warn().Str("addr", cfg.Listen).Msg("HTTP endpoint is open without authentication (--insecure-no-auth, loopback only)")
+	case cfg.Auth == "jupyter":
+		authn = auth.NewJupyterAuthenticator(jupyterLookup(client), cfg.AuthCacheTTL)
+	default:
+		var tokens []string
+		if cfg.MCPToken != "" {
+			tokens = []string{cfg.MCPToken}
+		}
+		static, err := auth.NewStaticTokens(tokens, cfg.TokenEntries)
+		if err != nil {
+			return tools.HTTPOptions{}, err
+		}
+		authn = static
+	}
+	host, _, _ := net.SplitHostPort(cfg.Listen)
+	if cfg.TLSCert == "" && !isLoopback(host) {
+		log.Warn().Str("addr", cfg.Listen).Msg("serving plain HTTP on a non-loopback address: bearer tokens travel in clear unless a proxy terminates TLS (--tls-cert/--tls-key)")
+	}
+	authenticate := func(h http.Handler) http.Handler {
+		if authn == nil {
+			return h
+		}
+		return auth.Middleware(auth.MiddlewareOptions{
+			Authenticator:    authn,
+			ResourceMetadata: func(r *http.Request) string { return auth.MetadataURL(cfg.PublicURL, r) },
+			OnReject:         mcpServer.CountRejected,
+		}, h)
+	}
+	opts := tools.HTTPOptions{
+		SessionIdleTTL: cfg.SessionIdleTTL,
+		MaxBodyBytes:   int64(cfg.MaxBodyMB) << 20,
+		TLSCertFile:    cfg.TLSCert,
+		TLSKeyFile:     cfg.TLSKey,
+		Routes:         map[string]http.Handler{},
+		Protect: func(h http.Handler) http.Handler {
+			h = auth.SessionConcurrency(cfg.MaxConcurrent, func() { mcpServer.CountRejected("concurrency") }, h)
+			if cfg.RateLimit > 0 {
+				h = auth.RateLimit(auth.RateLimitOptions{PerSecond: cfg.RateLimit, Burst: cfg.RateBurst,
+					OnLimited: func() { mcpServer.CountRejected("rate_limited") }}, h)
+			}
+			return authenticate(h)
+		},
+	}
+	hosts := cfg.AllowedHosts
+	if len(hosts) == 0 && isLoopback(host) {
+		hosts = append(auth.DefaultAllowedHosts(), host)
+	}
+	opts.Guard = func(h http.Handler) http.Handler {
+		return auth.OriginGuard(auth.OriginOptions{AllowedHosts: hosts, AllowedOrigins: cfg.AllowedOrigins, OnReject: mcpServer.CountRejected}, h)
+	}
+	opts.Routes["/readyz"] = mcpServer.ReadyHandler(client.Status)
+	if cfg.Metrics {
+		opts.Routes["/metrics"] = authenticate(promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
+	}
+	if authn != nil {
+		md := auth.MetadataHandler(cfg.PublicURL, nil, "https://github.com/jupyter-collab-mcp/jupyter-collab-mcp#permissions")
+		opts.Routes[auth.ProtectedResourceMetadataPath] = md
+		opts.Routes[auth.ProtectedResourceMetadataPath+"/"] = md // /…/mcp, and below a public URL's path
+	}
+	return opts, nil
+}
+
+// jupyterLookup asks jupyter-server about a caller's token (--auth jupyter).
+func jupyterLookup(client *jupyter.Client) auth.JupyterLookup {
+	return func(ctx context.Context, token string) (auth.JupyterUser, error) {
+		id, perms, err := client.WhoIs(ctx, token, auth.JupyterPermissionsQuery)
+		var apiErr *jupyter.APIError
+		if errors.As(err, &apiErr) && (apiErr.Status == http.StatusUnauthorized || apiErr.Status == http.StatusForbidden) {
+			return auth.JupyterUser{}, auth.ErrInvalidToken
+		}
+		if err != nil {
+			return auth.JupyterUser{}, err
+		}
+		return auth.JupyterUser{Username: id.Username, Permissions: perms}, nil
+	}
 }
 
 // checkJupyter reports early whether the server answers and accepts the token. It does not

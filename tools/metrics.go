@@ -1,0 +1,149 @@
+package tools
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+)
+
+// metrics are the Prometheus series of the MCP surface and its rooms. Counters are fed where
+// things happen (tool calls, room events); room gauges are read from the manager at scrape
+// time, so they cannot drift from the rooms' own state.
+type metrics struct {
+	calls     *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+	tokens    *prometheus.CounterVec
+	events    *prometheus.CounterVec
+	resources *prometheus.CounterVec
+	rejected  *prometheus.CounterVec
+}
+
+// metricLabelOutcomes: ok, error (the tool failed), denied (scope or path), invalid (arguments).
+func newMetrics(reg prometheus.Registerer, manager *bridge.Manager) (*metrics, error) {
+	m := &metrics{
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jcm_tool_calls_total", Help: "MCP tool calls by tool and outcome (ok, error, denied, invalid).",
+		}, []string{"tool", "outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "jcm_tool_call_duration_seconds",
+			Help:    "Duration of MCP tool calls by tool (edits include the server's confirmation).",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 120},
+		}, []string{"tool"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jcm_tokens_served_total", Help: "Tokens (by the configured tokenizer) returned to models, by tool or resources/read.",
+		}, []string{"tool"}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jcm_room_events_total", Help: "Room state transitions: disconnected (each starts a reconnect), synced, reset, failed.",
+		}, []string{"event"}),
+		resources: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jcm_resource_updates_total", Help: "notifications/resources/updated sent to subscribers.",
+		}, []string{}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jcm_http_rejected_total", Help: "HTTP requests refused before MCP: missing, invalid, unavailable (token), host, origin, rate_limited, concurrency.",
+		}, []string{"reason"}),
+	}
+	for _, c := range []prometheus.Collector{m.calls, m.latency, m.tokens, m.events, m.resources, m.rejected, roomCollector{manager}} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) observeCall(tool, outcome string, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.calls.WithLabelValues(tool, outcome).Inc()
+	m.latency.WithLabelValues(tool).Observe(took.Seconds())
+}
+
+func (m *metrics) served(tool string, tokens int) {
+	if m == nil || tokens <= 0 {
+		return
+	}
+	m.tokens.WithLabelValues(tool).Add(float64(tokens))
+}
+
+func (m *metrics) roomEvent(e bridge.Event) {
+	if m == nil {
+		return
+	}
+	switch e.Kind {
+	case bridge.EventDisconnected, bridge.EventSynced, bridge.EventReset, bridge.EventFailed:
+		m.events.WithLabelValues(e.Kind.String()).Inc()
+	}
+}
+
+func (m *metrics) resourceUpdated() {
+	if m == nil {
+		return
+	}
+	m.resources.WithLabelValues().Inc()
+}
+
+// roomCollector reports the open rooms at scrape time.
+type roomCollector struct{ manager *bridge.Manager }
+
+var (
+	descRooms = prometheus.NewDesc("jcm_rooms_open", "Open document rooms by kind and status.", []string{"kind", "status"}, nil)
+	descPeers = prometheus.NewDesc("jcm_room_peers", "Collaborators (other awareness clients) across open rooms.", nil, nil)
+	descLag   = prometheus.NewDesc("jcm_room_sync_lag_seconds", "Longest time any open room has been out of sync with the server (0 when all are synced).", nil, nil)
+	descPend  = prometheus.NewDesc("jcm_room_pending_edits", "Edits sent to the server and not yet confirmed, across rooms.", nil, nil)
+	descRecon = prometheus.NewDesc("jcm_room_reconnects", "Reconnects of the currently open rooms since each joined.", nil, nil)
+	descRepl  = prometheus.NewDesc("jcm_room_replica_bytes", "Encoded size of the open rooms' replicas (Yjs updates, tombstones included).", nil, nil)
+	descHist  = prometheus.NewDesc("jcm_room_history_bytes", "Content kept for restorable versions across open rooms (bounded by --history-budget-mb per room).", nil, nil)
+)
+
+func (c roomCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRooms, descPeers, descLag, descPend, descRecon, descRepl, descHist} {
+		ch <- d
+	}
+}
+
+func (c roomCollector) Collect(ch chan<- prometheus.Metric) {
+	type key struct{ kind, status string }
+	rooms := map[key]int{}
+	peers, pending, reconnects := 0, 0, 0
+	lag := 0.0
+	now := time.Now()
+	replica, history := 0, 0
+	// Sizes runs on each room's loop; a busy or stuck room must not hang the scrape.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, r := range c.manager.Rooms() {
+		if sz, err := r.Sizes(ctx); err == nil {
+			replica += sz.ReplicaBytes
+			history += sz.HistoryBytes
+		}
+		info := r.Info()
+		rooms[key{info.Kind.String(), string(info.Status)}]++
+		peers += len(info.Collaborators)
+		pending += info.PendingEdits
+		reconnects += info.Reconnects
+		if info.Status != bridge.StatusSynced && !info.SyncedAt.IsZero() {
+			lag = max(lag, now.Sub(info.SyncedAt).Seconds())
+		}
+	}
+	for k, n := range rooms {
+		ch <- prometheus.MustNewConstMetric(descRooms, prometheus.GaugeValue, float64(n), k.kind, k.status)
+	}
+	ch <- prometheus.MustNewConstMetric(descPeers, prometheus.GaugeValue, float64(peers))
+	ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, lag)
+	ch <- prometheus.MustNewConstMetric(descPend, prometheus.GaugeValue, float64(pending))
+	ch <- prometheus.MustNewConstMetric(descRecon, prometheus.GaugeValue, float64(reconnects))
+	ch <- prometheus.MustNewConstMetric(descRepl, prometheus.GaugeValue, float64(replica))
+	ch <- prometheus.MustNewConstMetric(descHist, prometheus.GaugeValue, float64(history))
+}
+
+// CountRejected counts an HTTP request refused before it reached MCP (reason: missing,
+// invalid, unavailable, host, origin, rate_limited, concurrency). A no-op without metrics.
+func (s *Server) CountRejected(reason string) {
+	if s.metrics == nil {
+		return
+	}
+	s.metrics.rejected.WithLabelValues(reason).Inc()
+}
