@@ -85,7 +85,7 @@ func (l *roomLoop) classifyClose(err error) error {
 			}
 			return &RoomError{Path: l.r.opts.Path, Err: fmt.Errorf("%s: %w", msg, err)}
 		}
-		l.requestReset("the server closed the session (" + nonEmpty(reason.Reason, ce.CloseReason()) + ")")
+		l.requestResetServerLost("the server closed the session (" + nonEmpty(reason.Reason, ce.CloseReason()) + ")")
 		if l.resetsNoSync >= maxResetsNoSync {
 			return &RoomError{Path: l.r.opts.Path, Err: fmt.Errorf("the server keeps refusing our session (%d times without a sync): %w", l.resetsNoSync, err)}
 		}
@@ -313,11 +313,23 @@ func (l *roomLoop) requestReset(reason string) {
 	}
 }
 
+// requestResetServerLost is requestReset when the server lost the room (it restarted): see
+// ydoc.Session.ResetServerLost.
+func (l *roomLoop) requestResetServerLost(reason string) {
+	l.requestReset(reason)
+	l.serverLost = true
+}
+
 // reset rebuilds the replica under a new client id. Unconfirmed edits are checked and re-run
 // after the next sync; views wait for it.
 func (l *roomLoop) reset() error {
 	id := l.r.opts.NewClientID()
-	if err := l.sess.Reset(id); err != nil {
+	reset := l.sess.Reset
+	if l.serverLost {
+		reset = l.sess.ResetServerLost
+	}
+	l.serverLost = false
+	if err := reset(id); err != nil {
 		return err
 	}
 	if bye := l.aw.Goodbye(); bye != nil {

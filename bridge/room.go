@@ -619,20 +619,21 @@ type roomLoop struct {
 	aw   *ydoc.Awareness
 	bo   *backoff
 
-	ds        DocSession
-	link      *link
-	outbox    [][]byte
-	waiters   map[uint64]chan editOutcome
-	hist      *history
-	versions  map[uint64]uint64 // edit id → history seq of the change it applied
-	saves     map[uint64]chan saveResult
-	saveSeq   uint64
-	ready     bool        // the replica holds the server's state
-	deferred  []*readCall // reads waiting for ready
-	needReset string      // non-empty: rebuild the replica before the next connect
-	awayFrom  time.Time   // when the last connection dropped (zero while connected)
-	lastSync  time.Time   // last periodic step 1
-	lastErr   error       // last connection error, for logs and info
+	ds         DocSession
+	link       *link
+	outbox     [][]byte
+	waiters    map[uint64]chan editOutcome
+	hist       *history
+	versions   map[uint64]uint64 // edit id → history seq of the change it applied
+	saves      map[uint64]chan saveResult
+	saveSeq    uint64
+	ready      bool        // the replica holds the server's state
+	deferred   []*readCall // reads waiting for ready
+	needReset  string      // non-empty: rebuild the replica before the next connect
+	serverLost bool        // the pending reset is for a room the server lost (it restarted)
+	awayFrom   time.Time   // when the last connection dropped (zero while connected)
+	lastSync   time.Time   // last periodic step 1
+	lastErr    error       // last connection error, for logs and info
 
 	connectedAt    time.Time // when the current link was dialled
 	handshakeAsked bool      // a second step 1 was sent for the current handshake
@@ -812,7 +813,7 @@ func (l *roomLoop) connectAndServe(ctx context.Context) error {
 	now := l.r.opts.Now()
 	switch {
 	case l.ds.SessionID != "" && ds.SessionID != l.ds.SessionID:
-		l.requestReset("the server restarted (new session id)")
+		l.requestResetServerLost("the server restarted (new session id)")
 	case l.ds.RoomID != "" && ds.RoomID != l.ds.RoomID:
 		l.requestReset("the document's room id changed")
 	case !l.awayFrom.IsZero() && now.Sub(l.awayFrom) >= l.r.opts.ResetAfter:

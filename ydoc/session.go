@@ -84,6 +84,8 @@ type Session struct {
 	// one), so its content includes every edit the server had confirmed before. A change by
 	// anyone else ends them too: re-running an edit over a later one could undo it.
 	unsaved []*pendingEdit
+	// rerunDurable: the last reset was for a lost server room (ResetServerLost).
+	rerunDurable bool
 
 	serverSV      StateVector // inserts the server is known to hold
 	serverDeletes IDSet       // deletions the server is known to hold
@@ -125,6 +127,20 @@ func (s *Session) Disconnected() { s.synced = false }
 // a fresh one under a new client id. Unconfirmed edits, and confirmed ones not yet saved, are
 // checked against the server's state after the next sync and re-run if it does not have them.
 func (s *Session) Reset(clientID uint32) error {
+	return s.reset(clientID, false)
+}
+
+// ResetServerLost is Reset after the server lost its room (it restarted): durable edits run
+// again even where the server holds their items, because a restarted server may have rebuilt the
+// room from its store and then reloaded an older file over it, deleting them. Re-running one
+// whose effect survived changes nothing. After other resets (a conflict, a broken replica) the
+// server's document is the one it had, and an item of ours it holds deleted was deleted by
+// someone: re-running the edit would undo their change.
+func (s *Session) ResetServerLost(clientID uint32) error {
+	return s.reset(clientID, true)
+}
+
+func (s *Session) reset(clientID uint32, serverLost bool) error {
 	doc, err := NewDoc(s.kind, clientID, s.log)
 	if err != nil {
 		return fmt.Errorf("reset session: %w", err)
@@ -133,6 +149,7 @@ func (s *Session) Reset(clientID uint32) error {
 	slices.SortStableFunc(s.replay, func(a, b *pendingEdit) int { return cmp.Compare(a.id, b.id) }) // in the order they were made
 	s.unsaved = nil
 	s.inflight = nil
+	s.rerunDurable = s.rerunDurable || serverLost
 	s.doc = doc
 	s.synced = false
 	s.serverSV = StateVector{}
@@ -243,11 +260,11 @@ func (s *Session) afterSync() Output {
 	var out Output
 	replay := s.replay
 	s.replay = nil
+	defer func() { s.rerunDurable = false }()
 	for _, e := range replay {
-		// A durable edit runs again even when the server holds its items: a server that rebuilt
-		// its room from its store and then reloaded an older file holds them deleted. Running it
-		// again changes nothing where its effect survived.
-		if !e.durable && len(e.structs)+len(e.deletes) > 0 && s.held(e) {
+		// After a lost server room a durable edit runs again even when the server holds its
+		// items (see ResetServerLost).
+		if !(e.durable && s.rerunDurable) && len(e.structs)+len(e.deletes) > 0 && s.held(e) {
 			out.Done = append(out.Done, EditResult{ID: e.id, Change: e.change})
 			continue
 		}

@@ -1014,7 +1014,7 @@ func TestSessionDurableEditsSurviveUnsavedRestart(t *testing.T) {
 			srv2 := newFakeServer(t, sessionNotebook())
 			a.srv, srv2.conns = srv2, []*fakeConn{a}
 			a.disconnect()
-			if err := a.sess.Reset(freshClientID()); err != nil {
+			if err := a.sess.ResetServerLost(freshClientID()); err != nil {
 				t.Fatal(err)
 			}
 			a.connect()
@@ -1037,5 +1037,43 @@ func TestSessionDurableEditsSurviveUnsavedRestart(t *testing.T) {
 	srv.flush()
 	if a.sess.Unsaved() != 0 {
 		t.Errorf("a plain edit was kept: %d", a.sess.Unsaved())
+	}
+}
+
+// A restarted server may rebuild the room from its store (our items, old ids) and then reload an
+// older file over it, deleting them: after ResetServerLost the durable edit runs again. After a
+// plain reset (conflict, broken replica) the same deleted items mean someone deleted the cell,
+// and re-running would undo that.
+func TestSessionDurableRerunOnlyForLostServer(t *testing.T) {
+	for _, lost := range []bool{true, false} {
+		srv := newFakeServer(t, sessionNotebook())
+		a, b := srv.newClient("agent"), srv.newClient("other")
+		a.connect()
+		b.connect()
+		srv.flush()
+		a.record(a.sess.ProposeDurable(1, func(tx *Txn, replaying bool) error {
+			if replaying && tx.CellIndex("agent") >= 0 {
+				return nil
+			}
+			return tx.InsertCells(1, []Cell{{ID: "agent", Source: "kept"}})
+		}))
+		srv.flush()
+		// The cell is deleted on the server (the reload, or a person) while the agent is away.
+		a.disconnect()
+		b.propose(2, func(tx *Txn, _ bool) error { return tx.DeleteCells(tx.CellIndex("agent"), 1) })
+		srv.flush()
+		reset := a.sess.Reset
+		if lost {
+			reset = a.sess.ResetServerLost
+		}
+		if err := reset(freshClientID()); err != nil {
+			t.Fatal(err)
+		}
+		a.connect()
+		srv.flush()
+		has := slices.ContainsFunc(readNotebook(t, srv.doc).Cells, func(c Cell) bool { return c.ID == "agent" })
+		if has != lost {
+			t.Errorf("server lost %v: cell present after the reset %v, want %v", lost, has, lost)
+		}
 	}
 }
