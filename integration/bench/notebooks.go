@@ -48,7 +48,8 @@ func LargeNotebook(n int) []byte {
 
 func largeCellID(i int) string { return fmt.Sprintf("cell-%04d", i) }
 
-// FixtureDir is ../shared/fixtures/notebooks next to the repository (JCM_FIXTURES overrides).
+// FixtureDir is ydoc/testdata, where the shared fixtures are vendored so a clean clone has them
+// (JCM_FIXTURES overrides).
 func FixtureDir() (string, error) {
 	if d := os.Getenv("JCM_FIXTURES"); d != "" {
 		return d, nil
@@ -57,7 +58,7 @@ func FixtureDir() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(root, "..", "shared", "fixtures", "notebooks"), nil
+	return filepath.Join(root, "ydoc", "testdata"), nil
 }
 
 // ReadNotebookSource names where the 200-cell read fixture comes from (for the report).
@@ -73,7 +74,7 @@ func ReadNotebook(cells int) ([]byte, error) {
 	}
 	raw, err := os.ReadFile(filepath.Join(dir, "jupyter-mcp-server--notebook.ipynb"))
 	if err != nil {
-		return nil, fmt.Errorf("bench: read fixture (see ../shared/fixtures/README.md): %w", err)
+		return nil, fmt.Errorf("bench: read fixture (see ydoc/testdata/README.md): %w", err)
 	}
 	var nb map[string]any
 	if err := json.Unmarshal(raw, &nb); err != nil {
