@@ -95,9 +95,19 @@ func (s *snapshotStore) retain(c snapshotContent) {
 	for _, b := range c.blobs() {
 		s.refs[b]++
 	}
+	s.used += snapshotOverhead(c)
+}
+
+// snapshotOverhead estimates what a snapshot costs beside its blobs (the struct, its version and
+// authors, a cell-id/blob-id pair per cell). Counting it keeps the budget a budget when edits are
+// many and small: 10,000 versions of a one-line change hold little content but megabytes of
+// these.
+func snapshotOverhead(c snapshotContent) int {
+	return 256 + 96*len(c.Cells)
 }
 
 func (s *snapshotStore) release(c snapshotContent) {
+	s.used -= snapshotOverhead(c)
 	for _, b := range c.blobs() {
 		if s.refs[b]--; s.refs[b] <= 0 {
 			delete(s.refs, b)

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -118,7 +119,8 @@ func TestSnapshotsShareCellsAndSkipInvisibleChanges(t *testing.T) {
 	}
 	f.now = f.now.Add(time.Minute)
 	f.edit(false, "Bob", func(tx *ydoc.Txn) error { return tx.SetSource(0, "a = 2") })
-	if grown := f.s.used - used; grown > 200 {
+	overhead := snapshotOverhead(f.s.last().Content) // the new version's own bookkeeping
+	if grown := f.s.used - used - overhead; grown > 200 {
 		t.Errorf("one edited cell grew the store by %d bytes: unchanged cells are not shared", grown)
 	}
 }
@@ -166,5 +168,22 @@ func TestSnapshotsPersist(t *testing.T) {
 	}
 	if s, err := loadSnapshots(filepath.Join(t.TempDir(), "none.json.gz"), "x", ydoc.KindNotebook, 1); err != nil || len(s.snaps) != 0 {
 		t.Errorf("a missing file: %v", err)
+	}
+}
+
+// Many tiny edits: each version's bookkeeping counts against the budget, so the number of
+// versions is bounded too, not only their content.
+func TestSnapshotBudgetCountsVersionBookkeeping(t *testing.T) {
+	const budget = 64 << 10
+	f := newSnapFixture(t, budget)
+	for i := 0; i < 2000; i++ {
+		f.now = f.now.Add(time.Minute) // no coalescing
+		f.edit(true, "agent", func(tx *ydoc.Txn) error { return tx.SetSource(0, fmt.Sprintf("a = %d", i)) })
+	}
+	if f.s.used > budget {
+		t.Errorf("store uses %d bytes, budget %d", f.s.used, budget)
+	}
+	if n, max := len(f.s.snaps), budget/snapshotOverhead(f.s.last().Content); n > max {
+		t.Errorf("%d versions kept; the budget holds at most %d", n, max)
 	}
 }

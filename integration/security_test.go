@@ -175,9 +175,9 @@ func TestLoad(t *testing.T) {
 	}
 	// Memory is sampled through the run; the heap is what the sidecar holds, RSS what the OS sees.
 	type sample struct {
-		at                     time.Duration
-		rss                    int64
-		heap, history, replica float64
+		at                             time.Duration
+		rss                            int64
+		heap, history, replica, resume float64
 	}
 	var samples []sample
 	start := time.Now()
@@ -196,7 +196,8 @@ func TestLoad(t *testing.T) {
 				heap, _ := scrapeMetric(sp, "go_gc_heap_live_bytes") // live after the last GC: garbage does not count
 				history, _ := scrapeMetric(sp, "jcm_room_history_bytes")
 				replica, _ := scrapeMetric(sp, "jcm_room_replica_bytes")
-				samples = append(samples, sample{time.Since(start), rss, heap, history, replica})
+				resume, _ := scrapeMetric(sp, "jcm_http_resume_buffer_bytes")
+				samples = append(samples, sample{time.Since(start), rss, heap, history, replica, resume})
 			}
 		}
 	}()
@@ -264,10 +265,10 @@ func TestLoad(t *testing.T) {
 	if len(samples) < 6 {
 		t.Fatalf("only %d memory samples", len(samples))
 	}
-	// Flat memory: what the sidecar holds beyond the bounded version history (the replicas,
-	// sessions, buffers) is not far above the middle third's in the last third. The history
-	// fills towards its budget and the replicas keep their tombstones (as every Yjs peer does):
-	// both are reported, and the history is checked against its budget.
+	// Flat memory: what the sidecar holds beyond its bounded buffers (version history,
+	// resumable SSE events) is not far above the middle third's in the last third. The buffers
+	// fill towards their budgets and the replicas keep their tombstones (as every Yjs peer does):
+	// all are reported, and the history is checked against its budget.
 	third := len(samples) / 3
 	peak := func(s []sample, f func(sample) float64) float64 {
 		m := 0.0
@@ -278,17 +279,19 @@ func TestLoad(t *testing.T) {
 	}
 	mb := func(v float64) float64 { return v / (1 << 20) }
 	heapOf := func(s sample) float64 { return s.heap }
-	restOf := func(s sample) float64 { return s.heap - s.history }
+	restOf := func(s sample) float64 { return s.heap - s.history - s.resume }
+	resumeOf := func(s sample) float64 { return s.resume }
 	histOf := func(s sample) float64 { return s.history }
 	replOf := func(s sample) float64 { return s.replica }
 	rssOf := func(s sample) float64 { return float64(s.rss) }
 	mid, last := samples[third:2*third], samples[2*third:]
 	// RSS is of a -race build (BuildSidecar), several times a normal build's.
-	t.Logf("memory (middle third → last third, peaks): live heap %.1f → %.1f MiB, of which version history %.1f → %.1f MiB; replicas (encoded) %.2f → %.2f MiB; RSS %.1f → %.1f MiB",
+	t.Logf("memory (middle third → last third, peaks): live heap %.1f → %.1f MiB, of which version history %.1f → %.1f MiB and resume buffers %.1f → %.1f MiB; the rest %.1f → %.1f MiB; replicas (encoded) %.2f → %.2f MiB; RSS %.1f → %.1f MiB",
 		mb(peak(mid, heapOf)), mb(peak(last, heapOf)), mb(peak(mid, histOf)), mb(peak(last, histOf)),
+		mb(peak(mid, resumeOf)), mb(peak(last, resumeOf)), mb(peak(mid, restOf)), mb(peak(last, restOf)),
 		mb(peak(mid, replOf)), mb(peak(last, replOf)), mb(peak(mid, rssOf)), mb(peak(last, rssOf)))
 	if midRest, lastRest := peak(mid, restOf), peak(last, restOf); lastRest > midRest*1.25+8<<20 {
-		t.Errorf("the heap beyond the version history keeps growing under steady load: %.1f MiB → %.1f MiB", mb(midRest), mb(lastRest))
+		t.Errorf("the heap beyond the bounded buffers keeps growing under steady load: %.1f MiB → %.1f MiB", mb(midRest), mb(lastRest))
 	}
 	if h := peak(last, histOf); h > float64(notebooks)*(1<<20)*1.1 {
 		t.Errorf("version history %.1f MiB over its budget (1 MiB × %d notebooks)", mb(h), notebooks)

@@ -23,6 +23,7 @@ type eventStore struct {
 	mu       sync.Mutex
 	seq      int64
 	sessions map[string]*eventLog
+	bytes    int // across sessions, for metrics
 }
 
 type eventLog struct {
@@ -54,9 +55,11 @@ func (s *eventStore) StoreEvent(_ context.Context, sessionID, streamID string, m
 	msg := append(json.RawMessage(nil), message...) // the caller may reuse its buffer
 	log.events = append(log.events, storedEvent{id: s.seq, stream: streamID, message: msg})
 	log.bytes += len(msg)
+	s.bytes += len(msg)
 	drop := 0
 	for len(log.events)-drop > 1 && (log.bytes > s.maxBytes || len(log.events)-drop > s.maxEvents) {
 		log.bytes -= len(log.events[drop].message)
+		s.bytes -= len(log.events[drop].message)
 		drop++
 	}
 	if drop > 0 {
@@ -102,6 +105,16 @@ func (s *eventStore) ReplayEventsAfter(ctx context.Context, sessionID, lastEvent
 func (s *eventStore) PurgeSession(_ context.Context, sessionID string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if log := s.sessions[sessionID]; log != nil {
+		s.bytes -= log.bytes
+	}
 	delete(s.sessions, sessionID)
 	return nil
+}
+
+// size returns the bytes held across sessions.
+func (s *eventStore) size() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bytes
 }

@@ -50,8 +50,11 @@ func TestEventStoreReplaysAndForgets(t *testing.T) {
 	if _, err := s.ReplayEventsAfter(ctx, "s1", ids[0], func(string, json.RawMessage) error { return nil }); !errors.Is(err, server.ErrUnknownEventID) {
 		t.Errorf("a forgotten event: %v", err)
 	}
-	if err := s.PurgeSession(ctx, "s1"); err != nil || len(s.sessions) != 0 {
-		t.Errorf("purge: %v, %d sessions left", err, len(s.sessions))
+	if s.size() != log.bytes {
+		t.Errorf("store size %d, session holds %d", s.size(), log.bytes)
+	}
+	if err := s.PurgeSession(ctx, "s1"); err != nil || len(s.sessions) != 0 || s.size() != 0 {
+		t.Errorf("purge: %v, %d sessions left, %d bytes", err, len(s.sessions), s.size())
 	}
 	if _, err := s.ReplayEventsAfter(ctx, "s1", "garbage", func(string, json.RawMessage) error { return nil }); !errors.Is(err, server.ErrUnknownEventID) {
 		t.Errorf("a malformed id: %v", err)

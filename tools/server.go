@@ -57,6 +57,7 @@ type Server struct {
 	current   currentDocs    // per client session: the documents …/current resources show
 	subs      *subscriptions // resource subscriptions (subscriptions.go)
 	metrics   *metrics       // nil without Options.Metrics
+	events    *eventStore    // what HTTP clients may resume (eventstore.go)
 }
 
 // New builds the MCP server and registers every tool. It starts nothing.
@@ -80,9 +81,10 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, log: opts.Logger, opsByName: map[string]*operation{}, tokens: tc, stats: newTokenStats(), subs: newSubscriptions()}
+	s := &Server{opts: opts, log: opts.Logger, opsByName: map[string]*operation{}, tokens: tc, stats: newTokenStats(), subs: newSubscriptions(),
+		events: newEventStore(256<<10, 64)}
 	if opts.Metrics != nil {
-		if s.metrics, err = newMetrics(opts.Metrics, opts.Manager); err != nil {
+		if s.metrics, err = newMetrics(opts.Metrics, opts.Manager, s.events); err != nil {
 			return nil, fmt.Errorf("tools: register metrics: %w", err)
 		}
 	}
@@ -182,9 +184,9 @@ func (s *Server) ServeHTTP(ctx context.Context, opts HTTPOptions) error {
 	hlog := s.log.With().Str("transport", "http").Logger()
 	mcpHTTP := server.NewStreamableHTTPServer(s.mcp,
 		server.WithEndpointPath("/mcp"),
-		server.WithStateful(true),                        // a made-up session id must not run tools
-		server.WithEventStore(newEventStore(1<<20, 256)), // resumability, bounded per session (eventstore.go)
-		server.WithSessionIdleTTL(opts.SessionIdleTTL),   // clients that never DELETE
+		server.WithStateful(true),                      // a made-up session id must not run tools
+		server.WithEventStore(s.events),                // resumability, bounded per session (eventstore.go)
+		server.WithSessionIdleTTL(opts.SessionIdleTTL), // clients that never DELETE
 		server.WithStreamableHTTPLogger(slog.New(zerolog.NewSlogHandler(hlog))),
 		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
 			if id, ok := auth.IdentityFrom(r.Context()); ok { // set by Protect (auth.Middleware)
