@@ -83,7 +83,8 @@ type Session struct {
 	// started after the last document change the server received (any change cancels a running
 	// one), so its content includes every edit the server had confirmed before. A change by
 	// anyone else ends them too: re-running an edit over a later one could undo it.
-	unsaved []*pendingEdit
+	unsaved         []*pendingEdit
+	unsavedOverflow bool // maxUnsaved was reached since the last save (warned once)
 	// rerunDurable: the last reset was for a lost server room (ResetServerLost).
 	rerunDurable bool
 
@@ -188,7 +189,7 @@ func (s *Session) Receive(f Frame) (Output, error) {
 			if saved, other := s.savedMarker(change), documentChanged(change); saved || other {
 				s.log.Debug().Int("edits", len(s.unsaved)).Bool("saved", saved).Bool("superseded", other).
 					Strs("state", change.State).Msg("confirmed edits let go")
-				s.unsaved = nil // saved, or superseded by someone else's edit
+				s.unsaved, s.unsavedOverflow = nil, false // saved, or superseded by someone else's edit
 			}
 		}
 		if !change.Empty() {
@@ -287,7 +288,10 @@ func (s *Session) keepUnsaved(e *pendingEdit) {
 		return
 	}
 	if len(s.unsaved) >= maxUnsaved {
-		s.log.Warn().Int("kept", maxUnsaved).Msg("the server has not saved for a long stream of edits; the oldest can no longer be re-applied if it dies")
+		if !s.unsavedOverflow { // once per stretch without a save, not once per edit
+			s.unsavedOverflow = true
+			s.log.Warn().Int("kept", maxUnsaved).Msg("the server has not saved for a long stream of edits; the oldest can no longer be re-applied if it dies")
+		}
 		s.unsaved = append(s.unsaved[:0], s.unsaved[1:]...)
 	}
 	s.unsaved = append(s.unsaved, e)
