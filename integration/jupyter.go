@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -83,6 +84,9 @@ type ServerOptions struct {
 	Port      int      // free port when 0
 	ExtraArgs []string // more --Config.option=value arguments
 	Log       io.Writer
+	// BaseURL serves the server under a base_url, as JupyterHub runs single-user servers
+	// ("/user/alice/"); the server's URL then includes it. Empty: "/".
+	BaseURL string
 }
 
 // JupyterServer is a running jupyter-server process.
@@ -126,8 +130,17 @@ func StartJupyter(ctx context.Context, opts ServerOptions) (*JupyterServer, erro
 			return nil, err
 		}
 	}
+	if opts.BaseURL == "" {
+		opts.BaseURL = "/"
+	}
+	if !strings.HasPrefix(opts.BaseURL, "/") || !strings.HasSuffix(opts.BaseURL, "/") {
+		return nil, fmt.Errorf("integration: base_url %q must start and end with /", opts.BaseURL)
+	}
+	if opts.BaseURL != "/" {
+		opts.ExtraArgs = append([]string{"--ServerApp.base_url=" + opts.BaseURL}, opts.ExtraArgs...)
+	}
 	s := &JupyterServer{
-		URL:   fmt.Sprintf("http://127.0.0.1:%d/", opts.Port),
+		URL:   fmt.Sprintf("http://127.0.0.1:%d%s", opts.Port, opts.BaseURL),
 		Token: opts.Token,
 		Root:  opts.Root,
 		Port:  opts.Port,

@@ -16,7 +16,7 @@ import (
 )
 
 // MCPClient drives the official MCP TypeScript SDK client (integration/node/mcpclient.mjs).
-type MCPClient struct{ *nodeProc }
+type MCPClient struct{ *NodeProc }
 
 // StartMCPClient starts the client process; Connect attaches it to a server.
 func StartMCPClient() (*MCPClient, error) {

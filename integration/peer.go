@@ -14,10 +14,13 @@ import (
 	"sync/atomic"
 )
 
-// nodeProc drives a Node script of integration/node over JSON lines on stdin/stdout.
-type nodeProc struct {
+// NodeProc drives a Node script over JSON lines on stdin/stdout: requests {"id", "op", ...},
+// replies {"id", "ok", "error", ...}, and unsolicited {"event", ...} lines. The peer, the MCP
+// client and the browser driver (integration/e2e) all speak it.
+type NodeProc struct {
 	cmd     *exec.Cmd
 	stdin   io.WriteCloser
+	wmu     sync.Mutex // one request line at a time on stdin
 	seq     atomic.Int64
 	mu      sync.Mutex
 	pending map[int64]chan json.RawMessage
@@ -36,7 +39,7 @@ type PeerEvent struct {
 }
 
 // Peer drives the independent Yjs peer (integration/node/peer.mjs: yjs + y-protocols).
-type Peer struct{ *nodeProc }
+type Peer struct{ *NodeProc }
 
 // StartPeer starts a peer process. node and integration/node/node_modules must exist (the
 // Makefile installs them).
@@ -48,17 +51,22 @@ func StartPeer() (*Peer, error) {
 	return &Peer{p}, nil
 }
 
-func startNode(name string) (*nodeProc, error) {
+func startNode(name string) (*NodeProc, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, err
 	}
 	dir := filepath.Join(root, "integration", "node")
-	script := filepath.Join(dir, name)
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "yjs")); err != nil {
 		return nil, fmt.Errorf("integration Node dependencies missing (run `make deps`): %w", err)
 	}
+	return StartNodeScript(filepath.Join(dir, name))
+}
+
+// StartNodeScript runs `node script` in the script's directory.
+func StartNodeScript(script string) (*NodeProc, error) {
 	cmd := exec.Command("node", script)
+	cmd.Dir = filepath.Dir(script)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -67,7 +75,7 @@ func startNode(name string) (*nodeProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &nodeProc{
+	p := &NodeProc{
 		cmd:     cmd,
 		stdin:   stdin,
 		pending: map[int64]chan json.RawMessage{},
@@ -77,13 +85,13 @@ func startNode(name string) (*nodeProc, error) {
 	}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start node peer: %w", err)
+		return nil, fmt.Errorf("start %s: %w", filepath.Base(script), err)
 	}
 	go p.readLoop(stdout)
 	return p, nil
 }
 
-func (p *nodeProc) readLoop(r io.Reader) {
+func (p *NodeProc) readLoop(r io.Reader) {
 	defer close(p.done)
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 256<<20)
@@ -119,10 +127,10 @@ func (p *nodeProc) readLoop(r io.Reader) {
 }
 
 // Events returns the script's unsolicited events.
-func (p *nodeProc) Events() <-chan PeerEvent { return p.events }
+func (p *NodeProc) Events() <-chan PeerEvent { return p.events }
 
-// Call sends a request and decodes the reply into out (may be nil).
-func (p *nodeProc) Call(ctx context.Context, op string, args map[string]any, out any) error {
+// Call sends a request and decodes the reply into out (may be nil). Safe for concurrent use.
+func (p *NodeProc) Call(ctx context.Context, op string, args map[string]any, out any) error {
 	id := p.seq.Add(1)
 	req := map[string]any{"id": id, "op": op}
 	for k, v := range args {
@@ -136,8 +144,11 @@ func (p *nodeProc) Call(ctx context.Context, op string, args map[string]any, out
 	p.mu.Lock()
 	p.pending[id] = c
 	p.mu.Unlock()
-	if _, err := p.stdin.Write(append(b, '\n')); err != nil {
-		return fmt.Errorf("peer %s: %w (stderr: %s)", op, err, p.stderr.String())
+	p.wmu.Lock()
+	_, err = p.stdin.Write(append(b, '\n'))
+	p.wmu.Unlock()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w (stderr: %s)", p.name(), op, err, p.stderr.String())
 	}
 	select {
 	case line := <-c:
@@ -146,27 +157,39 @@ func (p *nodeProc) Call(ctx context.Context, op string, args map[string]any, out
 			Error string `json:"error"`
 		}
 		if err := json.Unmarshal(line, &res); err != nil {
-			return fmt.Errorf("peer %s: bad reply: %w", op, err)
+			return fmt.Errorf("%s %s: bad reply: %w", p.name(), op, err)
 		}
 		if !res.OK {
-			return fmt.Errorf("peer %s: %s", op, res.Error)
+			return fmt.Errorf("%s %s: %s", p.name(), op, res.Error)
 		}
 		if out != nil {
 			return json.Unmarshal(line, out)
 		}
 		return nil
 	case <-p.done:
-		return fmt.Errorf("peer %s: peer exited (stderr: %s)", op, p.stderr.String())
+		return fmt.Errorf("%s %s: the script exited (stderr: %s)", p.name(), op, p.stderr.String())
 	case <-ctx.Done():
 		p.mu.Lock()
 		delete(p.pending, id)
 		p.mu.Unlock()
-		return fmt.Errorf("peer %s: %w", op, ctx.Err())
+		return fmt.Errorf("%s %s: %w", p.name(), op, ctx.Err())
 	}
 }
 
-// Close stops the peer.
-func (p *nodeProc) Close() error {
+// name is the script's name, for messages.
+func (p *NodeProc) name() string { return filepath.Base(p.cmd.Args[len(p.cmd.Args)-1]) }
+
+// Stderr returns what the script wrote to stderr (the last MiB).
+func (p *NodeProc) Stderr() string { return p.stderr.String() }
+
+// Done is closed when the script's stdout ends (it exited).
+func (p *NodeProc) Done() <-chan struct{} { return p.done }
+
+// Kill ends the script at once.
+func (p *NodeProc) Kill() { _ = p.cmd.Process.Kill() }
+
+// Close stops the script: stdin closed, then its exit awaited.
+func (p *NodeProc) Close() error {
 	_ = p.stdin.Close()
 	select {
 	case <-p.done:

@@ -3,18 +3,14 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/integration"
 )
 
 // chromiumArgs are the launch flags the suite runs Chromium with (the profile directory is passed
@@ -22,16 +18,10 @@ import (
 var chromiumArgs = []string{"--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
 	"--disable-background-networking", "--disable-component-update", "--disable-sync"}
 
-// Browser drives browser.mjs (playwright-core + Debian's Chromium) over JSON lines.
+// Browser drives browser.mjs (playwright-core + Debian's Chromium) over the harness's JSON
+// lines (integration.NodeProc).
 type Browser struct {
-	cmd     *exec.Cmd
-	stdin   io.WriteCloser
-	wmu     sync.Mutex // one request line at a time on stdin
-	seq     atomic.Int64
-	mu      sync.Mutex
-	pending map[int64]chan json.RawMessage
-	done    chan struct{}
-	stderr  *syncBuffer
+	*integration.NodeProc
 	profile string
 }
 
@@ -54,23 +44,11 @@ func StartBrowser(ctx context.Context, dir, executable string) (*Browser, error)
 	if err != nil {
 		return nil, fmt.Errorf("profile dir: %w", err)
 	}
-	cmd := exec.Command("node", filepath.Join(dir, "browser.mjs"))
-	cmd.Dir = dir
-	stdin, err := cmd.StdinPipe()
+	proc, err := integration.StartNodeScript(filepath.Join(dir, "browser.mjs"))
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	b := &Browser{cmd: cmd, stdin: stdin, pending: map[int64]chan json.RawMessage{}, done: make(chan struct{}),
-		stderr: &syncBuffer{}, profile: profile}
-	cmd.Stderr = b.stderr
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start browser.mjs: %w", err)
-	}
-	go b.readLoop(stdout)
+	b := &Browser{NodeProc: proc, profile: profile}
 	var r struct {
 		Version string `json:"version"`
 	}
@@ -80,75 +58,6 @@ func StartBrowser(ctx context.Context, dir, executable string) (*Browser, error)
 		return nil, fmt.Errorf("launch %s: %w", executable, err)
 	}
 	return b, nil
-}
-
-func (b *Browser) readLoop(r io.Reader) {
-	defer close(b.done)
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for sc.Scan() {
-		line := append([]byte(nil), sc.Bytes()...)
-		var head struct {
-			ID *int64 `json:"id"`
-		}
-		if json.Unmarshal(line, &head) != nil || head.ID == nil {
-			continue
-		}
-		b.mu.Lock()
-		c := b.pending[*head.ID]
-		delete(b.pending, *head.ID)
-		b.mu.Unlock()
-		if c != nil {
-			c <- line
-		}
-	}
-}
-
-// Call sends one request and decodes the reply into out (may be nil). Safe for concurrent use.
-func (b *Browser) Call(ctx context.Context, op string, args map[string]any, out any) error {
-	id := b.seq.Add(1)
-	req := map[string]any{"id": id, "op": op}
-	for k, v := range args {
-		req[k] = v
-	}
-	line, err := json.Marshal(req)
-	if err != nil {
-		return err
-	}
-	c := make(chan json.RawMessage, 1)
-	b.mu.Lock()
-	b.pending[id] = c
-	b.mu.Unlock()
-	b.wmu.Lock()
-	_, err = b.stdin.Write(append(line, '\n'))
-	b.wmu.Unlock()
-	if err != nil {
-		return fmt.Errorf("browser %s: %w (stderr: %s)", op, err, b.stderr.String())
-	}
-	select {
-	case reply := <-c:
-		var res struct {
-			OK    bool   `json:"ok"`
-			Error string `json:"error"`
-		}
-		if err := json.Unmarshal(reply, &res); err != nil {
-			return fmt.Errorf("browser %s: bad reply: %w", op, err)
-		}
-		if !res.OK {
-			return fmt.Errorf("browser %s: %s", op, res.Error)
-		}
-		if out != nil {
-			return json.Unmarshal(reply, out)
-		}
-		return nil
-	case <-b.done:
-		return fmt.Errorf("browser %s: browser.mjs exited (stderr: %s)", op, b.stderr.String())
-	case <-ctx.Done():
-		b.mu.Lock()
-		delete(b.pending, id)
-		b.mu.Unlock()
-		return fmt.Errorf("browser %s: %w", op, ctx.Err())
-	}
 }
 
 // Open loads a JupyterLab URL and waits for the notebook's cells.
@@ -210,32 +119,13 @@ func (b *Browser) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	_ = b.Call(ctx, "close", nil, nil)
-	_ = b.stdin.Close()
+	closed := make(chan struct{})
+	go func() { _ = b.NodeProc.Close(); close(closed) }()
 	select {
-	case <-b.done:
+	case <-closed:
 	case <-time.After(10 * time.Second):
-		_ = b.cmd.Process.Kill()
+		b.Kill()
+		<-closed
 	}
-	_ = b.cmd.Wait()
 	_ = os.RemoveAll(b.profile)
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.b.Len() > 1<<20 {
-		s.b.Reset()
-	}
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

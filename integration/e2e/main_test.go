@@ -205,7 +205,7 @@ func assertNotReloaded(t *testing.T, ctx context.Context) {
 		t.Fatal(err)
 	}
 	if marker != t.Name() {
-		t.Logf("browser stderr: %s", env.browser.stderr.String())
+		t.Logf("browser stderr: %s", env.browser.Stderr())
 		t.Errorf("the page was reloaded (marker %q, want %q)", marker, t.Name())
 	}
 }

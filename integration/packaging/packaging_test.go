@@ -286,7 +286,7 @@ func startServer(t *testing.T) *integration.JupyterServer {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	srv, err := integration.StartJupyterWithBaseURL(ctx, integration.ServerOptions{}, "/user/alice/")
+	srv, err := integration.StartJupyter(ctx, integration.ServerOptions{BaseURL: "/user/alice/"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -541,7 +541,7 @@ func TestJupyterPermissionsLimitTools(t *testing.T) {
 	t.Setenv("PYTHONPATH", target+string(os.PathListSeparator)+mod)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	srv, err := integration.StartJupyterWithBaseURL(ctx, integration.ServerOptions{ExtraArgs: []string{"--ServerApp.authorizer_class=noexec_authorizer.NoExecute"}}, "/user/alice/")
+	srv, err := integration.StartJupyter(ctx, integration.ServerOptions{BaseURL: "/user/alice/", ExtraArgs: []string{"--ServerApp.authorizer_class=noexec_authorizer.NoExecute"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -571,7 +571,7 @@ func TestSidecarThatCannotStart(t *testing.T) {
 	installWheel(t, wheelFile(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	srv, err := integration.StartJupyterWithBaseURL(ctx, integration.ServerOptions{ExtraArgs: []string{"--CollabMCPApp.binary=/bin/false"}}, "/user/alice/")
+	srv, err := integration.StartJupyter(ctx, integration.ServerOptions{BaseURL: "/user/alice/", ExtraArgs: []string{"--CollabMCPApp.binary=/bin/false"}})
 	if err != nil {
 		t.Fatal(err)
 	}
