@@ -30,11 +30,7 @@ func RateLimit(opts RateLimitOptions, next http.Handler) http.Handler {
 	}
 	l := &rateLimiter{opts: opts, buckets: map[string]*bucket{}}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := "addr:" + remoteHost(r)
-		if id, ok := IdentityFrom(r.Context()); ok {
-			key = "id:" + id.Name
-		}
-		if wait, ok := l.take(key); !ok {
+		if wait, ok := l.take(callerKey(r)); !ok {
 			if opts.OnLimited != nil {
 				opts.OnLimited()
 			}
@@ -97,6 +93,14 @@ func (l *rateLimiter) sweep(now time.Time) {
 	}
 }
 
+// callerKey names who a request comes from: its identity, or its remote address without one.
+func callerKey(r *http.Request) string {
+	if id, ok := IdentityFrom(r.Context()); ok {
+		return "id:" + id.Name
+	}
+	return "addr:" + remoteHost(r)
+}
+
 func remoteHost(r *http.Request) string {
 	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		return h
@@ -117,10 +121,7 @@ func SessionConcurrency(limit int, onLimited func(), next http.Handler) http.Han
 		}
 		key := r.Header.Get("Mcp-Session-Id")
 		if key == "" { // initialize: no session yet; bound by caller instead
-			key = "addr:" + remoteHost(r)
-			if id, ok := IdentityFrom(r.Context()); ok {
-				key = "id:" + id.Name
-			}
+			key = callerKey(r)
 		}
 		mu.Lock()
 		if inflight[key] >= limit {
