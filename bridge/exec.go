@@ -1151,7 +1151,9 @@ func (x *Executor) attempt(ctx context.Context, j *Job, k *nbKernel, code, cellI
 		}
 		if !replyAt.IsZero() && idleAt.IsZero() && time.Since(replyAt) >= replyGrace {
 			// Right after a restart the server's iopub link may not be up yet: the reply is
-			// there, the idle status (and maybe late outputs) never come.
+			// there, the idle status (and maybe late outputs) never come. A failed reply still
+			// says why; the cell shows it.
+			write(model.errorFromReply(reply))
 			return reply, true, ""
 		}
 		if info != nil {

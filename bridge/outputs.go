@@ -39,6 +39,25 @@ type KernelMsg struct {
 	Content json.RawMessage
 }
 
+// errorFromReply adds the error a failed execute_reply describes when iopub never delivered it
+// (right after a kernel restart the server's iopub link may not be up yet), so the cell shows
+// why it failed instead of nothing.
+func (m *outputModel) errorFromReply(reply map[string]any) []outputOp {
+	if reply["status"] != "error" {
+		return nil
+	}
+	for _, o := range m.outputs {
+		if o["output_type"] == "error" {
+			return nil
+		}
+	}
+	content, err := json.Marshal(map[string]any{"ename": reply["ename"], "evalue": reply["evalue"], "traceback": reply["traceback"]})
+	if err != nil {
+		return nil
+	}
+	return m.apply(KernelMsg{Channel: "iopub", Type: "error", Content: content})
+}
+
 // apply folds one iopub message into the model and returns the room operations.
 func (m *outputModel) apply(msg KernelMsg) []outputOp {
 	var content map[string]any

@@ -160,3 +160,20 @@ func TestOutputModel(t *testing.T) {
 		t.Errorf("a malformed message produced %v", ops)
 	}
 }
+
+// A failed reply whose iopub error never came (iopub not up after a restart) still shows the
+// error; one that iopub delivered is not added twice; a successful reply adds nothing.
+func TestErrorFromReply(t *testing.T) {
+	failed := map[string]any{"status": "error", "ename": "NameError", "evalue": "name 'x' is not defined", "traceback": []any{"tb"}}
+	m := &outputModel{}
+	if ops := m.errorFromReply(failed); len(ops) == 0 || len(m.outputs) != 1 || m.outputs[0]["ename"] != "NameError" {
+		t.Fatalf("error not taken from the reply: ops %v, outputs %v", ops, m.outputs)
+	}
+	if ops := m.errorFromReply(failed); len(ops) != 0 || len(m.outputs) != 1 {
+		t.Errorf("the error was added twice: %v", m.outputs)
+	}
+	ok := &outputModel{}
+	if ops := ok.errorFromReply(map[string]any{"status": "ok"}); len(ops) != 0 || len(ok.outputs) != 0 {
+		t.Errorf("a successful reply added outputs: %v", ok.outputs)
+	}
+}
