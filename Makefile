@@ -29,6 +29,19 @@ $(VENV)/.installed: integration/requirements.txt
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r integration/requirements.txt
 	touch $@
 
+# --- the other collaboration engines (the compatibility matrix; docs/engines.md) -------------
+# .venv-jc4: jupyter-collaboration 4.4.x (what jupyter-ai[rtc] installs); .venv-jsd:
+# jupyter-server-documents 0.3.x (jupyter-ai[rtc-jsd]). The harness picks one with JCM_ENGINE
+# (jc5, the default, jc4 or jsd) or per test with ServerOptions.Engine.
+.PHONY: engine-deps venv-jc4 venv-jsd
+engine-deps: venv venv-jc4 venv-jsd
+venv-jc4: .venv-jc4/.installed
+venv-jsd: .venv-jsd/.installed
+.venv-%/.installed: integration/requirements-%.txt
+	test -x .venv-$*/bin/python || $(PYTHON) -m venv .venv-$*
+	.venv-$*/bin/python -m pip install --quiet --disable-pip-version-check -r integration/requirements-$*.txt
+	touch $@
+
 node: $(NODE)/node_modules/.installed
 $(NODE)/node_modules/.installed: $(NODE)/package.json $(NODE)/package-lock.json
 	npm ci --prefix $(NODE) --no-audit --no-fund --loglevel=error
