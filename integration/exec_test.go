@@ -33,6 +33,7 @@ display(Image(data=png))`, w, h)
 }
 
 func TestExecuteOutputs(t *testing.T) {
+	requireAgentExecution(t, shared)
 	ctx := ctxT(t, 3*time.Minute)
 	name := uniqueName(t, ".ipynb")
 	if err := shared.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {
@@ -166,6 +167,7 @@ func TestExecuteOutputs(t *testing.T) {
 }
 
 func TestExecuteImages(t *testing.T) {
+	requireAgentExecution(t, shared)
 	ctx := ctxT(t, 2*time.Minute)
 	name := uniqueName(t, ".ipynb")
 	if err := shared.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {
@@ -234,6 +236,7 @@ func mustRoom(t *testing.T, ctx context.Context, a *agent, name string) *bridge.
 // timeout while the run goes on; cancel interrupts it and leaves the cell idle with a
 // KeyboardInterrupt.
 func TestExecuteLongRunAndCancel(t *testing.T) {
+	requireAgentExecution(t, shared)
 	ctx := ctxT(t, 2*time.Minute)
 	name := uniqueName(t, ".ipynb")
 	if err := shared.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {
@@ -281,6 +284,7 @@ func TestExecuteLongRunAndCancel(t *testing.T) {
 // The kernel is killed between two calls: the next call gets a working kernel and a note, not a
 // hang.
 func TestExecuteAfterKernelKilled(t *testing.T) {
+	requireAgentExecution(t, shared)
 	ctx := ctxT(t, 2*time.Minute)
 	name := uniqueName(t, ".ipynb")
 	if err := shared.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {
@@ -328,6 +332,7 @@ func TestExecuteAfterKernelKilled(t *testing.T) {
 
 // Two agents run cells in different notebooks at the same time.
 func TestExecuteTwoNotebooksAtOnce(t *testing.T) {
+	requireAgentExecution(t, shared)
 	ctx := ctxT(t, 2*time.Minute)
 	a := newAgent(t, shared)
 	var names []string
@@ -373,6 +378,7 @@ func TestExecuteTwoNotebooksAtOnce(t *testing.T) {
 // Scratch code runs in the notebook's kernel (sharing its variables) without touching the
 // notebook; interrupt and restart work on the same kernel.
 func TestExecuteCodeAndKernelControl(t *testing.T) {
+	requireAgentExecution(t, shared)
 	ctx := ctxT(t, 2*time.Minute)
 	name := uniqueName(t, ".ipynb")
 	if err := shared.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {

@@ -167,7 +167,25 @@ func fileInfo(e jupyter.Entry) bridge.FileInfo {
 type Kernels struct {
 	C        *jupyter.Client
 	Username string // in the header of our kernel messages
+	// Server, when set, tells the engine: jupyter-server-documents runs cells itself, and its
+	// kernel websocket speaks only the v1 binary protocol, so the sidecar's own kernel channel
+	// is refused there with a clear error instead of a socket that keeps dropping.
+	Server *Server
 }
+
+// ErrServerExecutes says the engine runs notebook cells on the server and the sidecar cannot
+// run them through its own kernel channel (yet: docs/engines.md, execution).
+var ErrServerExecutes = &serverExecutesError{}
+
+type serverExecutesError struct{}
+
+func (*serverExecutesError) Error() string {
+	return "jupyter-server-documents runs notebook cells on the server (POST /api/kernels/{id}/execute) and its " +
+		"kernel websocket speaks only the v1 binary protocol; running cells from the sidecar is not supported on it yet"
+}
+
+// Permanent is true: retrying cannot help.
+func (*serverExecutesError) Permanent() bool { return true }
 
 var _ bridge.Kernels = Kernels{}
 
@@ -265,6 +283,15 @@ func (k Kernels) Restart(ctx context.Context, id string) error {
 
 // Connect implements bridge.Kernels.
 func (k Kernels) Connect(ctx context.Context, id string) (bridge.KernelChannel, error) {
+	if k.Server != nil {
+		e, err := k.Server.JupyterEngine(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if e == jupyter.EngineDocuments {
+			return nil, ErrServerExecutes
+		}
+	}
 	c, err := k.C.ConnectKernel(ctx, id, k.Username)
 	if err != nil {
 		return nil, err

@@ -87,7 +87,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	executor, err := bridge.NewExecutor(bridge.ExecutorOptions{
 		Manager:  manager,
-		Kernels:  jupyterserver.Kernels{C: client, Username: cfg.AgentUsername},
+		Kernels:  jupyterserver.Kernels{C: client, Username: cfg.AgentUsername, Server: &server},
 		Logger:   log,
 		Username: cfg.AgentUsername,
 	})
