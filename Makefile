@@ -1,6 +1,7 @@
 # jupyter-collab-mcp — everything a fresh machine needs comes from here.
 #   make run    local jupyter-server + sidecar + sample notebook, ready for a browser and an MCP client
 #   make test   lint, unit tests (-race), then the integration suite against a real jupyter-server
+#               (and its protocol parts against the other collaboration engines: integration-matrix)
 #   make bench  benchmarks against the real server (numbers go in the README)
 
 SHELL := /bin/bash
@@ -118,7 +119,24 @@ unit:
 integration: deps e2e-deps bench-deps
 	$(GO) test -race -count=1 -p 1 -tags integration -timeout 60m $(GOTESTFLAGS) ./integration/...
 
-test: lint unit integration
+# The compatibility matrix (docs/engines.md): on jupyter-collaboration 4.4 and
+# jupyter-server-documents 0.3, the real-server suite without the engine-independent parts
+# (yjs differential tests, load, HTTP auth) plus a short fault-injection run and the freed-room
+# test. jc5 runs everything in `integration`.
+MATRIX_ENGINES ?= jc4 jsd
+MATRIX_SKIP := TestDiff|TestLoad|TestJupyterDelegatedAuthAgainstRealServer|TestMCPHTTPAuth|TestMCPAlwaysEmbedSchema
+MATRIX_FAULT_ROUNDS ?= 15
+.PHONY: integration-matrix
+integration-matrix: deps engine-deps
+	@set -e; for e in $(MATRIX_ENGINES); do \
+	  echo "== engine $$e: protocol suite"; \
+	  JCM_ENGINE=$$e $(GO) test -race -count=1 -tags integration -timeout 30m -skip '$(MATRIX_SKIP)' $(GOTESTFLAGS) ./integration/; \
+	  echo "== engine $$e: fault injection ($(MATRIX_FAULT_ROUNDS) rounds) and freed rooms"; \
+	  JCM_ENGINE=$$e JCM_FAULT_ROUNDS=$(MATRIX_FAULT_ROUNDS) $(GO) test -race -count=1 -tags integration -timeout 30m \
+	    -run 'TestFaultInjection|TestFreedRoomRejoinedOnce' $(GOTESTFLAGS) ./integration/faults/; \
+	done
+
+test: lint unit integration integration-matrix
 
 # Short fuzz runs of every decoder (go test -fuzz takes one target at a time).
 fuzz:
