@@ -122,7 +122,9 @@ integration: deps e2e-deps bench-deps
 # The compatibility matrix (docs/engines.md): on jupyter-collaboration 4.4 and
 # jupyter-server-documents 0.3, the real-server suite without the engine-independent parts
 # (yjs differential tests, load, HTTP auth) plus a short fault-injection run and the freed-room
-# test. jc5 runs everything in `integration`.
+# test. jc5 runs everything in `integration`. On jsd the fault run leaves out drop-connections:
+# jupyter-server-documents 0.3.3 can stop answering a room's handshakes after connections are
+# dropped with updates queued (docs/engines.md, "known server problems").
 MATRIX_ENGINES ?= jc4 jsd
 MATRIX_SKIP := TestDiff|TestLoad|TestJupyterDelegatedAuthAgainstRealServer|TestMCPHTTPAuth|TestMCPAlwaysEmbedSchema
 MATRIX_FAULT_ROUNDS ?= 15
@@ -132,7 +134,8 @@ integration-matrix: deps engine-deps
 	  echo "== engine $$e: protocol suite"; \
 	  JCM_ENGINE=$$e $(GO) test -race -count=1 -tags integration -timeout 30m -skip '$(MATRIX_SKIP)' $(GOTESTFLAGS) ./integration/; \
 	  echo "== engine $$e: fault injection ($(MATRIX_FAULT_ROUNDS) rounds) and freed rooms"; \
-	  JCM_ENGINE=$$e JCM_FAULT_ROUNDS=$(MATRIX_FAULT_ROUNDS) $(GO) test -race -count=1 -tags integration -timeout 30m \
+	  kinds=""; if [ $$e = jsd ]; then kinds=kill-server,stall; fi; \
+	  JCM_ENGINE=$$e JCM_FAULT_ROUNDS=$(MATRIX_FAULT_ROUNDS) JCM_FAULT_KINDS=$$kinds $(GO) test -race -count=1 -tags integration -timeout 30m \
 	    -run 'TestFaultInjection|TestFreedRoomRejoinedOnce' $(GOTESTFLAGS) ./integration/faults/; \
 	done
 
