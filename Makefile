@@ -1,6 +1,7 @@
 # jupyter-collab-mcp — everything a fresh machine needs comes from here.
 #   make run    local jupyter-server + sidecar + sample notebook, ready for a browser and an MCP client
 #   make test   lint, unit tests (-race), then the integration suite against a real jupyter-server
+#               (and its protocol parts against the other collaboration engines: integration-matrix)
 #   make bench  benchmarks against the real server (numbers go in the README)
 
 SHELL := /bin/bash
@@ -27,6 +28,19 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: integration/requirements.txt
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r integration/requirements.txt
+	touch $@
+
+# --- the other collaboration engines (the compatibility matrix; docs/engines.md) -------------
+# .venv-jc4: jupyter-collaboration 4.4.x (what jupyter-ai[rtc] installs); .venv-jsd:
+# jupyter-server-documents 0.3.x (jupyter-ai[rtc-jsd]). The harness picks one with JCM_ENGINE
+# (jc5, the default, jc4 or jsd) or per test with ServerOptions.Engine.
+.PHONY: engine-deps venv-jc4 venv-jsd
+engine-deps: venv venv-jc4 venv-jsd
+venv-jc4: .venv-jc4/.installed
+venv-jsd: .venv-jsd/.installed
+.venv-%/.installed: integration/requirements-%.txt
+	test -x .venv-$*/bin/python || $(PYTHON) -m venv .venv-$*
+	.venv-$*/bin/python -m pip install --quiet --disable-pip-version-check -r integration/requirements-$*.txt
 	touch $@
 
 node: $(NODE)/node_modules/.installed
@@ -105,7 +119,30 @@ unit:
 integration: deps e2e-deps bench-deps
 	$(GO) test -race -count=1 -p 1 -tags integration -timeout 60m $(GOTESTFLAGS) ./integration/...
 
-test: lint unit integration
+# The compatibility matrix (docs/engines.md): on jupyter-collaboration 4.4 and
+# jupyter-server-documents 0.3, the real-server suite without the engine-independent parts
+# (yjs differential tests, load, HTTP auth) plus a short fault-injection run and the freed-room
+# test. jc5 runs everything in `integration`. On jsd the fault run leaves out drop-connections:
+# jupyter-server-documents 0.3.3 can stop answering a room's handshakes after connections are
+# dropped with updates queued (docs/engines.md, "known server problems"); and it tolerates
+# losing an edit confirmed but not yet saved when the server is killed: the re-run of such
+# edits relies on jupyter-collaboration's save markers, which jsd's save loop does not give the
+# same meaning (phase 2, with the save guard).
+MATRIX_ENGINES ?= jc4 jsd
+MATRIX_SKIP := TestDiff|TestLoad|TestJupyterDelegatedAuthAgainstRealServer|TestMCPHTTPAuth|TestMCPAlwaysEmbedSchema
+MATRIX_FAULT_ROUNDS ?= 15
+.PHONY: integration-matrix
+integration-matrix: deps engine-deps
+	@set -e; for e in $(MATRIX_ENGINES); do \
+	  echo "== engine $$e: protocol suite"; \
+	  JCM_ENGINE=$$e $(GO) test -race -count=1 -tags integration -timeout 30m -skip '$(MATRIX_SKIP)' $(GOTESTFLAGS) ./integration/; \
+	  echo "== engine $$e: fault injection ($(MATRIX_FAULT_ROUNDS) rounds) and freed rooms"; \
+	  kinds=""; unsaved=""; if [ $$e = jsd ]; then kinds=kill-server,stall; unsaved=1; fi; \
+	  JCM_ENGINE=$$e JCM_FAULT_ROUNDS=$(MATRIX_FAULT_ROUNDS) JCM_FAULT_KINDS=$$kinds JCM_FAULT_ALLOW_UNSAVED_LOSS=$$unsaved $(GO) test -race -count=1 -tags integration -timeout 30m \
+	    -run 'TestFaultInjection|TestFreedRoomRejoinedOnce' $(GOTESTFLAGS) ./integration/faults/; \
+	done
+
+test: lint unit integration integration-matrix
 
 # Short fuzz runs of every decoder (go test -fuzz takes one target at a time).
 fuzz:

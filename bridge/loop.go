@@ -37,6 +37,11 @@ func (l *roomLoop) serve(ctx context.Context) error {
 			return ctx.Err()
 		case in := <-l.link.in:
 			if err := l.receive(in); err != nil {
+				var le *leaveError
+				if errors.As(err, &le) {
+					l.leaveLink(le.last)
+					return le.err
+				}
 				l.dropLink()
 				return err
 			}
@@ -92,6 +97,10 @@ func (l *roomLoop) classifyClose(err error) error {
 		return err
 	case closeFileNotFound:
 		return &RoomError{Path: l.r.opts.Path, Err: fmt.Errorf("file not found: %w", err)}
+	case closeMovedOutOfBand:
+		return &RoomError{Path: l.r.opts.Path, Err: fmt.Errorf("the file was moved or deleted outside Jupyter: %w", err)}
+	case closeDeleted:
+		return &RoomError{Path: l.r.opts.Path, Err: fmt.Errorf("the file was deleted: %w", err)}
 	case closeBadRequest:
 		return &RoomError{Path: l.r.opts.Path, Err: fmt.Errorf("the server refused to load the document as a %s: %w", l.r.opts.Kind, err)}
 	}
@@ -118,21 +127,7 @@ func (l *roomLoop) receive(in inbound) error {
 	now := l.r.opts.Now()
 	switch f.Type {
 	case ydoc.MsgSync:
-		out, err := l.sess.Receive(f)
-		if err != nil {
-			if errors.Is(err, ydoc.ErrDocBroken) {
-				l.brokenNoSync++
-				if l.brokenNoSync >= maxBrokenNoSync {
-					return &RoomError{Path: l.r.opts.Path, Err: fmt.Errorf("the CRDT engine cannot load this document (failed %d times in a row): %w", l.brokenNoSync, err)}
-				}
-				l.requestReset("the local replica broke: " + err.Error())
-				return errReconnect
-			}
-			l.log.Warn().Err(err).Str("sync", f.Sync.String()).Msg("bad sync message from server; resyncing")
-			l.handle(l.sess.Resync())
-			return nil
-		}
-		l.handle(out)
+		return l.receiveSync(f)
 	case ydoc.MsgAwareness:
 		ch, reply, err := l.aw.Apply(f.Payload, now)
 		if err != nil {
@@ -253,6 +248,9 @@ func (l *roomLoop) send(f []byte) {
 }
 
 func (l *roomLoop) tick(now time.Time) error {
+	if err := l.releaseHeldAfter(now); err != nil {
+		return err
+	}
 	if l.link != nil && !l.sess.Synced() && now.Sub(l.connectedAt) >= l.r.opts.HandshakeTimeout {
 		if l.handshakeAsked {
 			return fmt.Errorf("no sync step 2 from the server within %s", 2*l.r.opts.HandshakeTimeout)
@@ -282,20 +280,31 @@ func (l *roomLoop) tick(now time.Time) error {
 }
 
 // dropLink tears the connection down after an error.
-func (l *roomLoop) dropLink() {
+func (l *roomLoop) dropLink() { l.endLink(nil, false) }
+
+// leaveLink ends the connection on purpose: the last frames are sent, then a normal
+// close.
+func (l *roomLoop) leaveLink(last [][]byte) { l.endLink(last, true) }
+
+func (l *roomLoop) endLink(last [][]byte, graceful bool) {
 	if l.link == nil {
 		return
 	}
-	last := l.link.lastReceived()
-	l.link.close()
+	lastRecv := l.link.lastReceived()
+	if graceful {
+		l.link.closeGracefully(last, 2*time.Second) // not the outbox: it may carry the history being dropped
+	} else {
+		l.link.close()
+	}
 	l.link = nil
+	l.held = nil
 	l.outbox = nil
 	l.sess.Disconnected()
 	// Away since we last heard from the server, not since we noticed: a silent network
 	// failure is only detected by the read deadline.
 	l.awayFrom = l.r.opts.Now()
-	if !last.IsZero() && last.Before(l.awayFrom) {
-		l.awayFrom = last
+	if !lastRecv.IsZero() && lastRecv.Before(l.awayFrom) {
+		l.awayFrom = lastRecv
 	}
 	for id, c := range l.saves {
 		delete(l.saves, id)

@@ -24,12 +24,19 @@ const (
 	closeBadRequest     = 4400
 	closeFileNotFound   = 4404
 	closeServerError    = 4500
+	// jupyter-server-documents: the room stopped because its file went away; JupyterLab closes
+	// the document and does not reconnect.
+	closeMovedOutOfBand = 4001 // moved or deleted outside Jupyter
+	closeDeleted        = 4002 // deleted through Jupyter
 )
 
 // Errors returned by Room methods.
 var (
 	ErrRoomClosed = errors.New("bridge: room closed")
 	ErrNotSynced  = errors.New("bridge: room not connected to the server")
+	// ErrSavesItself is Room.Save's answer on engines that save on their own and have no save
+	// message (jupyter-server-documents).
+	ErrSavesItself = errors.New("bridge: the server saves this document by itself (its engine has no save request)")
 )
 
 // UnconfirmedError is returned when the caller stopped waiting (context done) for an edit that
@@ -499,6 +506,10 @@ func (r *Room) Save(ctx context.Context) (string, error) {
 	r.touch()
 	res := make(chan saveResult, 1)
 	err := r.do(ctx, func(l *roomLoop) {
+		if l.ds.Engine.SavesItself {
+			res <- saveResult{err: ErrSavesItself}
+			return
+		}
 		if l.link == nil || !l.sess.Synced() {
 			res <- saveResult{err: ErrNotSynced}
 			return
@@ -635,11 +646,13 @@ type roomLoop struct {
 	lastSync   time.Time   // last periodic step 1
 	lastErr    error       // last connection error, for logs and info
 
-	connectedAt    time.Time // when the current link was dialled
-	handshakeAsked bool      // a second step 1 was sent for the current handshake
-	resetsNoSync   int       // resets since the last successful sync
-	brokenNoSync   int       // replica breakdowns (engine panics) since the last successful sync
-	initErrors     int       // consecutive initialization_error closes
+	connectedAt    time.Time    // when the current link was dialled
+	serverStepOne  bool         // the server's sync step 1 of this connection arrived (handshake.go)
+	held           []ydoc.Frame // sync frames held until then
+	handshakeAsked bool         // a second step 1 was sent for the current handshake
+	resetsNoSync   int          // resets since the last successful sync
+	brokenNoSync   int          // replica breakdowns (engine panics) since the last successful sync
+	initErrors     int          // consecutive initialization_error closes
 
 	presence Presence       // the agent's status and activity
 	cursors  []jsonCursor   // the agent's cursors in this room
@@ -831,7 +844,8 @@ func (l *roomLoop) connectAndServe(ctx context.Context) error {
 	l.r.mu.Unlock()
 	l.link = startLink(conn, linkTimings{writeTimeout: l.r.opts.WriteTimeout, pingInterval: l.r.opts.PingInterval}, l.log)
 	l.connectedAt, l.handshakeAsked = l.r.opts.Now(), false
-	l.log.Info().Str("room_id", ds.RoomID).Str("file_id", ds.FileID).Msg("joined room")
+	l.serverStepOne, l.held = false, nil
+	l.log.Info().Str("room_id", ds.RoomID).Str("file_id", ds.FileID).Str("engine", ds.Engine.Name).Msg("joined room")
 	l.handle(l.sess.Connect())
 	if aw := l.aw.Current(); aw != nil {
 		l.send(ydoc.EncodeAwarenessFrame(aw))

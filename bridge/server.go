@@ -51,8 +51,29 @@ type ForkInfo struct {
 // DocSession identifies a document session on the server.
 type DocSession struct {
 	FileID    string
-	SessionID string // changes when the server restarts
+	SessionID string // changes when the server restarts; "" on engines without sessions
 	RoomID    string // format:type:fileId
+	Engine    Engine // what the server behind this session speaks
+}
+
+// Engine is what rooms and tools need to know about the server's collaboration engine. The
+// zero value is jupyter-collaboration's protocol; room logic is otherwise engine-neutral (how a
+// room is found and which engine runs are the Server's business).
+type Engine struct {
+	// Name is the engine's package, for logs, readiness and tools: jupyter-collaboration or
+	// jupyter-server-documents ("" when not known).
+	Name string
+	// SavesItself: the server saves documents on its own and understands no RAW save message
+	// (jupyter-server-documents); Room.Save is refused with ErrSavesItself.
+	SavesItself bool
+	// NoForks: the server has no fork API; the fork operations fail with ErrNoForks.
+	NoForks bool
+}
+
+// EngineServer is a Server that can say which collaboration engine it talks to (detecting it
+// on first use). A Server without it is taken for jupyter-collaboration.
+type EngineServer interface {
+	Engine(ctx context.Context) (Engine, error)
 }
 
 // FileInfo describes a file or directory under the Jupyter root.

@@ -26,6 +26,7 @@ func insertNoExec(t *testing.T, a *agent, name string, cells ...map[string]any) 
 }
 
 func TestExecuteKernelRestartedDuringARun(t *testing.T) {
+	requireAgentExecution(t, shared)
 	ctx := ctxT(t, 3*time.Minute)
 	name := uniqueName(t, ".ipynb")
 	if err := shared.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {
@@ -63,6 +64,7 @@ func TestExecuteKernelRestartedDuringARun(t *testing.T) {
 }
 
 func TestExecuteCellThatKillsItsKernelRunsOnce(t *testing.T) {
+	requireAgentExecution(t, shared)
 	ctx := ctxT(t, 5*time.Minute)
 	name := uniqueName(t, ".ipynb")
 	if err := shared.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {
@@ -90,6 +92,7 @@ func TestExecuteCellThatKillsItsKernelRunsOnce(t *testing.T) {
 }
 
 func TestExecuteSecondSidecarKeepsALiveRun(t *testing.T) {
+	requireAgentExecution(t, shared)
 	ctx := ctxT(t, 3*time.Minute)
 	name := uniqueName(t, ".ipynb")
 	if err := shared.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {

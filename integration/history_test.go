@@ -18,6 +18,7 @@ import (
 // A fork: edits and runs in it leave the notebook alone (the peer sees nothing); the diff names
 // them; merging brings them into the notebook, for the peer and on disk; the fork is gone after.
 func TestForkEditMerge(t *testing.T) {
+	requireForks(t, shared)
 	ctx := ctxT(t, 3*time.Minute)
 	name := presenceNotebook(t)
 	a := newAgent(t, shared)
@@ -84,6 +85,7 @@ func TestForkEditMerge(t *testing.T) {
 // Discarding leaves no trace; a synchronized fork follows the notebook; a suggestion fork carries
 // the description jupyter-suggestions reads.
 func TestForkDiscardSynchronizeSuggest(t *testing.T) {
+	requireForks(t, shared)
 	ctx := ctxT(t, 3*time.Minute)
 	name := presenceNotebook(t)
 	a := newAgent(t, shared)

@@ -42,19 +42,78 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// VenvBin returns the path of a program in the pinned virtualenv (JCM_VENV or <repo>/.venv).
-func VenvBin(name string) (string, error) {
+// Engine names one of the pinned server environments the harness can start (the compatibility
+// matrix; docs/engines.md).
+type Engine string
+
+const (
+	// EngineJC5 is jupyter-server with jupyter-collaboration 5.0.x (.venv, requirements.txt).
+	EngineJC5 Engine = "jc5"
+	// EngineJC4 is jupyter-collaboration 4.4.x, what jupyter-ai[rtc] installs (.venv-jc4).
+	EngineJC4 Engine = "jc4"
+	// EngineJSD is jupyter-server-documents 0.3.x, what jupyter-ai[rtc-jsd] installs (.venv-jsd).
+	EngineJSD Engine = "jsd"
+)
+
+// Engines lists every environment of the matrix.
+var Engines = []Engine{EngineJC5, EngineJC4, EngineJSD}
+
+// DefaultEngine is the environment of a test run: JCM_ENGINE (jc5, jc4 or jsd), jc5 when unset.
+// An unknown name panics: a typo must not quietly test the default.
+func DefaultEngine() Engine {
+	e := Engine(os.Getenv("JCM_ENGINE"))
+	if e == "" {
+		return EngineJC5
+	}
+	if !e.valid() {
+		panic(fmt.Sprintf("integration: JCM_ENGINE=%q: want one of %v", string(e), Engines))
+	}
+	return e
+}
+
+func (e Engine) valid() bool {
+	for _, k := range Engines {
+		if e == k {
+			return true
+		}
+	}
+	return false
+}
+
+// Documents reports whether the engine is jupyter-server-documents (no session API, no forks,
+// no RAW save, server-side saving).
+func (e Engine) Documents() bool { return e == EngineJSD }
+
+// Venv is the engine's virtualenv directory name under the repository root.
+func (e Engine) Venv() string {
+	if e == EngineJC5 || e == "" {
+		return ".venv"
+	}
+	return ".venv-" + string(e)
+}
+
+// VenvBin returns the path of a program in the pinned virtualenv of the run's engine (JCM_VENV,
+// else <repo>/.venv, .venv-jc4 or .venv-jsd after JCM_ENGINE).
+func VenvBin(name string) (string, error) { return EngineBin(DefaultEngine(), name) }
+
+// EngineBin returns the path of a program in an engine's virtualenv (JCM_VENV overrides the
+// default engine's).
+func EngineBin(e Engine, name string) (string, error) {
 	venv := os.Getenv("JCM_VENV")
-	if venv == "" {
+	if venv == "" || e != DefaultEngine() {
 		root, err := RepoRoot()
 		if err != nil {
 			return "", err
 		}
-		venv = filepath.Join(root, ".venv")
+		venv = filepath.Join(root, e.Venv())
 	}
 	p := filepath.Join(venv, "bin", name)
 	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("integration: %s not found (run `make venv` first): %w", p, err)
+		target := "venv"
+		if e != EngineJC5 {
+			target = "venv-" + string(e)
+		}
+		return "", fmt.Errorf("integration: %s not found (run `make %s` first): %w", p, target, err)
 	}
 	return p, nil
 }
@@ -87,14 +146,17 @@ type ServerOptions struct {
 	// BaseURL serves the server under a base_url, as JupyterHub runs single-user servers
 	// ("/user/alice/"); the server's URL then includes it. Empty: "/".
 	BaseURL string
+	// Engine picks the server environment (jc5, jc4, jsd); empty: DefaultEngine (JCM_ENGINE).
+	Engine Engine
 }
 
 // JupyterServer is a running jupyter-server process.
 type JupyterServer struct {
-	URL   string // http://127.0.0.1:PORT/
-	Token string
-	Root  string
-	Port  int
+	URL    string // http://127.0.0.1:PORT/
+	Token  string
+	Root   string
+	Port   int
+	Engine Engine
 
 	opts ServerOptions
 	mu   sync.Mutex
@@ -103,8 +165,8 @@ type JupyterServer struct {
 	log  *lockedBuffer
 }
 
-// StartJupyter starts jupyter-server with jupyter-collaboration on 127.0.0.1 and waits until it
-// answers. Always call Stop (or use t.Cleanup).
+// StartJupyter starts jupyter-server with the options' collaboration engine on 127.0.0.1 and
+// waits until it answers. Always call Stop (or use t.Cleanup).
 func StartJupyter(ctx context.Context, opts ServerOptions) (*JupyterServer, error) {
 	var err error
 	if opts.Root == "" {
@@ -133,6 +195,12 @@ func StartJupyter(ctx context.Context, opts ServerOptions) (*JupyterServer, erro
 	if opts.BaseURL == "" {
 		opts.BaseURL = "/"
 	}
+	if opts.Engine == "" {
+		opts.Engine = DefaultEngine()
+	}
+	if !opts.Engine.valid() {
+		return nil, fmt.Errorf("integration: unknown engine %q (want one of %v)", opts.Engine, Engines)
+	}
 	if !strings.HasPrefix(opts.BaseURL, "/") || !strings.HasSuffix(opts.BaseURL, "/") {
 		return nil, fmt.Errorf("integration: base_url %q must start and end with /", opts.BaseURL)
 	}
@@ -140,12 +208,13 @@ func StartJupyter(ctx context.Context, opts ServerOptions) (*JupyterServer, erro
 		opts.ExtraArgs = append([]string{"--ServerApp.base_url=" + opts.BaseURL}, opts.ExtraArgs...)
 	}
 	s := &JupyterServer{
-		URL:   fmt.Sprintf("http://127.0.0.1:%d%s", opts.Port, opts.BaseURL),
-		Token: opts.Token,
-		Root:  opts.Root,
-		Port:  opts.Port,
-		opts:  opts,
-		log:   &lockedBuffer{},
+		URL:    fmt.Sprintf("http://127.0.0.1:%d%s", opts.Port, opts.BaseURL),
+		Token:  opts.Token,
+		Root:   opts.Root,
+		Port:   opts.Port,
+		Engine: opts.Engine,
+		opts:   opts,
+		log:    &lockedBuffer{},
 	}
 	if err := s.start(ctx); err != nil {
 		return nil, err
@@ -154,7 +223,7 @@ func StartJupyter(ctx context.Context, opts ServerOptions) (*JupyterServer, erro
 }
 
 func (s *JupyterServer) start(ctx context.Context) error {
-	bin, err := VenvBin("jupyter-server")
+	bin, err := EngineBin(s.opts.Engine, "jupyter-server")
 	if err != nil {
 		return err
 	}

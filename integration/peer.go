@@ -228,7 +228,7 @@ type PeerSnapshot struct {
 
 // Connect joins a document room (kind "notebook" or "file").
 func (p *Peer) Connect(ctx context.Context, s *JupyterServer, path, kind string) error {
-	return p.Call(ctx, "connect", map[string]any{"url": s.URL, "token": s.Token, "path": path, "kind": kind}, nil)
+	return p.Call(ctx, "connect", map[string]any{"url": s.URL, "token": s.Token, "path": path, "kind": kind, "engine": string(s.Engine)}, nil)
 }
 
 // Snapshot returns the peer's current view.

@@ -196,6 +196,9 @@ func serverMessage(b []byte) string {
 		}
 	}
 	s := strings.TrimSpace(string(b))
+	if strings.HasPrefix(s, "<") {
+		return "" // an HTML error page (an unknown route): nothing in it belongs in our errors
+	}
 	if len(s) > 200 {
 		s = s[:200] + "…"
 	}
@@ -359,16 +362,17 @@ type DocSession struct {
 // RoomID is the collaboration room id format:type:fileId.
 func (s DocSession) RoomID() string { return s.Format + ":" + s.Type + ":" + s.FileID }
 
-// OpenDocSession asks the collaboration extension for a document session. format/type are
-// json/notebook for notebooks and text/file for text files.
+// OpenDocSession asks jupyter-collaboration for a document session. format/type are
+// json/notebook for notebooks and text/file for text files. (jupyter-server-documents has no
+// session API: see IndexFileID.)
 func (c *Client) OpenDocSession(ctx context.Context, path, format, docType string) (DocSession, error) {
 	u := c.endpoint("api", "collaboration", "session", strings.Trim(path, "/"))
 	var s DocSession
 	status, err := c.do(ctx, http.MethodPut, u, map[string]string{"format": format, "type": docType}, &s)
 	if err != nil {
 		var api *APIError
-		if errors.As(err, &api) && api.Status == http.StatusNotFound {
-			api.Message = "collaboration API not found: is jupyter-collaboration installed and enabled? (" + api.Message + ")"
+		if errors.As(err, &api) && api.Status == http.StatusNotFound && api.Message == "" {
+			api.Message = "no collaboration session API: jupyter-collaboration is not installed or not enabled in this server"
 		}
 		return DocSession{}, err
 	}

@@ -747,7 +747,13 @@ func (s *Server) getActiveSessions(ctx context.Context, raw map[string]any) (res
 	if list == nil {
 		list = []*sessionView{}
 	}
-	return result{Data: map[string]any{"sessions": list, "count": len(list)}}, nil
+	data := map[string]any{"sessions": list, "count": len(list)}
+	if e, err := s.opts.Manager.Engine(ctx); err == nil {
+		data["engine"] = e.Name // which collaboration engine the server runs
+	} else {
+		data["engine_error"] = err.Error()
+	}
+	return result{Data: data}, nil
 }
 
 func (s *Server) joinSession(ctx context.Context, raw map[string]any) (result, error) {

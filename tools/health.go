@@ -45,6 +45,7 @@ func (s *Server) readiness(ctx context.Context, check func(ctx context.Context) 
 	out := struct {
 		Ready   bool     `json:"ready"`
 		Jupyter string   `json:"jupyter"`
+		Engine  string   `json:"engine,omitempty"` // the collaboration engine the server runs
 		Rooms   rooms    `json:"rooms"`
 		Reasons []string `json:"reasons,omitempty"`
 	}{Ready: true, Jupyter: "ok"}
@@ -53,6 +54,11 @@ func (s *Server) readiness(ctx context.Context, check func(ctx context.Context) 
 	if err := check(ctx); err != nil {
 		out.Ready, out.Jupyter = false, "unreachable"
 		out.Reasons = append(out.Reasons, "jupyter-server does not answer or refuses the sidecar's token")
+	} else if e, err := s.opts.Manager.Engine(ctx); err != nil {
+		out.Ready = false
+		out.Reasons = append(out.Reasons, err.Error()) // e.g. no collaboration engine installed
+	} else {
+		out.Engine = e.Name
 	}
 	now := time.Now()
 	for _, r := range s.opts.Manager.Rooms() {

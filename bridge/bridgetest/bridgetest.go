@@ -158,6 +158,8 @@ type Server struct {
 	writeErr     error
 	stall        chan struct{} // non-nil: writes block until it is closed
 	onCloseNorm  func(*Conn)
+	engine       bridge.Engine // what document sessions say the server speaks
+	stepTwoFirst bool          // jupyter-server-documents' handshake order
 
 	openCalls, dialCalls int
 	conns                []*Conn // every conn ever dialled, in order
@@ -241,7 +243,7 @@ func (s *Server) OpenDocSession(ctx context.Context, p, format, docType string) 
 		id = fmt.Sprintf("fid-%04d", len(s.fileIDs)+1)
 		s.fileIDs[p] = id
 	}
-	return bridge.DocSession{FileID: id, SessionID: s.session, RoomID: format + ":" + docType + ":" + id}, nil
+	return bridge.DocSession{FileID: id, SessionID: s.session, RoomID: format + ":" + docType + ":" + id, Engine: s.engine}, nil
 }
 
 // DialRoom implements bridge.Server. The returned conn has already received the server's
@@ -280,7 +282,9 @@ func (s *Server) DialRoom(ctx context.Context, roomID, sessionID string) (bridge
 		}
 		c.room = r
 		r.conns = append(r.conns, c)
-		c.pushLocked(ydoc.EncodeSync(ydoc.SyncStep1, r.doc.StateVector().Encode()))
+		if !s.stepTwoFirst {
+			c.pushLocked(ydoc.EncodeSync(ydoc.SyncStep1, r.doc.StateVector().Encode()))
+		}
 		return c, nil
 	}
 	if !s.known[sessionID] {
@@ -304,7 +308,9 @@ func (s *Server) DialRoom(ctx context.Context, roomID, sessionID string) (bridge
 	}
 	c.room = r
 	r.conns = append(r.conns, c)
-	c.pushLocked(ydoc.EncodeSync(ydoc.SyncStep1, r.doc.StateVector().Encode()))
+	if !s.stepTwoFirst {
+		c.pushLocked(ydoc.EncodeSync(ydoc.SyncStep1, r.doc.StateVector().Encode()))
+	}
 	return c, nil
 }
 
@@ -508,6 +514,9 @@ func (s *Server) handle(c *Conn, data []byte) {
 				return
 			}
 			c.pushLocked(ydoc.EncodeSync(ydoc.SyncStep2, diff))
+			if s.stepTwoFirst { // jupyter-server-documents asks back after its step 2
+				c.pushLocked(ydoc.EncodeSync(ydoc.SyncStep1, r.doc.StateVector().Encode()))
+			}
 		case ydoc.SyncStep2, ydoc.SyncUpdate:
 			meta, _, err := r.doc.Apply(f.Payload)
 			if err != nil {
@@ -594,6 +603,36 @@ func (s *Server) Restart(opts RestartOptions) {
 	}
 	s.bumpLocked()
 }
+
+// SaveFile writes a room's current document to the file table, as the server's save does: a
+// room rebuilt later (Restart) starts from it.
+func (s *Server) SaveFile(p string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.roomByPathLocked(p)
+	f, ok := s.files[p]
+	if r == nil || !ok {
+		return fmt.Errorf("fake jupyter: no room or file for %s", p)
+	}
+	var err error
+	if r.kind == ydoc.KindText {
+		f.Text, err = r.doc.Text()
+	} else {
+		f.Notebook, err = r.doc.Notebook()
+	}
+	if err != nil {
+		return err
+	}
+	s.files[p] = f
+	return nil
+}
+
+// SetEngine sets what document sessions say about the server's engine (bridge.DocSession.Engine).
+func (s *Server) SetEngine(e bridge.Engine) { s.set(func() { s.engine = e }) }
+
+// StepTwoFirst switches to jupyter-server-documents' handshake: no step 1 on connect; a client's
+// step 1 is answered with the step 2 and then the server's own step 1.
+func (s *Server) StepTwoFirst(on bool) { s.set(func() { s.stepTwoFirst = on }) }
 
 // CloseWith closes every live connection with a websocket close code and reason.
 func (s *Server) CloseWith(code int, reason string) {

@@ -1,5 +1,7 @@
 // Package jupyterserver implements bridge.Server with the jupyter client: the one place where
-// the two meet, so that neither imports the other.
+// the two meet, so that neither imports the other. It also owns the engine seam: which
+// collaboration engine the server runs (detected on first use unless forced) and how each one
+// finds a document's room.
 package jupyterserver
 
 import (
@@ -7,27 +9,95 @@ import (
 	"encoding/json"
 	"fmt"
 	pathpkg "path"
+	"sync"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/jupyter"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
-// Server adapts a *jupyter.Client.
-type Server struct{ C *jupyter.Client }
+// Server adapts a *jupyter.Client. Copies share the engine it detected.
+type Server struct {
+	C      *jupyter.Client
+	engine *engineState
+}
 
-var _ bridge.Server = Server{}
+var (
+	_ bridge.Server       = Server{}
+	_ bridge.EngineServer = Server{}
+)
 
-// New returns the adapter.
-func New(c *jupyter.Client) Server { return Server{C: c} }
+// New returns the adapter; the engine is detected from the server on first use.
+func New(c *jupyter.Client) Server { return NewWithEngine(c, jupyter.EngineAuto) }
 
-// OpenDocSession implements bridge.Server.
+// NewWithEngine returns the adapter for a given engine (jupyter.EngineAuto: detect it).
+func NewWithEngine(c *jupyter.Client, e jupyter.Engine) Server {
+	return Server{C: c, engine: &engineState{forced: e, known: e}}
+}
+
+// engineState caches the detected engine. A failed detection is not cached: a server that
+// starts after the sidecar, or gets an engine installed and restarted, is asked again.
+type engineState struct {
+	forced jupyter.Engine
+	mu     sync.Mutex
+	known  jupyter.Engine
+}
+
+// JupyterEngine returns the server's engine, detecting it once.
+func (s Server) JupyterEngine(ctx context.Context) (jupyter.Engine, error) {
+	if s.engine == nil { // a zero Server{C: c}: jupyter-collaboration, as before engines
+		return jupyter.EngineCollaboration, nil
+	}
+	s.engine.mu.Lock()
+	defer s.engine.mu.Unlock()
+	if s.engine.known != jupyter.EngineAuto {
+		return s.engine.known, nil
+	}
+	e, err := s.C.DetectEngine(ctx)
+	if err != nil {
+		return jupyter.EngineAuto, fmt.Errorf("detect the collaboration engine: %w", err)
+	}
+	s.engine.known = e
+	return e, nil
+}
+
+// Engine implements bridge.EngineServer.
+func (s Server) Engine(ctx context.Context) (bridge.Engine, error) {
+	e, err := s.JupyterEngine(ctx)
+	if err != nil {
+		return bridge.Engine{}, err
+	}
+	return engineInfo(e), nil
+}
+
+// engineInfo is what bridge needs to know of an engine.
+func engineInfo(e jupyter.Engine) bridge.Engine {
+	info := bridge.Engine{Name: e.Package()}
+	if e == jupyter.EngineDocuments {
+		info.SavesItself, info.NoForks = true, true
+	}
+	return info
+}
+
+// OpenDocSession implements bridge.Server: jupyter-collaboration's session PUT, or on
+// jupyter-server-documents the file id index (its rooms have no session id).
 func (s Server) OpenDocSession(ctx context.Context, path, format, docType string) (bridge.DocSession, error) {
+	e, err := s.JupyterEngine(ctx)
+	if err != nil {
+		return bridge.DocSession{}, err
+	}
+	if e == jupyter.EngineDocuments {
+		id, err := s.C.IndexFileID(ctx, path)
+		if err != nil {
+			return bridge.DocSession{}, err
+		}
+		return bridge.DocSession{FileID: id, RoomID: format + ":" + docType + ":" + id, Engine: engineInfo(e)}, nil
+	}
 	ds, err := s.C.OpenDocSession(ctx, path, format, docType)
 	if err != nil {
 		return bridge.DocSession{}, err
 	}
-	return bridge.DocSession{FileID: ds.FileID, SessionID: ds.SessionID, RoomID: ds.RoomID()}, nil
+	return bridge.DocSession{FileID: ds.FileID, SessionID: ds.SessionID, RoomID: ds.RoomID(), Engine: engineInfo(e)}, nil
 }
 
 // DialRoom implements bridge.Server.
@@ -97,20 +167,56 @@ func fileInfo(e jupyter.Entry) bridge.FileInfo {
 type Kernels struct {
 	C        *jupyter.Client
 	Username string // in the header of our kernel messages
+	// Server, when set, tells the engine: jupyter-server-documents runs cells itself, and its
+	// kernel websocket speaks only the v1 binary protocol, so the sidecar's own kernel channel
+	// is refused there with a clear error instead of a socket that keeps dropping.
+	Server *Server
 }
+
+// ErrServerExecutes says the engine runs notebook cells on the server and the sidecar cannot
+// run them through its own kernel channel (yet: docs/engines.md, execution).
+var ErrServerExecutes = &serverExecutesError{}
+
+type serverExecutesError struct{}
+
+func (*serverExecutesError) Error() string {
+	return "jupyter-server-documents runs notebook cells on the server (POST /api/kernels/{id}/execute) and its " +
+		"kernel websocket speaks only the v1 binary protocol; running cells from the sidecar is not supported on it yet"
+}
+
+// Permanent is true: retrying cannot help.
+func (*serverExecutesError) Permanent() bool { return true }
 
 var _ bridge.Kernels = Kernels{}
 
 var _ bridge.ForkServer = Server{}
 
+// noForks refuses the fork API on engines without one.
+func (s Server) noForks(ctx context.Context) error {
+	e, err := s.Engine(ctx)
+	if err != nil {
+		return err
+	}
+	if e.NoForks {
+		return fmt.Errorf("%w: %s has no fork API", bridge.ErrNoForks, e.Name)
+	}
+	return nil
+}
+
 // CreateFork implements bridge.ForkServer.
 func (s Server) CreateFork(ctx context.Context, root string, f bridge.ForkInfo) (string, error) {
+	if err := s.noForks(ctx); err != nil {
+		return "", err
+	}
 	out, err := s.C.CreateFork(ctx, root, f.Title, f.Description, f.Synchronize)
 	return out.ForkRoomID, err
 }
 
 // ListForks implements bridge.ForkServer.
 func (s Server) ListForks(ctx context.Context, root string) (map[string]bridge.ForkInfo, error) {
+	if err := s.noForks(ctx); err != nil {
+		return nil, err
+	}
 	in, err := s.C.ListForks(ctx, root)
 	if err != nil {
 		return nil, err
@@ -124,6 +230,9 @@ func (s Server) ListForks(ctx context.Context, root string) (map[string]bridge.F
 
 // DeleteFork implements bridge.ForkServer.
 func (s Server) DeleteFork(ctx context.Context, id string, merge bool) error {
+	if err := s.noForks(ctx); err != nil {
+		return err
+	}
 	return s.C.DeleteFork(ctx, id, merge)
 }
 
@@ -174,6 +283,15 @@ func (k Kernels) Restart(ctx context.Context, id string) error {
 
 // Connect implements bridge.Kernels.
 func (k Kernels) Connect(ctx context.Context, id string) (bridge.KernelChannel, error) {
+	if k.Server != nil {
+		e, err := k.Server.JupyterEngine(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if e == jupyter.EngineDocuments {
+			return nil, ErrServerExecutes
+		}
+	}
 	c, err := k.C.ConnectKernel(ctx, id, k.Username)
 	if err != nil {
 		return nil, err

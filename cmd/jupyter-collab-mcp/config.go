@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/jupyter"
 )
 
 // Config is everything the binary needs. Precedence: flags, then environment, then defaults.
@@ -25,8 +26,9 @@ type Config struct {
 	JupyterURL        string
 	JupyterToken      string // secret
 	JupyterTimeout    time.Duration
-	Listen            string // empty: stdio
-	MCPToken          string // secret
+	Engine            jupyter.Engine // EngineAuto: detected from the server
+	Listen            string         // empty: stdio
+	MCPToken          string         // secret
 	InsecureNoAuth    bool
 	LogLevel          string
 	LogFormat         string
@@ -135,6 +137,11 @@ func options() []option {
 		{"", "JUPYTER_TOKEN", "", "Jupyter token (environment only; or --jupyter-token-file)", "string", true, str(func(c *Config) *string { return &c.JupyterToken })},
 		{"jupyter-token-file", "JUPYTER_TOKEN_FILE", "", "file holding the Jupyter token", "string", false, str(func(c *Config) *string { return &c.jupyterTokenFile })},
 		{"jupyter-timeout", "JUPYTER_TIMEOUT", "30s", "timeout of each jupyter-server request", "duration", false, duration(func(c *Config) *time.Duration { return &c.JupyterTimeout })},
+		{"engine", "JUPYTER_ENGINE", "auto", "the server's collaboration engine: auto (ask the server), collaboration (jupyter-collaboration) or documents (jupyter-server-documents)", "string", false, func(c *Config, v string) error {
+			e, err := jupyter.ParseEngine(v)
+			c.Engine = e
+			return err
+		}},
 		{"listen", "MCP_LISTEN", "", "serve MCP over Streamable HTTP on this address (path /mcp); empty: stdio", "string", false, str(func(c *Config) *string { return &c.Listen })},
 		{"", "MCP_TOKEN", "", "bearer token required on the HTTP endpoint (environment only; or --mcp-token-file)", "string", true, str(func(c *Config) *string { return &c.MCPToken })},
 		{"mcp-token-file", "MCP_TOKEN_FILE", "", "file holding the MCP bearer token", "string", false, str(func(c *Config) *string { return &c.mcpTokenFile })},

@@ -71,6 +71,10 @@ func fakeJupyter(t *testing.T) *httptest.Server {
 				}
 			}
 			_ = json.NewEncoder(w).Encode(map[string]any{"identity": map[string]any{"username": user, "name": user}, "permissions": granted})
+		case "/api/collaboration/session/jcm-engine-probe":
+			// jupyter-collaboration's session route answers GET with 405 (it has only PUT): the
+			// sidecar's engine detection.
+			http.Error(w, `{"message":"Method Not Allowed"}`, http.StatusMethodNotAllowed)
 		default:
 			http.NotFound(w, r)
 		}
@@ -352,8 +356,8 @@ func TestHTTPJupyterDelegatedAuth(t *testing.T) {
 		t.Errorf("rita (contents read) sees %v", rita)
 	}
 	// jupyter-server gone: not ready, and a token it can no longer vouch for gets 503, not 401.
-	if code, _, body := get(t, sc.base+"/readyz", ""); code != 200 {
-		t.Errorf("/readyz with jupyter up: %d %s", code, body)
+	if code, _, body := get(t, sc.base+"/readyz", ""); code != 200 || !strings.Contains(body, `"engine":"jupyter-collaboration"`) {
+		t.Errorf("/readyz with jupyter up: %d %s (want 200 naming the engine)", code, body)
 	}
 	jup.Close()
 	deadline := time.Now().Add(10 * time.Second)

@@ -61,10 +61,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if err != nil {
 		return err
 	}
-	checkJupyter(ctx, client, log)
+	server := jupyterserver.NewWithEngine(client, cfg.Engine)
+	checkJupyter(ctx, client, server, log)
 
 	manager, err := bridge.NewManager(bridge.ManagerOptions{
-		Server:          jupyterserver.New(client),
+		Server:          server,
 		Logger:          log,
 		IdleTimeout:     cfg.IdleTimeout,
 		GlobalAwareness: !cfg.NoGlobalAwareness,
@@ -86,7 +87,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	executor, err := bridge.NewExecutor(bridge.ExecutorOptions{
 		Manager:  manager,
-		Kernels:  jupyterserver.Kernels{C: client, Username: cfg.AgentUsername},
+		Kernels:  jupyterserver.Kernels{C: client, Username: cfg.AgentUsername, Server: &server},
 		Logger:   log,
 		Username: cfg.AgentUsername,
 	})
@@ -240,7 +241,7 @@ func jupyterLookup(client *jupyter.Client) auth.JupyterLookup {
 
 // checkJupyter reports early whether the server answers and accepts the token. It does not
 // fail: in a pod the server may start after the sidecar, and tools report errors per call.
-func checkJupyter(ctx context.Context, c *jupyter.Client, log zerolog.Logger) {
+func checkJupyter(ctx context.Context, c *jupyter.Client, s jupyterserver.Server, log zerolog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	id, _, err := c.Me(ctx, nil)
@@ -248,7 +249,13 @@ func checkJupyter(ctx context.Context, c *jupyter.Client, log zerolog.Logger) {
 		log.Warn().Err(err).Str("jupyter", c.BaseURL()).Msg("jupyter-server is not reachable yet, or refused the token")
 		return
 	}
-	log.Info().Str("jupyter", c.BaseURL()).Str("jupyter_user", id.Username).Msg("connected to jupyter-server")
+	engine, err := s.JupyterEngine(ctx)
+	if err != nil {
+		// Not fatal: tools report it per call, and the server may get an engine and a restart.
+		log.Error().Err(err).Str("jupyter", c.BaseURL()).Msg("cannot join collaboration rooms")
+		return
+	}
+	log.Info().Str("jupyter", c.BaseURL()).Str("jupyter_user", id.Username).Str("engine", engine.Package()).Msg("connected to jupyter-server")
 }
 
 func newLogger(cfg Config, w io.Writer) zerolog.Logger {

@@ -1,6 +1,7 @@
 // Independent Yjs peer for the integration tests: the real yjs + y-protocols from npm, joining a
-// Jupyter collaboration room exactly as JupyterLab's provider does (PUT the document session,
-// open /api/collaboration/room/{format:type:fileId}?sessionId=..., y-protocols sync and awareness).
+// Jupyter collaboration room exactly as JupyterLab's provider does (PUT the document session, or
+// on jupyter-server-documents POST /api/fileid/index; open
+// /api/collaboration/room/{format:type:fileId}[?sessionId=...], y-protocols sync and awareness).
 // It is deliberately not our Go code: it checks what the sidecar writes.
 //
 // Protocol: one JSON request per stdin line {"id": n, "op": "...", ...}; one JSON reply per
@@ -98,12 +99,7 @@ async function connect (req) {
   const [format, type] = kind === 'file' ? ['text', 'file'] : ['json', 'notebook']
   const base = req.url.replace(/\/$/, '')
   const headers = { Authorization: 'token ' + req.token, 'Content-Type': 'application/json' }
-  const encPath = req.path.split('/').map(encodeURIComponent).join('/')
-  const res = await fetch(`${base}/api/collaboration/session/${encPath}`, {
-    method: 'PUT', headers, body: JSON.stringify({ format, type })
-  })
-  if (!res.ok) throw new Error(`session PUT ${res.status}: ${await res.text()}`)
-  const session = await res.json()
+  const session = await findRoom(base, headers, req, format, type)
   const roomId = `${format}:${type}:${session.fileId}`
   doc = new Y.Doc()
   awareness = new awarenessProtocol.Awareness(doc)
@@ -128,7 +124,8 @@ async function connect (req) {
     }
   })
   const wsBase = base.replace(/^http/, 'ws')
-  const url = `${wsBase}/api/collaboration/room/${roomId}?sessionId=${encodeURIComponent(session.sessionId)}`
+  const query = session.sessionId ? `?sessionId=${encodeURIComponent(session.sessionId)}` : ''
+  const url = `${wsBase}/api/collaboration/room/${roomId}${query}`
   ws = new WebSocket(url, { headers: { Authorization: 'token ' + req.token }, maxPayload: 1 << 30 })
   ws.binaryType = 'arraybuffer'
   const ready = new Promise((resolve, reject) => {
@@ -171,6 +168,24 @@ async function connect (req) {
   })
   await ready
   return { clientID: doc.clientID, roomId, sessionId: session.sessionId, fileId: session.fileId }
+}
+
+// findRoom asks the server for the document's file id the way each engine's JupyterLab provider
+// does: jupyter-collaboration's session PUT (fileId + sessionId), or jupyter-server-documents'
+// POST /api/fileid/index (no session id).
+async function findRoom (base, headers, req, format, type) {
+  if (req.engine === 'jsd') {
+    const res = await fetch(`${base}/api/fileid/index?path=${encodeURIComponent(req.path)}`, { method: 'POST', headers })
+    if (!res.ok) throw new Error(`fileid index POST ${res.status}: ${await res.text()}`)
+    const body = await res.json()
+    return { fileId: body.id, sessionId: '' }
+  }
+  const encPath = req.path.split('/').map(encodeURIComponent).join('/')
+  const res = await fetch(`${base}/api/collaboration/session/${encPath}`, {
+    method: 'PUT', headers, body: JSON.stringify({ format, type })
+  })
+  if (!res.ok) throw new Error(`session PUT ${res.status}: ${await res.text()}`)
+  return await res.json()
 }
 
 function disconnect () {

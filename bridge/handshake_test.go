@@ -1,0 +1,78 @@
+package bridge_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+)
+
+// A server that frees an idle room (jupyter-server-documents) or restarts without a new
+// session id loads the file again under a fresh client id. The replica's history is unknown to
+// that document: it must be dropped and the server's state taken, or every cell is duplicated
+// (jupyter-server-documents #252, #254, #305). Nothing but the server's state vector tells:
+// the session id is the same and the absence short.
+func TestNewServerDocumentDropsReplica(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		stepTwoFirst bool
+	}{
+		{"step 1 first (jupyter-collaboration)", false},
+		{"step 2 first (jupyter-server-documents)", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newServer(t)
+			srv.StepTwoFirst(tc.stepTwoFirst)
+			h := startSynced(t, srv, nil)
+			if _, err := h.room.Edit(ctxT(t), insertCell("mine")); err != nil {
+				t.Fatalf("Edit: %v", err)
+			}
+			if err := srv.SaveFile(nbPath); err != nil {
+				t.Fatal(err)
+			}
+			srv.Restart(bridgetest.RestartOptions{KeepSession: true})
+			h.await("reset", kindIs(bridge.EventReset))
+			h.await("synced", kindIs(bridge.EventSynced))
+			assertCellsOnce(t, srv, nbPath, "cell-a", "cell-b", "mine")
+			if got, want := roomCellIDs(t, h.room), srv.CellIDs(nbPath); !slices.Equal(got, want) {
+				t.Errorf("replica cells %v, server cells %v", got, want)
+			}
+			if _, err := h.room.Edit(ctxT(t), insertCell("after")); err != nil {
+				t.Fatalf("Edit after the new document: %v", err)
+			}
+			assertCellsOnce(t, srv, nbPath, "cell-a", "cell-b", "mine", "after")
+			if n := h.room.Info().Resets; n != 1 {
+				t.Errorf("%d resets, want 1", n)
+			}
+		})
+	}
+}
+
+// Reconnecting to the same server document is not a new document: no reset.
+func TestReconnectSameDocumentKeepsReplica(t *testing.T) {
+	srv := newServer(t)
+	srv.StepTwoFirst(true)
+	h := startSynced(t, srv, nil)
+	if _, err := h.room.Edit(ctxT(t), insertCell("mine")); err != nil {
+		t.Fatalf("Edit: %v", err)
+	}
+	srv.Restart(bridgetest.RestartOptions{KeepSession: true, KeepDoc: true})
+	h.await("disconnected", kindIs(bridge.EventDisconnected))
+	h.await("synced", kindIs(bridge.EventSynced))
+	if n := h.room.Info().Resets; n != 0 {
+		t.Errorf("%d resets on a reconnect to the same document", n)
+	}
+	assertCellsOnce(t, srv, nbPath, "cell-a", "cell-b", "mine")
+}
+
+// An engine that saves by itself has no save message: Save says so at once.
+func TestSaveRefusedWhereTheServerSavesItself(t *testing.T) {
+	srv := newServer(t)
+	srv.SetEngine(bridge.Engine{Name: "jupyter-server-documents", SavesItself: true, NoForks: true})
+	h := startSynced(t, srv, nil)
+	if _, err := h.room.Save(ctxT(t)); !errors.Is(err, bridge.ErrSavesItself) {
+		t.Fatalf("Save: %v, want ErrSavesItself", err)
+	}
+}

@@ -1,0 +1,88 @@
+package jupyter
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+)
+
+// Server-side execution, jupyter-server-documents' POST /api/kernels/{kernel_id}/execute: the
+// server runs the cells of a room in the kernel attached to that room (through a kernel session
+// on the notebook's path) and writes outputs, execution_state and execution_count into the
+// document itself. It answers once the cells are queued; completion is seen in the document.
+
+// SourceHash is jupyter-server-documents' source_hash of a cell: MurmurHash2 (seed 0) of the
+// source's UTF-8 bytes, as a decimal string (its ynotebook_room._source_hash and the frontend's
+// murmur2). The server refuses to run a cell whose current source hashes differently (409).
+func SourceHash(source string) string {
+	const m = 0x5bd1e995
+	data := []byte(source)
+	h := uint32(len(data)) // seed 0
+	for len(data) >= 4 {
+		k := binary.LittleEndian.Uint32(data)
+		k *= m
+		k ^= k >> 24
+		k *= m
+		h = h*m ^ k
+		data = data[4:]
+	}
+	switch len(data) {
+	case 3:
+		h ^= uint32(data[2]) << 16
+		fallthrough
+	case 2:
+		h ^= uint32(data[1]) << 8
+		fallthrough
+	case 1:
+		h ^= uint32(data[0])
+		h *= m
+	}
+	h ^= h >> 13
+	h *= m
+	h ^= h >> 15
+	return strconv.FormatUint(uint64(h), 10)
+}
+
+// CellToRun names a cell and the hash of the source it must have when it runs.
+type CellToRun struct {
+	CellID     string `json:"cell_id"`
+	SourceHash string `json:"source_hash"`
+}
+
+// ExecuteCellsRequest is the body of POST /api/kernels/{id}/execute.
+type ExecuteCellsRequest struct {
+	DocumentID        string      `json:"document_id"` // the room id, json:notebook:{file_id}
+	Cells             []CellToRun `json:"cells"`
+	ClientID          string      `json:"client_id,omitempty"`
+	RequestID         string      `json:"request_id,omitempty"`
+	PreviousRequestID string      `json:"previous_request_id,omitempty"` // queue after that request
+}
+
+// ErrSourceMismatch is returned when a cell's source changed since its hash was taken (409);
+// nothing was queued.
+var ErrSourceMismatch = errors.New("the cell's source changed before the server ran it")
+
+// ErrPredecessorTimeout is returned when previous_request_id was not queued within the server's
+// 10 s (408); nothing was queued.
+var ErrPredecessorTimeout = errors.New("the previous execution request never reached the server")
+
+// ExecuteCells queues cells for server-side execution. A 400 says why the server cannot (no
+// such room, not a notebook, or no kernel attached to the room: start or update a kernel
+// session on the notebook's path).
+func (c *Client) ExecuteCells(ctx context.Context, kernelID string, req ExecuteCellsRequest) error {
+	u := c.endpoint("api", "kernels", kernelID, "execute")
+	_, err := c.do(ctx, http.MethodPost, u, req, nil)
+	var api *APIError
+	if errors.As(err, &api) {
+		switch api.Status {
+		case http.StatusConflict:
+			return fmt.Errorf("%w: %w", ErrSourceMismatch, err)
+		case http.StatusRequestTimeout:
+			return fmt.Errorf("%w: %w", ErrPredecessorTimeout, err)
+		}
+	}
+	return err
+}

@@ -1,0 +1,61 @@
+package jupyter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// The expected values come from jupyter-server-documents 0.3.3's own
+// ynotebook_room._source_hash, run on the same strings.
+func TestSourceHashMatchesJupyterServerDocuments(t *testing.T) {
+	for src, want := range map[string]string{
+		"":                           "0",
+		"a":                          "2456313694",
+		"ab":                         "446775395",
+		"abc":                        "324500635",
+		"abcd":                       "646393889",
+		"print('hello')":             "3975440051",
+		"x = 1\ny = 2\nprint(x + y)": "916535401",
+		"é ü — 日本語 🎉":                "1242813108",
+		strings.Repeat("a", 1000):    "3755052211",
+	} {
+		if got := SourceHash(src); got != want {
+			t.Errorf("SourceHash(%q) = %s, want %s", src, got, want)
+		}
+	}
+}
+
+func TestExecuteCells(t *testing.T) {
+	var got ExecuteCellsRequest
+	srv := fakeRoutes(t, map[string]http.HandlerFunc{
+		"POST /api/kernels/k1/execute": func(w http.ResponseWriter, r *http.Request) {
+			_ = json.NewDecoder(r.Body).Decode(&got)
+			_, _ = w.Write([]byte("null"))
+		},
+		"POST /api/kernels/k2/execute": func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusConflict)
+			_, _ = w.Write([]byte(`{"error": "source_mismatch", "cell_id": "c1"}`))
+		},
+		"POST /api/kernels/k3/execute": func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, `{"message": "YNotebookRoom is not connected to a kernel"}`, http.StatusBadRequest)
+		},
+	})
+	c := newTestClient(t, srv.URL+"/")
+	req := ExecuteCellsRequest{DocumentID: "json:notebook:f1", Cells: []CellToRun{{CellID: "c1", SourceHash: SourceHash("1+1")}}, RequestID: "r1"}
+	if err := c.ExecuteCells(context.Background(), "k1", req); err != nil {
+		t.Fatal(err)
+	}
+	if got.DocumentID != "json:notebook:f1" || len(got.Cells) != 1 || got.Cells[0].SourceHash != SourceHash("1+1") || got.RequestID != "r1" {
+		t.Errorf("the server got %+v", got)
+	}
+	if err := c.ExecuteCells(context.Background(), "k2", req); !errors.Is(err, ErrSourceMismatch) {
+		t.Errorf("409: %v", err)
+	}
+	if err := c.ExecuteCells(context.Background(), "k3", req); err == nil || !strings.Contains(err.Error(), "not connected to a kernel") {
+		t.Errorf("400: %v", err)
+	}
+}
