@@ -182,9 +182,9 @@ func cellRun(t *testing.T, v execution.JobView, id string) execution.CellRun {
 }
 
 // wantStatuses checks the status of every cell of a job, in order.
-func wantStatuses(t *testing.T, v execution.JobView, want ...string) {
+func wantStatuses(t *testing.T, v execution.JobView, want ...execution.CellStatus) {
 	t.Helper()
-	var got []string
+	var got []execution.CellStatus
 	for _, c := range v.Cells {
 		got = append(got, c.Status)
 	}

@@ -18,27 +18,30 @@ const (
 	JobCancelled JobStatus = "cancelled" //
 )
 
-// Cell statuses.
+// CellStatus is where one cell of a job stands: pending or running, then how it ended.
+type CellStatus string
+
 const (
-	CellPending   = "pending"
-	CellRunning   = "running"
-	CellOK        = "ok"
-	CellError     = "error"     // the code raised
-	CellAborted   = "aborted"   // the kernel aborted it, or it was lost with the kernel
-	CellCancelled = "cancelled" // cancelled before or while running
-	CellSkipped   = "skipped"   // not code, empty, deleted, or after a failure with stop_on_error
+	CellPending   CellStatus = "pending"   // not started yet
+	CellRunning   CellStatus = "running"   // reset in the room, sent to the kernel
+	CellOK        CellStatus = "ok"        // the kernel replied ok
+	CellError     CellStatus = "error"     // the code raised
+	CellAborted   CellStatus = "aborted"   // the kernel aborted it, or it was lost with the kernel
+	CellCancelled CellStatus = "cancelled" // cancelled before or while running
+	CellSkipped   CellStatus = "skipped"   // not code, empty, deleted, or after a failure with stop_on_error
 )
 
-// CellRun is one cell of a job.
+// CellRun is what became of one cell of a job (or of one piece of scratch code): a plain value;
+// tools decide how to show it.
 type CellRun struct {
-	CellID         string           `json:"cell_id"`
-	Index          int              `json:"index"`
-	Status         string           `json:"status"`
-	ExecutionCount *int             `json:"execution_count,omitempty"`
-	Outputs        []map[string]any `json:"outputs,omitempty"`
-	Note           string           `json:"note,omitempty"`
-	Started        time.Time        `json:"-"`
-	Ended          time.Time        `json:"-"`
+	CellID         string
+	Index          int // the cell's index when the job looked; -1 when it no longer exists
+	Status         CellStatus
+	ExecutionCount *int             // the kernel's count for the run; nil when it did not reply
+	Outputs        []map[string]any // nbformat outputs, as they were written into the cell
+	Note           string           // why it ended as it did, when that needs saying
+	Started        time.Time        // when it was sent to the kernel (zero: never)
+	Ended          time.Time
 }
 
 // Job is one run of cells.

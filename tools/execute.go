@@ -355,7 +355,7 @@ func (s *Server) jobResult(v execution.JobView, r renderOpts, note string) resul
 	for _, c := range v.Cells {
 		cells = append(cells, renderRun(c, r, &extra, &budget))
 	}
-	out := map[string]any{"job_id": v.ID, "path": v.Path, "status": v.Status, "cells": cells}
+	out := map[string]any{"job_id": v.ID, "path": v.Path, "status": string(v.Status), "cells": cells}
 	if !v.Ended.IsZero() {
 		out["elapsed_ms"] = v.Ended.Sub(v.Created).Milliseconds()
 	} else {
@@ -379,7 +379,7 @@ func joinNote(a, b string) string {
 
 // renderRun renders one cell's run; image outputs become image content in extra.
 func renderRun(c execution.CellRun, r renderOpts, extra *[]mcp.Content, budget *int) map[string]any {
-	out := map[string]any{"cell_id": c.CellID, "index": c.Index, "status": c.Status}
+	out := map[string]any{"cell_id": c.CellID, "index": c.Index, "status": string(c.Status)}
 	if c.ExecutionCount != nil {
 		out["execution_count"] = *c.ExecutionCount
 	}
