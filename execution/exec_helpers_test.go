@@ -43,8 +43,14 @@ type execEnv struct {
 // options.
 func newExecEnv(t *testing.T, files []bridgetest.File, mod func(*execution.ExecutorOptions)) *execEnv {
 	t.Helper()
+	return newExecEnvWith(t, files, mod, nil)
+}
+
+// newExecEnvWith is newExecEnv with the manager's options adjusted too.
+func newExecEnvWith(t *testing.T, files []bridgetest.File, mod func(*execution.ExecutorOptions), modManager func(*bridge.ManagerOptions)) *execEnv {
+	t.Helper()
 	srv := bridgetest.New(files...)
-	m := newManager(t, srv, nil)
+	m := newManager(t, srv, modManager)
 	ks := bridgetest.NewKernels()
 	opts := execution.ExecutorOptions{Manager: m, Kernels: ks, Logger: fastOptions().Logger, Username: execUser, Heartbeat: heartbeat}
 	if mod != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -33,6 +34,13 @@ type ExecutorOptions struct {
 	// ChannelIdle closes a notebook's kernel channel unused for this long, so the server's
 	// culler can still stop the kernel (10m).
 	ChannelIdle time.Duration
+	// WriteWait bounds how long a run waits for the server to confirm one of its writes into
+	// the cell (5s). A write still unconfirmed then is in the replica and on its way; one the
+	// room could not take (it is reconnecting) is taken back and written again with what came
+	// since. The run goes on meanwhile either way.
+	WriteWait time.Duration
+	// Now is the clock (time.Now).
+	Now func() time.Time
 }
 
 // Executor runs cells. Its methods are safe for concurrent use; jobs on one notebook run one
@@ -49,58 +57,9 @@ type Executor struct {
 	mu       sync.Mutex
 	closed   bool                 // Close began: nothing new starts
 	kernels  map[string]*nbKernel // notebook path → its kernel
-	jobs     map[string]*Job
+	jobs     map[string]*clientJob
 	finished []string        // ids of finished jobs, oldest first
 	rechecks map[string]bool // notebooks with a stale-run recheck scheduled
-}
-
-// nbKernel is the kernel a notebook's runs use. One holder at a time (a job, or scratch code)
-// takes sem; the fields below are the holder's.
-type nbKernel struct {
-	sem      chan struct{}
-	session  KernelSession
-	ch       KernelChannel
-	restarts int       // ch.Restarts() when last looked at
-	note     string    // something the next result must mention (the kernel was replaced)
-	lost     string    // why the kernel is known gone (set by a run that saw it die)
-	lastUsed time.Time // when the last holder let go
-	stale    bool      // the kernel restarted since ch connected: connect again before the next run
-}
-
-// lock takes the kernel, waiting for the holder before (a job) as long as ctx allows.
-func (k *nbKernel) lock(ctx context.Context) error {
-	select {
-	case k.sem <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("wait for the notebook's kernel (a run holds it): %w", ctx.Err())
-	}
-}
-
-func (k *nbKernel) tryLock() bool {
-	select {
-	case k.sem <- struct{}{}:
-		return true
-	default:
-		return false
-	}
-}
-
-func (k *nbKernel) unlock() {
-	k.lastUsed = time.Now()
-	<-k.sem
-}
-
-// restartedNote reports (once) that the kernel restarted since we last looked.
-func (k *nbKernel) restartedNote() string {
-	if k.ch == nil {
-		return ""
-	}
-	if n := k.ch.Restarts(); n != k.restarts {
-		k.restarts, k.stale = n, true
-		return "the kernel restarted (it died or was restarted); variables from earlier runs are lost"
-	}
-	return ""
 }
 
 // runMarkerKey is the state-map key recording our runs in progress: cell id → owner. The state
@@ -127,12 +86,18 @@ func NewExecutor(opts ExecutorOptions) (*Executor, error) {
 	if opts.ChannelIdle <= 0 {
 		opts.ChannelIdle = 10 * time.Minute
 	}
+	if opts.WriteWait <= 0 {
+		opts.WriteWait = defaultWriteWait
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	life, finish := context.WithCancel(context.Background())
 	return &Executor{
 		opts: opts, log: opts.Logger.With().Str("component", "executor").Logger(), instance: hex.EncodeToString(b[:]),
-		life: life, finish: finish, kernels: map[string]*nbKernel{}, jobs: map[string]*Job{}, rechecks: map[string]bool{},
+		life: life, finish: finish, kernels: map[string]*nbKernel{}, jobs: map[string]*clientJob{}, rechecks: map[string]bool{},
 	}, nil
 }
 
@@ -205,30 +170,28 @@ func (x *Executor) Close() {
 	}
 }
 
-// closeIdleChannels closes kernel channels nobody used for ChannelIdle: an open channel counts
-// as a connection, and jupyter-server does not cull connected kernels by default.
-func (x *Executor) closeIdleChannels() {
-	x.mu.Lock()
-	ks := make([]*nbKernel, 0, len(x.kernels))
-	for _, k := range x.kernels {
-		ks = append(ks, k)
-	}
-	x.mu.Unlock()
-	for _, k := range ks {
-		if !k.tryLock() {
-			continue // in use
-		}
-		if k.ch != nil && time.Since(k.lastUsed) >= x.opts.ChannelIdle {
-			_ = k.ch.Close()
-			k.ch = nil
-			k.restarts = 0
-		}
-		<-k.sem // not unlock: closing is not a use
+// ErrUnknownJob is returned for job ids the executor does not know (or no longer keeps).
+var ErrUnknownJob = errors.New("execution: unknown execution job")
+
+// clientJob is a job and what the executor keeps about it.
+type clientJob struct {
+	job        *Job
+	cellIDs    []string
+	cancelC    chan struct{} // closed by Cancel
+	cancelOnce sync.Once
+}
+
+func (cj *clientJob) cancelled() bool {
+	select {
+	case <-cj.cancelC:
+		return true
+	default:
+		return false
 	}
 }
 
-// ErrUnknownJob is returned for job ids the executor does not know (or no longer keeps).
-var ErrUnknownJob = errors.New("execution: unknown execution job")
+// now reads the executor's clock.
+func (x *Executor) now() time.Time { return x.opts.Now() }
 
 // Start queues a job running cells (by id, in order) of a notebook and returns at once.
 func (x *Executor) Start(ctx context.Context, path string, cellIDs []string, opts RunOptions) (*Job, error) {
@@ -251,7 +214,7 @@ func (x *Executor) Start(ctx context.Context, path string, cellIDs []string, opt
 	if err != nil {
 		return nil, err
 	}
-	j := &Job{ID: newJobID(), Path: room.Path(), Created: time.Now(), done: make(chan struct{}), status: JobQueued, changed: make(chan struct{})}
+	var cells []CellRun
 	if err := room.View(ctx, func(d *ydoc.Doc) error {
 		ids := d.CellIDs()
 		for _, id := range cellIDs {
@@ -261,21 +224,22 @@ func (x *Executor) Start(ctx context.Context, path string, cellIDs []string, opt
 					idx = i
 				}
 			}
-			j.cells = append(j.cells, &CellRun{CellID: id, Index: idx, Status: CellPending})
+			cells = append(cells, CellRun{CellID: id, Index: idx, Status: CellPending})
 		}
 		return nil
 	}); err != nil {
 		return nil, err
 	}
+	cj := &clientJob{job: NewJob(newJobID(), room.Path(), cells, x.now()), cellIDs: slices.Clone(cellIDs), cancelC: make(chan struct{})}
 	x.mu.Lock()
-	x.jobs[j.ID] = j
+	x.jobs[cj.job.ID] = cj
 	x.mu.Unlock()
 	started = true
 	go func() {
 		defer release()
-		x.runJob(j, room, opts)
+		x.runJob(cj, room, opts)
 	}()
-	return j, nil
+	return cj.job, nil
 }
 
 func newJobID() string {
@@ -284,15 +248,34 @@ func newJobID() string {
 	return "job-" + hex.EncodeToString(b[:])
 }
 
-// Job returns a job by id.
-func (x *Executor) Job(id string) (*Job, error) {
+// retire counts a job as finished: the oldest finished jobs beyond KeepJobs are forgotten.
+func (x *Executor) retire(j *Job) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	j, ok := x.jobs[id]
+	x.finished = append(x.finished, j.ID)
+	for len(x.finished) > x.opts.KeepJobs {
+		delete(x.jobs, x.finished[0])
+		x.finished = x.finished[1:]
+	}
+}
+
+func (x *Executor) clientJob(id string) (*clientJob, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	cj, ok := x.jobs[id]
 	if !ok {
 		return nil, fmt.Errorf("%w %q (finished jobs are kept for a while, then forgotten)", ErrUnknownJob, id)
 	}
-	return j, nil
+	return cj, nil
+}
+
+// Job returns a job by id.
+func (x *Executor) Job(id string) (*Job, error) {
+	cj, err := x.clientJob(id)
+	if err != nil {
+		return nil, err
+	}
+	return cj.job, nil
 }
 
 // JobIDs returns the ids of the jobs the executor knows (running and recently finished), newest
@@ -300,8 +283,8 @@ func (x *Executor) Job(id string) (*Job, error) {
 func (x *Executor) JobIDs() []string {
 	x.mu.Lock()
 	jobs := make([]*Job, 0, len(x.jobs))
-	for _, j := range x.jobs {
-		jobs = append(jobs, j)
+	for _, cj := range x.jobs {
+		jobs = append(jobs, cj.job)
 	}
 	x.mu.Unlock()
 	sort.Slice(jobs, func(a, b int) bool { return jobs[a].Created.After(jobs[b].Created) })
@@ -312,41 +295,16 @@ func (x *Executor) JobIDs() []string {
 	return ids
 }
 
-// Cancel stops a job: cells not started are cancelled, a running cell is interrupted.
-func (x *Executor) Cancel(ctx context.Context, id string) (*Job, error) {
-	j, err := x.Job(id)
+// Cancel stops a job: cells not started are cancelled, the running one is interrupted — as soon
+// as the kernel runs it, never before (until then the kernel may be running someone else's
+// cell). It returns at once; wait on the job to see it end.
+func (x *Executor) Cancel(_ context.Context, id string) (*Job, error) {
+	cj, err := x.clientJob(id)
 	if err != nil {
 		return nil, err
 	}
-	select {
-	case <-j.done:
-		return j, nil
-	default:
-	}
-	j.cancelled.Store(true)
-	// Interrupt only while the kernel runs our request: before it begins, the kernel may be
-	// running someone else's cell (the run interrupts as soon as ours begins).
-	if j.begun.Load() {
-		if err := x.interruptFor(ctx, j); err != nil {
-			return j, err
-		}
-	}
-	return j, nil
-}
-
-// interruptFor interrupts the kernel running a cancelled job's cell (once per job).
-func (x *Executor) interruptFor(ctx context.Context, j *Job) error {
-	j.mu.Lock()
-	kernelID := j.kernelID
-	j.mu.Unlock()
-	if kernelID == "" || !j.interrupted.CompareAndSwap(false, true) {
-		return nil
-	}
-	if err := x.opts.Kernels.Interrupt(ctx, kernelID); err != nil {
-		j.interrupted.Store(false)
-		return fmt.Errorf("interrupt kernel: %w", err)
-	}
-	return nil
+	cj.cancelOnce.Do(func() { close(cj.cancelC) })
+	return cj.job, nil
 }
 
 // Interrupt interrupts the notebook's kernel (the human's runs too: it is their kernel).

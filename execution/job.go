@@ -3,7 +3,6 @@ package execution
 import (
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -44,27 +43,33 @@ type CellRun struct {
 	Ended          time.Time
 }
 
-// Job is one run of cells.
+// Job is one run of cells, recorded the same way whatever engine runs them: the engine creates
+// it (NewJob), changes it as the run goes (Update) and ends it (Finish); anyone reads it (View,
+// Summary) and waits on it (Changed, Done). ID, Path and Created never change. Its methods are
+// safe for concurrent use.
 type Job struct {
 	ID      string
 	Path    string
 	Created time.Time
 
-	cancelled   atomic.Bool
-	begun       atomic.Bool // the kernel began the running cell's request
-	interrupted atomic.Bool // an interrupt was sent for the cancel (once)
-	done        chan struct{}
+	done chan struct{}
 
 	mu       sync.Mutex
-	status   JobStatus
-	note     string
-	cells    []*CellRun
-	kernelID string
-	ended    time.Time
+	state    JobState
+	finished bool
 	changed  chan struct{} // closed and replaced on every update
 }
 
-// JobView is a snapshot of a job.
+// JobState is the changing part of a job, as its engine records it.
+type JobState struct {
+	Status   JobStatus
+	Note     string // about the whole job (a kernel replaced, nothing to run)
+	KernelID string
+	Cells    []CellRun // in the order they run
+	Ended    time.Time
+}
+
+// JobView is a snapshot of a job: a deep copy, the caller's to keep.
 type JobView struct {
 	ID       string
 	Path     string
@@ -74,6 +79,35 @@ type JobView struct {
 	Cells    []CellRun
 	Created  time.Time
 	Ended    time.Time
+}
+
+// NewJob returns a queued job over cells (each pending, or already decided).
+func NewJob(id, path string, cells []CellRun, created time.Time) *Job {
+	return &Job{ID: id, Path: path, Created: created, done: make(chan struct{}), changed: make(chan struct{}),
+		state: JobState{Status: JobQueued, Cells: cells}}
+}
+
+// Update changes the job's state under its lock (fn must be short and must not call the job)
+// and wakes whoever waits on Changed.
+func (j *Job) Update(fn func(*JobState)) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	fn(&j.state)
+	close(j.changed)
+	j.changed = make(chan struct{})
+}
+
+// Finish is the job's last Update: then Done is closed. Later calls change nothing.
+func (j *Job) Finish(fn func(*JobState)) {
+	j.mu.Lock()
+	if j.finished {
+		j.mu.Unlock()
+		return
+	}
+	j.finished = true
+	j.mu.Unlock()
+	j.Update(fn)
+	close(j.done)
 }
 
 // Done is closed when the job has finished.
@@ -90,14 +124,13 @@ func (j *Job) Changed() <-chan struct{} {
 func (j *Job) View() JobView {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	v := JobView{ID: j.ID, Path: j.Path, Status: j.status, Note: j.note, KernelID: j.kernelID, Created: j.Created, Ended: j.ended}
-	for _, c := range j.cells {
-		cc := *c
-		cc.Outputs = make([]map[string]any, len(c.Outputs))
-		for i, o := range c.Outputs {
-			cc.Outputs[i] = cloneOutput(o)
+	st := j.state
+	v := JobView{ID: j.ID, Path: j.Path, Status: st.Status, Note: st.Note, KernelID: st.KernelID, Created: j.Created, Ended: st.Ended}
+	for _, c := range st.Cells {
+		if c.Outputs != nil {
+			c.Outputs = cloneOutputs(c.Outputs)
 		}
-		v.Cells = append(v.Cells, cc)
+		v.Cells = append(v.Cells, c)
 	}
 	return v
 }
@@ -114,8 +147,8 @@ type JobSummary struct {
 func (j *Job) Summary() JobSummary {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	s := JobSummary{Total: len(j.cells), Running: -1}
-	for i, c := range j.cells {
+	s := JobSummary{Total: len(j.state.Cells), Running: -1}
+	for i, c := range j.state.Cells {
 		switch c.Status {
 		case CellPending:
 		case CellRunning:
@@ -134,14 +167,6 @@ func (j *Job) Summary() JobSummary {
 		}
 	}
 	return s
-}
-
-func (j *Job) update(fn func()) {
-	j.mu.Lock()
-	fn()
-	close(j.changed)
-	j.changed = make(chan struct{})
-	j.mu.Unlock()
 }
 
 // RunOptions configure a job.

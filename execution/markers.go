@@ -35,7 +35,7 @@ func (x *Executor) clearStaleRuns(path string) {
 	idle := x.kernelIdle(ctx, path)
 	var next time.Time
 	_, err := room.Apply(ctx, func(tx *ydoc.Txn, _ bridge.History, _ bool) error {
-		now := time.Now()
+		now := x.now()
 		next = time.Time{}
 		later := func(t time.Time) {
 			if next.IsZero() || t.Before(next) {
@@ -95,7 +95,7 @@ func (x *Executor) recheckAt(path string, t time.Time) {
 	x.rechecks[path] = true
 	x.mu.Unlock()
 	x.goTracked(func() {
-		timer := time.NewTimer(time.Until(t) + 100*time.Millisecond)
+		timer := time.NewTimer(t.Sub(x.now()) + 100*time.Millisecond)
 		defer timer.Stop()
 		select {
 		case <-x.life.Done():
