@@ -18,13 +18,28 @@ import (
 // messages nor the run marker's beat.
 
 // runJob runs a job's cells in order, on the notebook's kernel, and finishes the job.
-func (x *Executor) runJob(cj *clientJob, room *bridge.Room, opts RunOptions) {
+func (x *ClientEngine) runJob(cj *clientJob, room *bridge.Room, opts RunOptions) {
 	j := cj.job
 	ctx := x.life
-	defer x.retire(j)
+	var k *nbKernel
+	finished := false
+	// The kernel is let go and the job counted as finished before its waiters learn it is.
+	finish := func(fn func(*JobState)) {
+		if finished {
+			return
+		}
+		finished = true
+		if k != nil {
+			k.unlock(x.now())
+			k = nil
+		}
+		x.retire(j)
+		j.Finish(fn)
+	}
+	defer finish(func(s *JobState) { s.Status, s.Ended = JobFailed, x.now() }) // only if it did not finish (a panic)
 	k, note, err := x.acquire(ctx, room, opts.KernelName)
 	if err != nil {
-		j.Finish(func(s *JobState) {
+		finish(func(s *JobState) {
 			s.Status, s.Ended = JobFailed, x.now()
 			s.Note = "no kernel: " + err.Error()
 			for i := range s.Cells {
@@ -33,12 +48,11 @@ func (x *Executor) runJob(cj *clientJob, room *bridge.Room, opts RunOptions) {
 		})
 		return
 	}
-	defer func() { k.unlock(x.now()) }()
 	j.Update(func(s *JobState) { s.Status, s.Note, s.KernelID = JobRunning, note, k.session.KernelID })
 	var t tally
 	for i := range cj.cellIDs {
 		set := func(fn func(*CellRun)) { j.Update(func(s *JobState) { fn(&s.Cells[i]) }) }
-		if skip := t.before(cj.cancelled()); skip != nil {
+		if skip := t.before(cj.cancelled(), ctx.Err() != nil); skip != nil {
 			set(func(c *CellRun) { c.Status, c.Note = skip.Status, skip.Note })
 			continue
 		}
@@ -56,7 +70,7 @@ func (x *Executor) runJob(cj *clientJob, room *bridge.Room, opts RunOptions) {
 		set(func(c *CellRun) { *c = run })
 	}
 	status, jobNote := t.end()
-	j.Finish(func(s *JobState) { s.Status, s.Ended, s.Note = status, x.now(), joinNotes(s.Note, jobNote) })
+	finish(func(s *JobState) { s.Status, s.Ended, s.Note = status, x.now(), joinNotes(s.Note, jobNote) })
 }
 
 // tally decides, cell after cell, what a job's outcome is: pure bookkeeping over the cells'
@@ -69,11 +83,17 @@ type tally struct {
 }
 
 // before says whether the next cell is not run at all (and how it ends), or nil to run it.
-func (t *tally) before(cancelled bool) *CellRun {
+func (t *tally) before(cancelled, closing bool) *CellRun {
 	switch {
 	case cancelled:
 		t.final = JobCancelled
 		return &CellRun{Status: CellCancelled, Note: "cancelled before it ran"}
+	case closing:
+		if t.final == "" {
+			t.final = JobFailed
+		}
+		t.stopped = "not run: the sidecar is shutting down"
+		return &CellRun{Status: CellSkipped, Note: t.stopped}
 	case t.stopped != "":
 		return &CellRun{Status: CellSkipped, Note: t.stopped}
 	}
@@ -130,7 +150,7 @@ func (t *tally) end() (JobStatus, string) {
 }
 
 // runCell runs the i-th cell of a job and returns what became of it.
-func (x *Executor) runCell(ctx context.Context, cj *clientJob, i int, room *bridge.Room, k *nbKernel, stopOnError bool) CellRun {
+func (x *ClientEngine) runCell(ctx context.Context, cj *clientJob, i int, room *bridge.Room, k *nbKernel, stopOnError bool) CellRun {
 	id := cj.cellIDs[i]
 	skipped := func(idx int, note string) CellRun {
 		return CellRun{CellID: id, Index: idx, Status: CellSkipped, Note: note}
@@ -182,7 +202,7 @@ func cellInfo(ctx context.Context, room *bridge.Room, id string) (ydoc.Cell, int
 // written, no execution count). It waits until the code finished or ctx ends; code still
 // running then goes on in the kernel, its output no longer collected. The note says what the
 // caller must know about the kernel (it was replaced, it restarted).
-func (x *Executor) RunCode(ctx context.Context, path, code, kernelName string) (CellRun, string, error) {
+func (x *ClientEngine) RunCode(ctx context.Context, path, code, kernelName string) (CellRun, string, error) {
 	release, err := x.track()
 	if err != nil {
 		return CellRun{}, "", err
@@ -221,7 +241,7 @@ type runIO struct {
 // what comes back and the time, until the run is done. When ctx ends the machine is told to
 // stop (its last room write still gets its bounded wait). Every goroutine it starts has ended
 // when it returns.
-func (x *Executor) drive(ctx context.Context, m *machine, io *runIO) CellRun {
+func (x *ClientEngine) drive(ctx context.Context, m *machine, io *runIO) CellRun {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
@@ -260,7 +280,7 @@ func (x *Executor) drive(ctx context.Context, m *machine, io *runIO) CellRun {
 
 // driver carries out one machine's actions.
 type driver struct {
-	x      *Executor
+	x      *ClientEngine
 	m      *machine
 	io     *runIO
 	ctx    context.Context // ends when drive returns

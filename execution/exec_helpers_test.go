@@ -34,31 +34,31 @@ type execEnv struct {
 	srv *bridgetest.Server
 	ks  *bridgetest.Kernels
 	m   *bridge.Manager
-	x   *execution.Executor
+	x   *execution.ClientEngine
 	// stopRun ends Executor.Run and waits for it (idempotent).
 	stopRun func()
 }
 
 // newExecEnv starts an executor (with Run going) for a fake holding files; mod adjusts its
 // options.
-func newExecEnv(t *testing.T, files []bridgetest.File, mod func(*execution.ExecutorOptions)) *execEnv {
+func newExecEnv(t *testing.T, files []bridgetest.File, mod func(*execution.ClientOptions)) *execEnv {
 	t.Helper()
 	return newExecEnvWith(t, files, mod, nil)
 }
 
 // newExecEnvWith is newExecEnv with the manager's options adjusted too.
-func newExecEnvWith(t *testing.T, files []bridgetest.File, mod func(*execution.ExecutorOptions), modManager func(*bridge.ManagerOptions)) *execEnv {
+func newExecEnvWith(t *testing.T, files []bridgetest.File, mod func(*execution.ClientOptions), modManager func(*bridge.ManagerOptions)) *execEnv {
 	t.Helper()
 	srv := bridgetest.New(files...)
 	m := newManager(t, srv, modManager)
 	ks := bridgetest.NewKernels()
-	opts := execution.ExecutorOptions{Manager: m, Kernels: ks, Logger: fastOptions().Logger, Username: execUser, Heartbeat: heartbeat}
+	opts := execution.ClientOptions{Manager: m, Kernels: ks, Logger: fastOptions().Logger, Username: execUser, Heartbeat: heartbeat}
 	if mod != nil {
 		mod(&opts)
 	}
-	x, err := execution.NewExecutor(opts)
+	x, err := execution.NewClientEngine(opts)
 	if err != nil {
-		t.Fatalf("NewExecutor: %v", err)
+		t.Fatalf("NewClientEngine: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)

@@ -510,7 +510,7 @@ func TestExecOutputsSurviveAHumanClearingThem(t *testing.T) {
 // A kernel channel unused for ChannelIdle is closed (the server's culler ignores kernels with
 // connections); the next run reconnects to the same kernel, with no note.
 func TestExecIdleChannelIsClosed(t *testing.T) {
-	e := newExecEnv(t, oneNotebook(codeCell("c1", "print:x")), func(o *execution.ExecutorOptions) { o.ChannelIdle = 40 * time.Millisecond })
+	e := newExecEnv(t, oneNotebook(codeCell("c1", "print:x")), func(o *execution.ClientOptions) { o.ChannelIdle = 40 * time.Millisecond })
 	v := e.run(execPath, []string{"c1"}, execution.RunOptions{})
 	k := kernelOf(t, e.ks, execPath)
 	awaitKernels(t, e.ks, "the idle channel closed", func() bool { return e.ks.OpenChannels(k) == 0 })
@@ -945,7 +945,7 @@ func TestExecNoKernel(t *testing.T) {
 }
 
 func TestExecForgetsOldJobs(t *testing.T) {
-	e := newExecEnv(t, oneNotebook(codeCell("c1", "print:1")), func(o *execution.ExecutorOptions) { o.KeepJobs = 2 })
+	e := newExecEnv(t, oneNotebook(codeCell("c1", "print:1")), func(o *execution.ClientOptions) { o.KeepJobs = 2 })
 	var ids []string
 	for range 3 {
 		j := e.start(execPath, []string{"c1"}, execution.RunOptions{})
@@ -970,7 +970,7 @@ func TestExecForgetsOldJobs(t *testing.T) {
 	e2 := newExecEnv(t, execFiles(map[string][]ydoc.Cell{
 		execPath:  {codeCell("c1", "block:"+gateNever)},
 		otherPath: {codeCell("o1", "print:1")},
-	}), func(o *execution.ExecutorOptions) { o.KeepJobs = 1 })
+	}), func(o *execution.ClientOptions) { o.KeepJobs = 1 })
 	long := e2.start(execPath, []string{"c1"}, execution.RunOptions{})
 	for range 3 {
 		e2.run(otherPath, []string{"o1"}, execution.RunOptions{})

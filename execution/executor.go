@@ -2,345 +2,63 @@ package execution
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"fmt"
-	"slices"
-	"sort"
-	"sync"
-	"time"
-
-	"github.com/rs/zerolog"
-
-	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
-	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
-// ExecutorOptions configure an Executor. Zero values get defaults.
-type ExecutorOptions struct {
-	Manager *bridge.Manager
-	Kernels Kernels
-	Logger  zerolog.Logger
-	// Username marks our runs in the room (so a later sidecar can clean up after a crash).
-	Username string
-	// Heartbeat is how long a run may be silent before the kernel's liveness is checked (5s).
-	Heartbeat time.Duration
-	// KeepJobs bounds the finished jobs kept for polling (200).
-	KeepJobs int
-	// StaleRun is how long a run marker may go without a heartbeat before another sidecar
-	// takes the run for dead and resets its cell (60s; markers beat every third of it).
-	StaleRun time.Duration
-	// ChannelIdle closes a notebook's kernel channel unused for this long, so the server's
-	// culler can still stop the kernel (10m).
-	ChannelIdle time.Duration
-	// WriteWait bounds how long a run waits for the server to confirm one of its writes into
-	// the cell (5s). A write still unconfirmed then is in the replica and on its way; one the
-	// room could not take (it is reconnecting) is taken back and written again with what came
-	// since. The run goes on meanwhile either way.
-	WriteWait time.Duration
-	// Now is the clock (time.Now).
-	Now func() time.Time
+// Executor is how tools run cells, whatever runs them: start a job over cells of a notebook,
+// look a job up or cancel it, interrupt or restart the notebook's kernel, run scratch code. It
+// says nothing about how a cell gets to the kernel or how its outputs get into the notebook,
+// so one engine can replace another without any change to tools:
+//
+//   - ClientEngine (this package) is the kernel's client, as JupyterLab is with
+//     jupyter-collaboration: it sends execute requests over the kernel's websocket and writes the
+//     outputs into the room itself.
+//   - A server-side engine (jupyter-server-documents, where POST /api/kernels/{id}/execute makes
+//     the server run the cell and write its outputs into the document) implements the same
+//     methods: Start asks the server and records what it reports, and what the document shows,
+//     in a Job (NewJob, Job.Update, Job.Finish); Cancel and Interrupt go to the server.
+//
+// Results are plain values (Job, JobView, CellRun, KernelSession): tools render them. Methods
+// are safe for concurrent use. An implementation's lifecycle (Run, Close) belongs to whoever
+// wires it (cmd), not to this interface.
+type Executor interface {
+	// Start queues a job running cells (by id, in order) of the notebook at path and returns at
+	// once. Jobs on one notebook run one after the other.
+	Start(ctx context.Context, path string, cellIDs []string, opts RunOptions) (*Job, error)
+	// Job returns a job by id (ErrUnknownJob once it is forgotten).
+	Job(id string) (*Job, error)
+	// JobIDs returns the ids of the jobs kept (running and recently finished), newest first.
+	JobIDs() []string
+	// Cancel stops a job: cells not started are cancelled, the running one is interrupted once
+	// the kernel runs it. It returns at once (ErrUnknownJob for an unknown id); the job says
+	// when it ended.
+	Cancel(ctx context.Context, id string) (*Job, error)
+	// Interrupt interrupts the notebook's kernel, whatever it runs (ErrNoKernel without one).
+	Interrupt(ctx context.Context, path string) (KernelSession, error)
+	// Restart restarts the notebook's kernel; its state is lost (ErrNoKernel without one).
+	Restart(ctx context.Context, path string) (KernelSession, error)
+	// RunCode runs scratch code in the notebook's kernel without touching the notebook (no
+	// outputs written, the execution counter does not move), until it finished or ctx ends
+	// (then it goes on in the kernel, no longer watched). The note says what the caller must
+	// know about the kernel (it was replaced, it restarted).
+	RunCode(ctx context.Context, path, code, kernelName string) (run CellRun, note string, err error)
 }
 
-// Executor runs cells. Its methods are safe for concurrent use; jobs on one notebook run one
-// after the other, jobs on different notebooks in parallel.
-type Executor struct {
-	opts     ExecutorOptions
-	log      zerolog.Logger
-	instance string
-
-	life   context.Context
-	finish context.CancelFunc
-	wg     sync.WaitGroup
-
-	mu       sync.Mutex
-	closed   bool                 // Close began: nothing new starts
-	kernels  map[string]*nbKernel // notebook path → its kernel
-	jobs     map[string]*clientJob
-	finished []string        // ids of finished jobs, oldest first
-	rechecks map[string]bool // notebooks with a stale-run recheck scheduled
+// RunOptions configure a job.
+type RunOptions struct {
+	StopOnError bool
+	KernelName  string // override the notebook's kernelspec when a kernel must be started
+	// ForkID runs the cells of a fork of the notebook (outputs go into the fork), in the
+	// notebook's kernel.
+	ForkID string
 }
 
-// runMarkerKey is the state-map key recording our runs in progress: cell id → owner. The state
-// map is not saved to the file.
-const runMarkerKey = "jupyter_collab_mcp_runs"
+// Errors an Executor returns.
+var (
+	// ErrUnknownJob is returned for job ids the executor does not know (or no longer keeps).
+	ErrUnknownJob = errors.New("execution: unknown execution job")
+	// ErrNoKernel is returned when a notebook has no kernel session.
+	ErrNoKernel = errors.New("execution: the notebook has no running kernel")
+)
 
-// NewExecutor validates options. It starts nothing; Run does.
-func NewExecutor(opts ExecutorOptions) (*Executor, error) {
-	if opts.Manager == nil || opts.Kernels == nil {
-		return nil, errors.New("executor: manager and kernels are required")
-	}
-	if opts.Username == "" {
-		opts.Username = bridge.DefaultUser().Username
-	}
-	if opts.Heartbeat <= 0 {
-		opts.Heartbeat = 5 * time.Second
-	}
-	if opts.KeepJobs <= 0 {
-		opts.KeepJobs = 200
-	}
-	if opts.StaleRun <= 0 {
-		opts.StaleRun = 60 * time.Second
-	}
-	if opts.ChannelIdle <= 0 {
-		opts.ChannelIdle = 10 * time.Minute
-	}
-	if opts.WriteWait <= 0 {
-		opts.WriteWait = defaultWriteWait
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	life, finish := context.WithCancel(context.Background())
-	return &Executor{
-		opts: opts, log: opts.Logger.With().Str("component", "executor").Logger(), instance: hex.EncodeToString(b[:]),
-		life: life, finish: finish, kernels: map[string]*nbKernel{}, jobs: map[string]*clientJob{}, rechecks: map[string]bool{},
-	}, nil
-}
-
-// Run cleans up after earlier instances (cells left "running" by a sidecar that died mid-run)
-// whenever a notebook room syncs, and closes idle kernel channels, until ctx ends; then it stops
-// every job and closes kernel channels.
-func (x *Executor) Run(ctx context.Context) error {
-	defer x.Close()
-	sub := x.opts.Manager.Subscribe(256)
-	defer sub.Close()
-	idle := time.NewTicker(min(x.opts.ChannelIdle/4, 30*time.Second))
-	defer idle.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-x.life.Done():
-			return nil
-		case <-idle.C:
-			x.closeIdleChannels()
-		case e, ok := <-sub.C:
-			if !ok {
-				return nil
-			}
-			if e.Kind == bridge.EventSynced {
-				x.goTracked(func() { x.clearStaleRuns(e.Path) })
-			}
-		}
-	}
-}
-
-// track registers work Close must wait for; it fails once Close began.
-func (x *Executor) track() (func(), error) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.closed {
-		return nil, errors.New("execution: executor stopped")
-	}
-	x.wg.Add(1)
-	return x.wg.Done, nil
-}
-
-// goTracked runs fn in a goroutine Close waits for (nothing, once Close began).
-func (x *Executor) goTracked(fn func()) {
-	done, err := x.track()
-	if err != nil {
-		return
-	}
-	go func() {
-		defer done()
-		fn()
-	}()
-}
-
-// Close stops every job (the kernels keep running what they were given) and waits for them.
-func (x *Executor) Close() {
-	x.mu.Lock()
-	x.closed = true
-	x.mu.Unlock()
-	x.finish()
-	x.wg.Wait()
-	// Every holder of a kernel was tracked and has finished: the channels are ours.
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	for _, k := range x.kernels {
-		if k.ch != nil {
-			_ = k.ch.Close()
-			k.ch = nil
-		}
-	}
-}
-
-// ErrUnknownJob is returned for job ids the executor does not know (or no longer keeps).
-var ErrUnknownJob = errors.New("execution: unknown execution job")
-
-// clientJob is a job and what the executor keeps about it.
-type clientJob struct {
-	job        *Job
-	cellIDs    []string
-	cancelC    chan struct{} // closed by Cancel
-	cancelOnce sync.Once
-}
-
-func (cj *clientJob) cancelled() bool {
-	select {
-	case <-cj.cancelC:
-		return true
-	default:
-		return false
-	}
-}
-
-// now reads the executor's clock.
-func (x *Executor) now() time.Time { return x.opts.Now() }
-
-// Start queues a job running cells (by id, in order) of a notebook and returns at once.
-func (x *Executor) Start(ctx context.Context, path string, cellIDs []string, opts RunOptions) (*Job, error) {
-	release, err := x.track()
-	if err != nil {
-		return nil, err
-	}
-	started := false
-	defer func() {
-		if !started {
-			release()
-		}
-	}()
-	var room *bridge.Room
-	if opts.ForkID != "" {
-		room, err = x.opts.Manager.OpenFork(ctx, path, ydoc.KindNotebook, opts.ForkID)
-	} else {
-		room, err = x.opts.Manager.Open(ctx, path, ydoc.KindNotebook)
-	}
-	if err != nil {
-		return nil, err
-	}
-	var cells []CellRun
-	if err := room.View(ctx, func(d *ydoc.Doc) error {
-		ids := d.CellIDs()
-		for _, id := range cellIDs {
-			idx := -1
-			for i, c := range ids {
-				if c == id {
-					idx = i
-				}
-			}
-			cells = append(cells, CellRun{CellID: id, Index: idx, Status: CellPending})
-		}
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	cj := &clientJob{job: NewJob(newJobID(), room.Path(), cells, x.now()), cellIDs: slices.Clone(cellIDs), cancelC: make(chan struct{})}
-	x.mu.Lock()
-	x.jobs[cj.job.ID] = cj
-	x.mu.Unlock()
-	started = true
-	go func() {
-		defer release()
-		x.runJob(cj, room, opts)
-	}()
-	return cj.job, nil
-}
-
-func newJobID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return "job-" + hex.EncodeToString(b[:])
-}
-
-// retire counts a job as finished: the oldest finished jobs beyond KeepJobs are forgotten.
-func (x *Executor) retire(j *Job) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	x.finished = append(x.finished, j.ID)
-	for len(x.finished) > x.opts.KeepJobs {
-		delete(x.jobs, x.finished[0])
-		x.finished = x.finished[1:]
-	}
-}
-
-func (x *Executor) clientJob(id string) (*clientJob, error) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	cj, ok := x.jobs[id]
-	if !ok {
-		return nil, fmt.Errorf("%w %q (finished jobs are kept for a while, then forgotten)", ErrUnknownJob, id)
-	}
-	return cj, nil
-}
-
-// Job returns a job by id.
-func (x *Executor) Job(id string) (*Job, error) {
-	cj, err := x.clientJob(id)
-	if err != nil {
-		return nil, err
-	}
-	return cj.job, nil
-}
-
-// JobIDs returns the ids of the jobs the executor knows (running and recently finished), newest
-// first.
-func (x *Executor) JobIDs() []string {
-	x.mu.Lock()
-	jobs := make([]*Job, 0, len(x.jobs))
-	for _, cj := range x.jobs {
-		jobs = append(jobs, cj.job)
-	}
-	x.mu.Unlock()
-	sort.Slice(jobs, func(a, b int) bool { return jobs[a].Created.After(jobs[b].Created) })
-	ids := make([]string, len(jobs))
-	for i, j := range jobs {
-		ids[i] = j.ID
-	}
-	return ids
-}
-
-// Cancel stops a job: cells not started are cancelled, the running one is interrupted — as soon
-// as the kernel runs it, never before (until then the kernel may be running someone else's
-// cell). It returns at once; wait on the job to see it end.
-func (x *Executor) Cancel(_ context.Context, id string) (*Job, error) {
-	cj, err := x.clientJob(id)
-	if err != nil {
-		return nil, err
-	}
-	cj.cancelOnce.Do(func() { close(cj.cancelC) })
-	return cj.job, nil
-}
-
-// Interrupt interrupts the notebook's kernel (the human's runs too: it is their kernel).
-func (x *Executor) Interrupt(ctx context.Context, path string) (KernelSession, error) {
-	s, err := x.sessionFor(ctx, path)
-	if err != nil {
-		return s, err
-	}
-	return s, x.opts.Kernels.Interrupt(ctx, s.KernelID)
-}
-
-// Restart restarts the notebook's kernel; its state is lost.
-func (x *Executor) Restart(ctx context.Context, path string) (KernelSession, error) {
-	s, err := x.sessionFor(ctx, path)
-	if err != nil {
-		return s, err
-	}
-	return s, x.opts.Kernels.Restart(ctx, s.KernelID)
-}
-
-// ErrNoKernel is returned when a notebook has no kernel session.
-var ErrNoKernel = errors.New("execution: the notebook has no running kernel")
-
-func (x *Executor) sessionFor(ctx context.Context, path string) (KernelSession, error) {
-	path, err := bridge.CleanPath(path)
-	if err != nil {
-		return KernelSession{}, err
-	}
-	sessions, err := x.opts.Kernels.Sessions(ctx)
-	if err != nil {
-		return KernelSession{}, err
-	}
-	for _, s := range sessions {
-		if s.Path == path && s.KernelID != "" {
-			return s, nil
-		}
-	}
-	return KernelSession{}, fmt.Errorf("%s: %w", path, ErrNoKernel)
-}
+var _ Executor = (*ClientEngine)(nil)

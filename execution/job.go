@@ -168,12 +168,3 @@ func (j *Job) Summary() JobSummary {
 	}
 	return s
 }
-
-// RunOptions configure a job.
-type RunOptions struct {
-	StopOnError bool
-	KernelName  string // override the notebook's kernelspec when a kernel must be started
-	// ForkID runs the cells of a fork of the notebook (outputs go into the fork), in the
-	// notebook's kernel.
-	ForkID string
-}

@@ -60,7 +60,7 @@ func (k *nbKernel) restartedNote() string {
 
 // closeIdleChannels closes kernel channels nobody used for ChannelIdle: an open channel counts
 // as a connection, and jupyter-server does not cull connected kernels by default.
-func (x *Executor) closeIdleChannels() {
+func (x *ClientEngine) closeIdleChannels() {
 	x.mu.Lock()
 	ks := make([]*nbKernel, 0, len(x.kernels))
 	for _, k := range x.kernels {
@@ -83,7 +83,7 @@ func (x *Executor) closeIdleChannels() {
 // acquire returns the notebook's kernel, held for the caller (who unlocks it), with a live
 // channel: the session a human's tab uses if there is one (so state is shared), a new kernel if
 // the old one died or was culled (the note says so).
-func (x *Executor) acquire(ctx context.Context, room *bridge.Room, kernelName string) (*nbKernel, string, error) {
+func (x *ClientEngine) acquire(ctx context.Context, room *bridge.Room, kernelName string) (*nbKernel, string, error) {
 	path := room.Path()
 	x.mu.Lock()
 	k := x.kernels[path]
@@ -106,7 +106,7 @@ func (x *Executor) acquire(ctx context.Context, room *bridge.Room, kernelName st
 // ensureChannel gives the held kernel a live channel. probe asks the server whether a kernel
 // that looks fine is still there (a kernel can die silently between jobs); only a 404 or a
 // "dead" state count as gone — a server hiccup is not a death.
-func (x *Executor) ensureChannel(ctx context.Context, room *bridge.Room, k *nbKernel, kernelName string, probe bool) (string, error) {
+func (x *ClientEngine) ensureChannel(ctx context.Context, room *bridge.Room, k *nbKernel, kernelName string, probe bool) (string, error) {
 	path := room.Path()
 	note := k.note
 	k.note = ""

@@ -11,7 +11,7 @@ import (
 // clearStaleRuns resets cells that another sidecar (or an earlier instance of this one) marked
 // running and stopped beating for: it died mid-run. Markers still beating are looked at again
 // when they would go stale.
-func (x *Executor) clearStaleRuns(path string) {
+func (x *ClientEngine) clearStaleRuns(path string) {
 	room := x.opts.Manager.Get(path, ydoc.KindNotebook)
 	if room == nil {
 		return
@@ -86,7 +86,7 @@ func (x *Executor) clearStaleRuns(path string) {
 }
 
 // recheckAt looks at a notebook's run markers again at t (one pending recheck per notebook).
-func (x *Executor) recheckAt(path string, t time.Time) {
+func (x *ClientEngine) recheckAt(path string, t time.Time) {
 	x.mu.Lock()
 	if x.rechecks[path] {
 		x.mu.Unlock()
@@ -115,7 +115,7 @@ const markerSettle = 5 * time.Second
 
 // kernelIdle reports whether the notebook's kernel runs nothing (or there is none); false when
 // the server cannot say.
-func (x *Executor) kernelIdle(ctx context.Context, path string) bool {
+func (x *ClientEngine) kernelIdle(ctx context.Context, path string) bool {
 	sessions, err := x.opts.Kernels.Sessions(ctx)
 	if err != nil {
 		return false

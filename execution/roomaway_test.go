@@ -46,6 +46,17 @@ func stillRunning(t *testing.T, j *execution.Job, d time.Duration, why string) {
 	}
 }
 
+// awaitAway waits until the sidecar's room of execPath knows its connection is gone (until then
+// a write lands in the replica and is on its way, which is not what these tests are about).
+func awaitAway(t *testing.T, e *execEnv) {
+	t.Helper()
+	room := e.m.Get(execPath, ydoc.KindNotebook)
+	if room == nil {
+		t.Fatalf("no room for %s", execPath)
+	}
+	eventually(t, "the room to notice it is disconnected", func() bool { return room.Info().Status != bridge.StatusSynced })
+}
+
 func TestExecRoomAwayMidRun(t *testing.T) {
 	for name, tc := range map[string]struct {
 		resetAfter time.Duration // the room rebuilds its replica when away longer than this
@@ -57,13 +68,14 @@ func TestExecRoomAwayMidRun(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := newExecEnvWith(t, oneNotebook(staleCell("c1", "print:a\nblock:g1\nprint:b\nprint:c\nblock:g2\nresult:42")),
-				func(o *execution.ExecutorOptions) { o.WriteWait = 30 * time.Millisecond },
+				func(o *execution.ClientOptions) { o.WriteWait = 30 * time.Millisecond },
 				func(o *bridge.ManagerOptions) { o.Room.ResetAfter = tc.resetAfter })
 			j := e.start(execPath, []string{"c1"}, execution.RunOptions{})
 			awaitGate(t, e.ks, "g1", 1)
 			awaitCell(t, e.srv, execPath, "c1", "showing the first output", func(c ydoc.Cell) bool { return streamText(c.Outputs) == "a\n" })
 
 			tc.away(e.srv)
+			awaitAway(t, e)
 			e.ks.Release("g1")
 			// The kernel goes on; its outputs reach the run while the room cannot take them.
 			awaitJobCell(t, j, "c1", "holding the outputs made while the room was away", func(c execution.CellRun) bool {
@@ -105,7 +117,7 @@ func TestExecRoomAwayMidRun(t *testing.T) {
 func TestExecUnconfirmedWritesDoNotStallTheRun(t *testing.T) {
 	const staleRun = 600 * time.Millisecond // beats every 200 ms
 	e := newExecEnvWith(t, oneNotebook(codeCell("c1", "print:a\nblock:g\nprint:b\nblock:g2")),
-		func(o *execution.ExecutorOptions) { o.WriteWait = 50 * time.Millisecond; o.StaleRun = staleRun },
+		func(o *execution.ClientOptions) { o.WriteWait = 50 * time.Millisecond; o.StaleRun = staleRun },
 		func(o *bridge.ManagerOptions) { o.Room.ResyncInterval = time.Minute })
 	j := e.start(execPath, []string{"c1"}, execution.RunOptions{})
 	awaitGate(t, e.ks, "g", 1)
@@ -139,11 +151,12 @@ func TestExecUnconfirmedWritesDoNotStallTheRun(t *testing.T) {
 // kernel before its reset (count cleared, [*]) is in the room; it runs once the room is back.
 func TestExecCellWaitsForItsRoomBeforeItRuns(t *testing.T) {
 	e := newExecEnvWith(t, oneNotebook(codeCell("c1", "print:one"), staleCell("c2", "print:two")),
-		func(o *execution.ExecutorOptions) { o.WriteWait = 30 * time.Millisecond }, nil)
+		func(o *execution.ClientOptions) { o.WriteWait = 30 * time.Millisecond }, nil)
 	if _, err := e.m.Open(ctxT(t), execPath, ydoc.KindNotebook); err != nil {
 		t.Fatal(err)
 	}
 	e.srv.Down()
+	awaitAway(t, e)
 	j := e.start(execPath, []string{"c1", "c2"}, execution.RunOptions{})
 	stillRunning(t, j, 150*time.Millisecond, "while its room was away")
 	if k := e.ks.KernelFor(execPath); k != "" && e.ks.Received(k) != 0 {
@@ -161,11 +174,12 @@ func TestExecCellWaitsForItsRoomBeforeItRuns(t *testing.T) {
 // Cancelled while it waits for its room: nothing runs.
 func TestExecCancelWhileTheRoomIsAway(t *testing.T) {
 	e := newExecEnvWith(t, oneNotebook(staleCell("c1", "print:one")),
-		func(o *execution.ExecutorOptions) { o.WriteWait = 30 * time.Millisecond }, nil)
+		func(o *execution.ClientOptions) { o.WriteWait = 30 * time.Millisecond }, nil)
 	if _, err := e.m.Open(ctxT(t), execPath, ydoc.KindNotebook); err != nil {
 		t.Fatal(err)
 	}
 	e.srv.Down()
+	awaitAway(t, e)
 	j := e.start(execPath, []string{"c1"}, execution.RunOptions{})
 	stillRunning(t, j, 100*time.Millisecond, "while its room was away")
 	if _, err := e.x.Cancel(ctxT(t), j.ID); err != nil {

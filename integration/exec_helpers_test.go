@@ -21,7 +21,7 @@ import (
 type agent struct {
 	t        testing.TB
 	sc       *sidecar
-	executor *execution.Executor
+	executor *execution.ClientEngine
 	client   *client.Client
 }
 
@@ -34,7 +34,7 @@ func newAgent(t testing.TB, s *JupyterServer) *agent {
 func newAgentWith(t testing.TB, s *JupyterServer, manager func(*bridge.ManagerOptions), server func(*tools.Options)) *agent {
 	t.Helper()
 	sc := newSidecar(t, s, manager)
-	x, err := execution.NewExecutor(execution.ExecutorOptions{Manager: sc.manager, Kernels: jupyterserver.Kernels{C: sc.client, Username: "jupyter-collab-mcp"}, Logger: testLogger(t), Username: "jupyter-collab-mcp"})
+	x, err := execution.NewClientEngine(execution.ClientOptions{Manager: sc.manager, Kernels: jupyterserver.Kernels{C: sc.client, Username: "jupyter-collab-mcp"}, Logger: testLogger(t), Username: "jupyter-collab-mcp"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -163,7 +163,7 @@ func (a execArgs) timeout(def int) time.Duration {
 	return time.Duration(def) * time.Second
 }
 
-func (s *Server) executor() (*execution.Executor, error) {
+func (s *Server) executor() (execution.Executor, error) {
 	if s.opts.Executor == nil {
 		return nil, failf("execution is not available on this server")
 	}
@@ -195,7 +195,7 @@ func (s *Server) batchExecute(ctx context.Context, raw map[string]any) (result, 
 }
 
 // runAndWait starts a job and waits for it (sending progress), up to the timeout.
-func (s *Server) runAndWait(ctx context.Context, x *execution.Executor, path string, ids []string, args execArgs) (result, error) {
+func (s *Server) runAndWait(ctx context.Context, x execution.Executor, path string, ids []string, args execArgs) (result, error) {
 	job, err := x.Start(ctx, path, ids, execution.RunOptions{StopOnError: boolOr(args.StopOnError, true), KernelName: args.KernelName, ForkID: forkFrom(ctx)})
 	if err != nil {
 		return result{}, err

@@ -31,7 +31,7 @@ const xPath = "run.ipynb"
 type xenv struct {
 	*env
 	ks *bridgetest.Kernels
-	x  *execution.Executor
+	x  *execution.ClientEngine
 }
 
 // newXEnv starts the tools with an executor (Run going, stopped when the test ends) over a
@@ -39,13 +39,13 @@ type xenv struct {
 func newXEnv(t *testing.T, files []bridgetest.File) *xenv {
 	t.Helper()
 	ks := bridgetest.NewKernels()
-	var x *execution.Executor
+	var x *execution.ClientEngine
 	withExecutor := func(o *tools.Options) {
-		ex, err := execution.NewExecutor(execution.ExecutorOptions{
+		ex, err := execution.NewClientEngine(execution.ClientOptions{
 			Manager: o.Manager, Kernels: ks, Logger: zerolog.Nop(), Username: "agent", Heartbeat: 20 * time.Millisecond,
 		})
 		if err != nil {
-			t.Fatalf("NewExecutor: %v", err)
+			t.Fatalf("NewClientEngine: %v", err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})

@@ -26,7 +26,7 @@ import (
 type Options struct {
 	Manager *bridge.Manager
 	// Executor runs cells; nil leaves the execution tools out.
-	Executor *execution.Executor
+	Executor execution.Executor
 	Logger   zerolog.Logger
 	Version  string
 	// CallTimeout bounds one tool call (default 2 min).

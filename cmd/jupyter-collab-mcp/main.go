@@ -86,7 +86,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if err != nil {
 		return err
 	}
-	executor, err := execution.NewExecutor(execution.ExecutorOptions{
+	executor, err := execution.NewClientEngine(execution.ClientOptions{
 		Manager:  manager,
 		Kernels:  jupyterserver.Kernels{C: client, Username: cfg.AgentUsername, Server: &server},
 		Logger:   log,
