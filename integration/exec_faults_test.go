@@ -3,18 +3,24 @@
 package integration
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 )
 
 // Faults around execution against a real kernel: a restart through the REST API while a cell
 // runs (the server sends no "restarting" status then, and the request never gets a reply), a
-// cell that kills its own kernel (it must not run twice), and a second sidecar joining while
-// the first one runs a cell (it must not reset the live run).
+// cell that kills its own kernel (it must not run twice), a second sidecar joining while the
+// first one runs a cell (it must not reset the live run), and the sidecar's room cut off while
+// a cell runs (the run must not stall, and nothing may be lost or doubled).
 
 func insertNoExec(t *testing.T, a *agent, name string, cells ...map[string]any) {
 	t.Helper()
@@ -126,4 +132,152 @@ func TestExecuteSecondSidecarKeepsALiveRun(t *testing.T) {
 	if _, err := p.WaitFor(ctx, `nb.cells[0].execution_state === 'idle' && nb.cells[0].execution_count !== null`, 10000); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// roomGate passes the sidecar's room traffic to the real server until the test cuts it: Cut
+// drops every room websocket and makes new joins fail as an unreachable server would, until
+// Restore. The kernels' REST calls and websockets do not go through it: the kernel goes on.
+type roomGate struct {
+	bridge.Server
+	mu    sync.Mutex
+	cut   bool
+	conns []bridge.Conn
+}
+
+var errRoomsCut = errors.New("test: room traffic cut")
+
+func (g *roomGate) OpenDocSession(ctx context.Context, path, format, docType string) (bridge.DocSession, error) {
+	g.mu.Lock()
+	cut := g.cut
+	g.mu.Unlock()
+	if cut {
+		return bridge.DocSession{}, errRoomsCut
+	}
+	return g.Server.OpenDocSession(ctx, path, format, docType)
+}
+
+func (g *roomGate) DialRoom(ctx context.Context, roomID, sessionID string) (bridge.Conn, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.cut {
+		return nil, errRoomsCut
+	}
+	c, err := g.Server.DialRoom(ctx, roomID, sessionID)
+	if err == nil {
+		g.conns = append(g.conns, c)
+	}
+	return c, err
+}
+
+// Engine passes the wrapped server's engine on.
+func (g *roomGate) Engine(ctx context.Context) (bridge.Engine, error) {
+	if es, ok := g.Server.(bridge.EngineServer); ok {
+		return es.Engine(ctx)
+	}
+	return bridge.Engine{Name: "jupyter-collaboration"}, nil
+}
+
+// Cut drops the room websockets and refuses new ones.
+func (g *roomGate) Cut() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.cut = true
+	for _, c := range g.conns {
+		_ = c.Close()
+	}
+	g.conns = nil
+}
+
+// Restore lets the rooms reconnect.
+func (g *roomGate) Restore() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.cut = false
+}
+
+// The sidecar's room is cut off while a cell runs (issue 15, item 6): the kernel goes on, its
+// outputs accumulate in the run, and once the room is back an independent Yjs peer sees every
+// output exactly once, the count, idle, and no run marker left.
+func TestExecuteAcrossARoomOutage(t *testing.T) {
+	requireAgentExecution(t, shared)
+	ctx := ctxT(t, 3*time.Minute)
+	name := uniqueName(t, ".ipynb")
+	if err := shared.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {
+		t.Fatal(err)
+	}
+	var gate *roomGate
+	a := newAgentWith(t, shared, func(o *bridge.ManagerOptions) {
+		gate = &roomGate{Server: o.Server}
+		o.Server = gate
+		o.Room.MaxBackoff = 200 * time.Millisecond
+	}, nil)
+	insertNoExec(t, a, name, map[string]any{"id": "ticks", "content": "import time\nfor i in range(8):\n    print(i, flush=True)\n    time.sleep(0.4)\n'done'"})
+	p := newPeer(t)
+	if err := p.Connect(ctx, shared, name, "notebook"); err != nil {
+		t.Fatal(err)
+	}
+	out := a.ok(ctx, "execute_notebook_cell", map[string]any{"path": name, "cell_id": "ticks", "wait": false})
+	jobID := out["job_id"].(string)
+	if _, err := p.WaitFor(ctx, `nb.cells[0].execution_state === 'running' && nb.cells[0].outputs.length > 0`, 30000); err != nil {
+		t.Fatal(err)
+	}
+	gate.Cut()
+	job, err := a.executor.Job(jobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The run keeps collecting what the kernel prints while its room is away.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		v := job.View()
+		if text := runStreamText(v.Cells[0].Outputs); strings.Contains(text, "4\n") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run stopped collecting outputs while its room was away: %+v", v.Cells[0])
+		}
+		select {
+		case <-job.Changed():
+		case <-time.After(time.Second):
+		}
+	}
+	if snap := mustSnapshot(t, ctx, p); strings.Contains(runStreamText(snap.Cells[0].Outputs), "4\n") {
+		t.Fatalf("the peer saw output written while the sidecar's room was cut: %v", snap.Cells[0].Outputs)
+	}
+	gate.Restore()
+	out = a.ok(ctx, "get_execution", map[string]any{"job_id": jobID, "timeout": 60})
+	if out["status"] != "completed" {
+		t.Fatalf("the run after the room came back: %v", out)
+	}
+	snap, err := p.WaitFor(ctx, `nb.cells[0].execution_state === 'idle' && nb.cells[0].execution_count !== null`, 30000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := snap.Cells[0]
+	if got, want := runStreamText(c.Outputs), "0\n1\n2\n3\n4\n5\n6\n7\n"; got != want {
+		t.Errorf("the peer's cell prints %q, want %q: every output exactly once", got, want)
+	}
+	if n := len(c.Outputs); n != 2 || c.Outputs[1]["output_type"] != "execute_result" {
+		t.Errorf("the peer's cell holds %d outputs %v, want one stream and the result", n, c.Outputs)
+	}
+	if runs, _ := snap.State["jupyter_collab_mcp_runs"].(map[string]any); len(runs) > 0 {
+		t.Errorf("run markers left: %v", runs)
+	}
+}
+
+// runStreamText concatenates the text of the stream outputs.
+func runStreamText(outs []map[string]any) string {
+	var b strings.Builder
+	for _, o := range outs {
+		if o["output_type"] == "stream" {
+			switch t := o["text"].(type) {
+			case string:
+				b.WriteString(t)
+			case []any:
+				for _, s := range t {
+					fmt.Fprint(&b, s)
+				}
+			}
+		}
+	}
+	return b.String()
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/jupyterserver"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/tools"
 )
 
@@ -20,7 +21,7 @@ import (
 type agent struct {
 	t        testing.TB
 	sc       *sidecar
-	executor *bridge.Executor
+	executor *execution.ClientEngine
 	client   *client.Client
 }
 
@@ -33,7 +34,7 @@ func newAgent(t testing.TB, s *JupyterServer) *agent {
 func newAgentWith(t testing.TB, s *JupyterServer, manager func(*bridge.ManagerOptions), server func(*tools.Options)) *agent {
 	t.Helper()
 	sc := newSidecar(t, s, manager)
-	x, err := bridge.NewExecutor(bridge.ExecutorOptions{Manager: sc.manager, Kernels: jupyterserver.Kernels{C: sc.client, Username: "jupyter-collab-mcp"}, Logger: testLogger(t), Username: "jupyter-collab-mcp"})
+	x, err := execution.NewClientEngine(execution.ClientOptions{Manager: sc.manager, Kernels: jupyterserver.Kernels{C: sc.client, Username: "jupyter-collab-mcp"}, Logger: testLogger(t), Username: "jupyter-collab-mcp"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -162,7 +163,7 @@ func (a execArgs) timeout(def int) time.Duration {
 	return time.Duration(def) * time.Second
 }
 
-func (s *Server) executor() (*bridge.Executor, error) {
+func (s *Server) executor() (execution.Executor, error) {
 	if s.opts.Executor == nil {
 		return nil, failf("execution is not available on this server")
 	}
@@ -194,8 +195,8 @@ func (s *Server) batchExecute(ctx context.Context, raw map[string]any) (result, 
 }
 
 // runAndWait starts a job and waits for it (sending progress), up to the timeout.
-func (s *Server) runAndWait(ctx context.Context, x *bridge.Executor, path string, ids []string, args execArgs) (result, error) {
-	job, err := x.Start(ctx, path, ids, bridge.RunOptions{StopOnError: boolOr(args.StopOnError, true), KernelName: args.KernelName, ForkID: forkFrom(ctx)})
+func (s *Server) runAndWait(ctx context.Context, x execution.Executor, path string, ids []string, args execArgs) (result, error) {
+	job, err := x.Start(ctx, path, ids, execution.RunOptions{StopOnError: boolOr(args.StopOnError, true), KernelName: args.KernelName, ForkID: forkFrom(ctx)})
 	if err != nil {
 		return result{}, err
 	}
@@ -205,7 +206,7 @@ func (s *Server) runAndWait(ctx context.Context, x *bridge.Executor, path string
 	return s.waitJob(ctx, job, args.timeout(30), args.render())
 }
 
-func (s *Server) waitJob(ctx context.Context, job *bridge.Job, wait time.Duration, r renderOpts) (result, error) {
+func (s *Server) waitJob(ctx context.Context, job *execution.Job, wait time.Duration, r renderOpts) (result, error) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	progress := newProgress(ctx)
@@ -271,7 +272,7 @@ func (s *Server) cancelExecution(ctx context.Context, raw map[string]any) (resul
 	}
 	job, err := x.Cancel(ctx, args.JobID)
 	if err != nil {
-		if errors.Is(err, bridge.ErrUnknownJob) {
+		if errors.Is(err, execution.ErrUnknownJob) {
 			return result{}, invalid([]any{"job_id"}, "%v", err)
 		}
 		return result{}, err
@@ -289,7 +290,7 @@ func (s *Server) kernelAction(action string) func(context.Context, map[string]an
 		if err != nil {
 			return result{}, err
 		}
-		var ks bridge.KernelSession
+		var ks execution.KernelSession
 		note := ""
 		if action == "interrupt" {
 			ks, err = x.Interrupt(ctx, args.Path)
@@ -347,14 +348,14 @@ type renderOpts struct {
 }
 
 // jobResult renders a job for the model; images go to extra content.
-func (s *Server) jobResult(v bridge.JobView, r renderOpts, note string) result {
+func (s *Server) jobResult(v execution.JobView, r renderOpts, note string) result {
 	var extra []mcp.Content
 	cells := make([]map[string]any, 0, len(v.Cells))
 	budget := 0 // bytes of images attached
 	for _, c := range v.Cells {
 		cells = append(cells, renderRun(c, r, &extra, &budget))
 	}
-	out := map[string]any{"job_id": v.ID, "path": v.Path, "status": v.Status, "cells": cells}
+	out := map[string]any{"job_id": v.ID, "path": v.Path, "status": string(v.Status), "cells": cells}
 	if !v.Ended.IsZero() {
 		out["elapsed_ms"] = v.Ended.Sub(v.Created).Milliseconds()
 	} else {
@@ -377,8 +378,8 @@ func joinNote(a, b string) string {
 }
 
 // renderRun renders one cell's run; image outputs become image content in extra.
-func renderRun(c bridge.CellRun, r renderOpts, extra *[]mcp.Content, budget *int) map[string]any {
-	out := map[string]any{"cell_id": c.CellID, "index": c.Index, "status": c.Status}
+func renderRun(c execution.CellRun, r renderOpts, extra *[]mcp.Content, budget *int) map[string]any {
+	out := map[string]any{"cell_id": c.CellID, "index": c.Index, "status": string(c.Status)}
 	if c.ExecutionCount != nil {
 		out["execution_count"] = *c.ExecutionCount
 	}
@@ -445,7 +446,7 @@ func newProgress(ctx context.Context) *progress {
 	return &progress{ctx: ctx, token: token, value: -1}
 }
 
-func (p *progress) report(job *bridge.Job, elapsed time.Duration, tick bool) {
+func (p *progress) report(job *execution.Job, elapsed time.Duration, tick bool) {
 	if p.token == nil || (!tick && time.Since(p.last) < 250*time.Millisecond) {
 		return
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/rs/zerolog"
 
-	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/tools"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
@@ -31,7 +31,7 @@ const xPath = "run.ipynb"
 type xenv struct {
 	*env
 	ks *bridgetest.Kernels
-	x  *bridge.Executor
+	x  *execution.ClientEngine
 }
 
 // newXEnv starts the tools with an executor (Run going, stopped when the test ends) over a
@@ -39,13 +39,13 @@ type xenv struct {
 func newXEnv(t *testing.T, files []bridgetest.File) *xenv {
 	t.Helper()
 	ks := bridgetest.NewKernels()
-	var x *bridge.Executor
+	var x *execution.ClientEngine
 	withExecutor := func(o *tools.Options) {
-		ex, err := bridge.NewExecutor(bridge.ExecutorOptions{
+		ex, err := execution.NewClientEngine(execution.ClientOptions{
 			Manager: o.Manager, Kernels: ks, Logger: zerolog.Nop(), Username: "agent", Heartbeat: 20 * time.Millisecond,
 		})
 		if err != nil {
-			t.Fatalf("NewExecutor: %v", err)
+			t.Fatalf("NewClientEngine: %v", err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -301,7 +301,7 @@ func TestExecCancelExecution(t *testing.T) {
 	e.awaitGate("h")
 	k := e.kernel()
 	// A job queued behind it: cancelled, nothing to interrupt.
-	queued, err := e.x.Start(ctxT(t), xPath, []string{"q1"}, bridge.RunOptions{})
+	queued, err := e.x.Start(ctxT(t), xPath, []string{"q1"}, execution.RunOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,13 +19,14 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
 )
 
 // Options configure the MCP server.
 type Options struct {
 	Manager *bridge.Manager
 	// Executor runs cells; nil leaves the execution tools out.
-	Executor *bridge.Executor
+	Executor execution.Executor
 	Logger   zerolog.Logger
 	Version  string
 	// CallTimeout bounds one tool call (default 2 min).

@@ -1,9 +1,9 @@
 package bridgetest
 
 // A scriptable in-memory fake of jupyter-server's kernel sessions and kernels, implementing
-// bridge.Kernels for tests of the executor. It starts no goroutines: a request advances through
-// its script when its RunningCode.Next is called, so what a kernel does is decided by the code
-// it is sent and by the test controls below, never by a scheduler.
+// execution.Kernels for tests of package execution. It starts no goroutines: a request advances
+// through its script when its RunningCode.Next is called, so what a kernel does is decided by
+// the code it is sent and by the test controls below, never by a scheduler.
 //
 // The code a request runs is a tiny script, one command per line (blank lines and lines that
 // are not commands produce no output, like `x = 1`):
@@ -28,7 +28,7 @@ package bridgetest
 // (with an execution_count that moves only when store_history is set), iopub status idle.
 //
 // Test controls simulate a kernel that dies (KernelState "dead" or a 404, channels closing),
-// a server-side restart (a bridge.MsgKernelRestarting message on channel "server" to the
+// a server-side restart (a execution.MsgKernelRestarting message on channel "server" to the
 // requests in flight, Restarts() moving on every open channel, the requests the old process had
 // not begun delivered to the new one, late, or lost), and a silent kernel (requests are
 // received but nothing comes back). Counters say how many requests each kernel received and
@@ -50,7 +50,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
 )
 
 // Kernels is the fake. Create it with NewKernels. Every method is safe for concurrent use.
@@ -110,45 +110,45 @@ func NewKernels() *Kernels {
 	}
 }
 
-var _ bridge.Kernels = (*Kernels)(nil)
+var _ execution.Kernels = (*Kernels)(nil)
 
-// ---- bridge.Kernels ----
+// ---- execution.Kernels ----
 
-// Sessions implements bridge.Kernels: the sessions in path order, with their kernel's state.
-func (ks *Kernels) Sessions(ctx context.Context) ([]bridge.KernelSession, error) {
+// Sessions implements execution.Kernels: the sessions in path order, with their kernel's state.
+func (ks *Kernels) Sessions(ctx context.Context) ([]execution.KernelSession, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
-	out := make([]bridge.KernelSession, 0, len(ks.sessions))
+	out := make([]execution.KernelSession, 0, len(ks.sessions))
 	for _, s := range ks.sessions {
 		out = append(out, ks.sessionLocked(s))
 	}
-	slices.SortFunc(out, func(a, b bridge.KernelSession) int { return strings.Compare(a.Path, b.Path) })
+	slices.SortFunc(out, func(a, b execution.KernelSession) int { return strings.Compare(a.Path, b.Path) })
 	return out, nil
 }
 
-func (ks *Kernels) sessionLocked(s *kernelSession) bridge.KernelSession {
-	out := bridge.KernelSession{ID: s.id, Path: s.path, KernelID: s.kernelID}
+func (ks *Kernels) sessionLocked(s *kernelSession) execution.KernelSession {
+	out := execution.KernelSession{ID: s.id, Path: s.path, KernelID: s.kernelID}
 	if k := ks.kernels[s.kernelID]; k != nil {
 		out.KernelName, out.State = k.name, k.stateLocked()
 	}
 	return out
 }
 
-// StartSession implements bridge.Kernels: get-or-create by path, like POST /api/sessions. A
+// StartSession implements execution.Kernels: get-or-create by path, like POST /api/sessions. A
 // session whose kernel is dead or gone gets a new kernel.
-func (ks *Kernels) StartSession(ctx context.Context, path, kernelName string) (bridge.KernelSession, error) {
+func (ks *Kernels) StartSession(ctx context.Context, path, kernelName string) (execution.KernelSession, error) {
 	if err := ctx.Err(); err != nil {
-		return bridge.KernelSession{}, err
+		return execution.KernelSession{}, err
 	}
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
 	defer ks.bumpLocked()
 	ks.starts = append(ks.starts, StartCall{Path: path, KernelName: kernelName})
 	if ks.startErr != nil {
-		return bridge.KernelSession{}, ks.startErr
+		return execution.KernelSession{}, ks.startErr
 	}
 	s := ks.sessions[path]
 	if s != nil {
@@ -170,7 +170,7 @@ func (ks *Kernels) StartSession(ctx context.Context, path, kernelName string) (b
 	return ks.sessionLocked(s), nil
 }
 
-// KernelState implements bridge.Kernels: "dead" for a dead kernel, a 404 *Error for one that
+// KernelState implements execution.Kernels: "dead" for a dead kernel, a 404 *Error for one that
 // is gone, "busy" while a request runs, else "idle".
 func (ks *Kernels) KernelState(ctx context.Context, id string) (string, error) {
 	if err := ctx.Err(); err != nil {
@@ -190,7 +190,7 @@ func (ks *Kernels) KernelState(ctx context.Context, id string) (string, error) {
 	return k.stateLocked(), nil
 }
 
-// Interrupt implements bridge.Kernels: a request waiting (sleep, block) ends with
+// Interrupt implements execution.Kernels: a request waiting (sleep, block) ends with
 // KeyboardInterrupt.
 func (ks *Kernels) Interrupt(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
@@ -207,7 +207,7 @@ func (ks *Kernels) Interrupt(ctx context.Context, id string) error {
 	return nil
 }
 
-// Restart implements bridge.Kernels (POST /api/kernels/{id}/restart): see RestartKernel.
+// Restart implements execution.Kernels (POST /api/kernels/{id}/restart): see RestartKernel.
 func (ks *Kernels) Restart(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -222,8 +222,8 @@ func (ks *Kernels) Restart(ctx context.Context, id string) error {
 	return nil
 }
 
-// Connect implements bridge.Kernels.
-func (ks *Kernels) Connect(ctx context.Context, id string) (bridge.KernelChannel, error) {
+// Connect implements execution.Kernels.
+func (ks *Kernels) Connect(ctx context.Context, id string) (execution.KernelChannel, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -316,7 +316,7 @@ type KernelRestartOptions struct {
 }
 
 // RestartKernel restarts a kernel as jupyter-server does when it died (or on POST restart):
-// every request in flight gets a bridge.MsgKernelRestarting message on channel "server", the
+// every request in flight gets a execution.MsgKernelRestarting message on channel "server", the
 // Restarts() of every open channel moves, the execution counter starts again and a silenced
 // kernel speaks again (a new process).
 func (ks *Kernels) RestartKernel(id string, opts KernelRestartOptions) {
@@ -338,7 +338,7 @@ func (ks *Kernels) restartLocked(k *kernel, opts KernelRestartOptions) {
 	}
 	now := time.Now()
 	for _, r := range k.running {
-		r.queue = append(r.queue, bridge.KernelMsg{Channel: "server", Type: bridge.MsgKernelRestarting, Content: json.RawMessage(`{}`)})
+		r.queue = append(r.queue, execution.KernelMsg{Channel: "server", Type: execution.MsgKernelRestarting, Content: json.RawMessage(`{}`)})
 		if r.started {
 			continue // its process is gone: nothing more will come
 		}
@@ -534,7 +534,7 @@ func (ks *Kernels) bumpLocked() {
 
 // ---- KernelChannel ----
 
-// KernelChannel is one connection to a fake kernel, implementing bridge.KernelChannel.
+// KernelChannel is one connection to a fake kernel, implementing execution.KernelChannel.
 type KernelChannel struct {
 	ks       *Kernels
 	k        *kernel
@@ -543,11 +543,11 @@ type KernelChannel struct {
 	done     chan struct{}
 }
 
-var _ bridge.KernelChannel = (*KernelChannel)(nil)
+var _ execution.KernelChannel = (*KernelChannel)(nil)
 
-// Execute implements bridge.KernelChannel: the kernel receives the request (it begins it
+// Execute implements execution.KernelChannel: the kernel receives the request (it begins it
 // when the request's Next is first called, unless the kernel is silent).
-func (c *KernelChannel) Execute(ctx context.Context, code string, storeHistory, stopOnError bool, metadata map[string]any) (bridge.RunningCode, error) {
+func (c *KernelChannel) Execute(ctx context.Context, code string, storeHistory, stopOnError bool, metadata map[string]any) (execution.RunningCode, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -577,7 +577,7 @@ func (c *KernelChannel) Execute(ctx context.Context, code string, storeHistory, 
 	return r, nil
 }
 
-// KernelInfo implements bridge.KernelChannel: it answers once the kernel is alive and speaking
+// KernelInfo implements execution.KernelChannel: it answers once the kernel is alive and speaking
 // and every request sent on this channel before has begun (or was lost in a restart), as the
 // in-order shell channel guarantees. Requests advance only in their Next, so the caller must
 // keep following them meanwhile (the executor does).
@@ -615,20 +615,20 @@ func (c *KernelChannel) KernelInfo(ctx context.Context) error {
 	}
 }
 
-// Ready implements bridge.KernelChannel like KernelInfo (the fake's iopub never lags).
+// Ready implements execution.KernelChannel like KernelInfo (the fake's iopub never lags).
 func (c *KernelChannel) Ready(ctx context.Context) error { return c.KernelInfo(ctx) }
 
-// Done implements bridge.KernelChannel.
+// Done implements execution.KernelChannel.
 func (c *KernelChannel) Done() <-chan struct{} { return c.done }
 
-// Restarts implements bridge.KernelChannel.
+// Restarts implements execution.KernelChannel.
 func (c *KernelChannel) Restarts() int {
 	c.ks.mu.Lock()
 	defer c.ks.mu.Unlock()
 	return c.restarts
 }
 
-// Close implements bridge.KernelChannel: the requests sent on it end with an error.
+// Close implements execution.KernelChannel: the requests sent on it end with an error.
 func (c *KernelChannel) Close() error {
 	c.ks.set(func() {
 		c.closeLocked()
@@ -669,7 +669,7 @@ func parseScript(code string) []step {
 	return out
 }
 
-// request is one execute request in flight, implementing bridge.RunningCode.
+// request is one execute request in flight, implementing execution.RunningCode.
 type request struct {
 	ks           *Kernels
 	k            *kernel
@@ -688,14 +688,14 @@ type request struct {
 	lost       bool      // lost in a restart: never delivered
 	gate       string    // the gate it waits at
 
-	queue     []bridge.KernelMsg
+	queue     []execution.KernelMsg
 	finished  bool
 	err       error
 	abandoned bool
 }
 
-// Next implements bridge.RunningCode.
-func (r *request) Next(ctx context.Context) ([]bridge.KernelMsg, bool, error) {
+// Next implements execution.RunningCode.
+func (r *request) Next(ctx context.Context) ([]execution.KernelMsg, bool, error) {
 	for {
 		r.ks.mu.Lock()
 		if r.advanceLocked(time.Now()) {
@@ -736,7 +736,7 @@ func (r *request) Next(ctx context.Context) ([]bridge.KernelMsg, bool, error) {
 	}
 }
 
-// Abandon implements bridge.RunningCode.
+// Abandon implements execution.RunningCode.
 func (r *request) Abandon() {
 	r.ks.set(func() {
 		r.abandoned = true
@@ -755,7 +755,7 @@ func (r *request) finishLocked(err error) {
 
 func (r *request) push(channel, typ string, content map[string]any) {
 	b, _ := json.Marshal(content)
-	r.queue = append(r.queue, bridge.KernelMsg{Channel: channel, Type: typ, Content: b})
+	r.queue = append(r.queue, execution.KernelMsg{Channel: channel, Type: typ, Content: b})
 }
 
 // advanceLocked runs the request's script as far as it can go now; it reports whether the

@@ -1,7 +1,7 @@
-// Package jupyterserver implements bridge.Server with the jupyter client: the one place where
-// the two meet, so that neither imports the other. It also owns the engine seam: which
-// collaboration engine the server runs (detected on first use unless forced) and how each one
-// finds a document's room.
+// Package jupyterserver implements bridge.Server and execution.Kernels with the jupyter client:
+// the one place where they meet, so that neither side imports the other. It also owns the
+// engine seam: which collaboration engine the server runs (detected on first use unless forced)
+// and how each one finds a document's room.
 package jupyterserver
 
 import (
@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/jupyter"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
@@ -163,7 +164,7 @@ func fileInfo(e jupyter.Entry) bridge.FileInfo {
 	return bridge.FileInfo{Name: e.Name, Path: e.Path, Type: e.Type, Size: size, LastModified: e.LastModified, Writable: e.Writable}
 }
 
-// Kernels adapts a *jupyter.Client to bridge.Kernels.
+// Kernels adapts a *jupyter.Client to execution.Kernels.
 type Kernels struct {
 	C        *jupyter.Client
 	Username string // in the header of our kernel messages
@@ -187,7 +188,7 @@ func (*serverExecutesError) Error() string {
 // Permanent is true: retrying cannot help.
 func (*serverExecutesError) Permanent() bool { return true }
 
-var _ bridge.Kernels = Kernels{}
+var _ execution.Kernels = Kernels{}
 
 var _ bridge.ForkServer = Server{}
 
@@ -236,53 +237,53 @@ func (s Server) DeleteFork(ctx context.Context, id string, merge bool) error {
 	return s.C.DeleteFork(ctx, id, merge)
 }
 
-// Sessions implements bridge.Kernels.
-func (k Kernels) Sessions(ctx context.Context) ([]bridge.KernelSession, error) {
+// Sessions implements execution.Kernels.
+func (k Kernels) Sessions(ctx context.Context) ([]execution.KernelSession, error) {
 	ss, err := k.C.Sessions(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]bridge.KernelSession, 0, len(ss))
+	out := make([]execution.KernelSession, 0, len(ss))
 	for _, s := range ss {
 		out = append(out, kernelSession(s))
 	}
 	return out, nil
 }
 
-func kernelSession(s jupyter.SessionModel) bridge.KernelSession {
-	ks := bridge.KernelSession{ID: s.ID, Path: s.Path}
+func kernelSession(s jupyter.SessionModel) execution.KernelSession {
+	ks := execution.KernelSession{ID: s.ID, Path: s.Path}
 	if s.Kernel != nil {
 		ks.KernelID, ks.KernelName, ks.State = s.Kernel.ID, s.Kernel.Name, s.Kernel.ExecutionState
 	}
 	return ks
 }
 
-// StartSession implements bridge.Kernels.
-func (k Kernels) StartSession(ctx context.Context, path, kernelName string) (bridge.KernelSession, error) {
+// StartSession implements execution.Kernels.
+func (k Kernels) StartSession(ctx context.Context, path, kernelName string) (execution.KernelSession, error) {
 	s, err := k.C.StartSession(ctx, path, pathpkg.Base(path), kernelName)
 	if err != nil {
-		return bridge.KernelSession{}, err
+		return execution.KernelSession{}, err
 	}
 	return kernelSession(s), nil
 }
 
-// KernelState implements bridge.Kernels.
+// KernelState implements execution.Kernels.
 func (k Kernels) KernelState(ctx context.Context, id string) (string, error) {
 	m, err := k.C.Kernel(ctx, id)
 	return m.ExecutionState, err
 }
 
-// Interrupt implements bridge.Kernels.
+// Interrupt implements execution.Kernels.
 func (k Kernels) Interrupt(ctx context.Context, id string) error { return k.C.InterruptKernel(ctx, id) }
 
-// Restart implements bridge.Kernels.
+// Restart implements execution.Kernels.
 func (k Kernels) Restart(ctx context.Context, id string) error {
 	_, err := k.C.RestartKernel(ctx, id)
 	return err
 }
 
-// Connect implements bridge.Kernels.
-func (k Kernels) Connect(ctx context.Context, id string) (bridge.KernelChannel, error) {
+// Connect implements execution.Kernels.
+func (k Kernels) Connect(ctx context.Context, id string) (execution.KernelChannel, error) {
 	if k.Server != nil {
 		e, err := k.Server.JupyterEngine(ctx)
 		if err != nil {
@@ -301,7 +302,7 @@ func (k Kernels) Connect(ctx context.Context, id string) (bridge.KernelChannel, 
 
 type kernelChannel struct{ c *jupyter.KernelConn }
 
-func (kc kernelChannel) Execute(ctx context.Context, code string, storeHistory, stopOnError bool, md map[string]any) (bridge.RunningCode, error) {
+func (kc kernelChannel) Execute(ctx context.Context, code string, storeHistory, stopOnError bool, md map[string]any) (execution.RunningCode, error) {
 	e, err := kc.c.Execute(ctx, jupyter.ExecuteRequest{Code: code, StoreHistory: storeHistory, StopOnError: stopOnError, Metadata: md})
 	if err != nil {
 		return nil, err
@@ -319,13 +320,13 @@ type running struct{ e *jupyter.Execution }
 
 func (r running) Abandon() { r.e.Abandon() }
 
-func (r running) Next(ctx context.Context) ([]bridge.KernelMsg, bool, error) {
+func (r running) Next(ctx context.Context) ([]execution.KernelMsg, bool, error) {
 	msgs, done, err := r.e.Next(ctx)
-	out := make([]bridge.KernelMsg, len(msgs))
+	out := make([]execution.KernelMsg, len(msgs))
 	for i, m := range msgs {
-		out[i] = bridge.KernelMsg{Channel: m.Channel, Type: m.Header.MsgType, Content: m.Content}
+		out[i] = execution.KernelMsg{Channel: m.Channel, Type: m.Header.MsgType, Content: m.Content}
 		if m.Channel == "server" && m.Header.MsgType == jupyter.KernelRestarting {
-			out[i].Type = bridge.MsgKernelRestarting
+			out[i].Type = execution.MsgKernelRestarting
 		}
 	}
 	return out, done, err

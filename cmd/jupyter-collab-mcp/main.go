@@ -24,6 +24,7 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/jupyterserver"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/jupyter"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/tools"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
@@ -85,7 +86,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if err != nil {
 		return err
 	}
-	executor, err := bridge.NewExecutor(bridge.ExecutorOptions{
+	executor, err := execution.NewClientEngine(execution.ClientOptions{
 		Manager:  manager,
 		Kernels:  jupyterserver.Kernels{C: client, Username: cfg.AgentUsername, Server: &server},
 		Logger:   log,

@@ -1,4 +1,4 @@
-package bridge_test
+package execution_test
 
 import (
 	"context"
@@ -11,10 +11,11 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
-// Tests of the executor (bridge/exec.go) on the fake collaboration server and the fake kernels
+// Tests of the executor on the fake collaboration server and the fake kernels
 // of bridgetest: what lands in the room while and after cells run, job bookkeeping, and the
 // ways a kernel goes wrong.
 
@@ -60,7 +61,7 @@ func TestExecOneCellWritesLikeJupyterLab(t *testing.T) {
 	sub := room.Subscribe(1024)
 	defer sub.Close()
 
-	j := e.start(execPath, []string{"c1"}, bridge.RunOptions{StopOnError: true})
+	j := e.start(execPath, []string{"c1"}, execution.RunOptions{StopOnError: true})
 	awaitGate(t, e.ks, "g1", 1)
 	// The reset, then the first output: count null, running, our marker in the room state.
 	c := awaitCell(t, e.srv, execPath, "c1", "showing the first output", func(c ydoc.Cell) bool {
@@ -73,7 +74,7 @@ func TestExecOneCellWritesLikeJupyterLab(t *testing.T) {
 	if m == nil || m["owner"] != execUser || m["instance"] == "" || m["since"] == "" {
 		t.Errorf("run marker of c1 = %v in state %v, want owner %q with instance and since", m, e.srv.State(execPath), execUser)
 	}
-	if v := j.View(); v.Status != bridge.JobRunning || cellRun(t, v, "c1").Status != bridge.CellRunning {
+	if v := j.View(); v.Status != execution.JobRunning || cellRun(t, v, "c1").Status != execution.CellRunning {
 		t.Errorf("while running the job is %s", describeJob(v))
 	}
 	changes := localCellChanges(sub, "c1")
@@ -99,11 +100,11 @@ func TestExecOneCellWritesLikeJupyterLab(t *testing.T) {
 
 	e.ks.Release("g2")
 	v := awaitJob(t, j)
-	if v.Status != bridge.JobCompleted || v.Note != "" {
+	if v.Status != execution.JobCompleted || v.Note != "" {
 		t.Errorf("job: %s, want completed without note", describeJob(v))
 	}
 	r := cellRun(t, v, "c1")
-	if r.Status != bridge.CellOK || !countIs(r.ExecutionCount, 1) || r.Index != 0 {
+	if r.Status != execution.CellOK || !countIs(r.ExecutionCount, 1) || r.Index != 0 {
 		t.Errorf("cell run: %s", describeJob(v))
 	}
 	if got := outputTypes(r.Outputs); !slices.Equal(got, []string{"stream", "execute_result"}) {
@@ -150,8 +151,8 @@ func TestExecOutputKinds(t *testing.T) {
 		codeCell("c1", "print:gone\nclear\nprint:kept\nstderr:warn\ndisplay:d:v1\nupdate:d:v2\nimage:4x3"),
 		codeCell("c2", "print:x\nclearwait\nprint:y"),
 	), nil)
-	v := e.run(execPath, []string{"c1", "c2"}, bridge.RunOptions{})
-	wantStatuses(t, v, bridge.CellOK, bridge.CellOK)
+	v := e.run(execPath, []string{"c1", "c2"}, execution.RunOptions{})
+	wantStatuses(t, v, execution.CellOK, execution.CellOK)
 	c := serverCell(t, e.srv, execPath, "c1")
 	if got := outputTypes(c.Outputs); !slices.Equal(got, []string{"stream", "stream", "display_data", "display_data"}) {
 		t.Fatalf("c1 outputs %s", compactJSON(c.Outputs))
@@ -184,8 +185,8 @@ func TestExecStopOnError(t *testing.T) {
 				codeCell("c2", "print:before\nerror:ValueError:bad value"),
 				staleCell("c3", "print:three"),
 			), nil)
-			v := e.run(execPath, []string{"c1", "c2", "c3"}, bridge.RunOptions{StopOnError: stop})
-			if v.Status != bridge.JobFailed {
+			v := e.run(execPath, []string{"c1", "c2", "c3"}, execution.RunOptions{StopOnError: stop})
+			if v.Status != execution.JobFailed {
 				t.Errorf("job status %s, want failed", v.Status)
 			}
 			k := kernelOf(t, e.ks, execPath)
@@ -196,12 +197,12 @@ func TestExecStopOnError(t *testing.T) {
 			if !countIs(c2.ExecutionCount, 2) || c2.ExecutionState != "idle" {
 				t.Errorf("c2 after its error: %s, want count 2 and idle", describeCell(c2))
 			}
-			if r := cellRun(t, v, "c2"); r.Status != bridge.CellError || !countIs(r.ExecutionCount, 2) {
+			if r := cellRun(t, v, "c2"); r.Status != execution.CellError || !countIs(r.ExecutionCount, 2) {
 				t.Errorf("c2 run: %s", describeJob(v))
 			}
 			c3 := serverCell(t, e.srv, execPath, "c3")
 			if stop {
-				wantStatuses(t, v, bridge.CellOK, bridge.CellError, bridge.CellSkipped)
+				wantStatuses(t, v, execution.CellOK, execution.CellError, execution.CellSkipped)
 				mustContainStr(t, "c3 note", cellRun(t, v, "c3").Note, "stop_on_error")
 				if e.ks.Received(k) != 2 {
 					t.Errorf("kernel received %d requests, want 2", e.ks.Received(k))
@@ -210,7 +211,7 @@ func TestExecStopOnError(t *testing.T) {
 					t.Errorf("skipped c3 was touched: %s", describeCell(c3))
 				}
 			} else {
-				wantStatuses(t, v, bridge.CellOK, bridge.CellError, bridge.CellOK)
+				wantStatuses(t, v, execution.CellOK, execution.CellError, execution.CellOK)
 				if !countIs(c3.ExecutionCount, 3) || streamText(c3.Outputs) != "three\n" {
 					t.Errorf("c3 after the run: %s", describeCell(c3))
 				}
@@ -232,9 +233,9 @@ func TestExecSkipsWhatIsNotCode(t *testing.T) {
 		empty,
 		codeCell("c1", "print:x"),
 	), nil)
-	v := e.run(execPath, []string{"m1", "r1", "e1", "nope", "c1"}, bridge.RunOptions{StopOnError: true})
-	wantStatuses(t, v, bridge.CellSkipped, bridge.CellSkipped, bridge.CellSkipped, bridge.CellSkipped, bridge.CellOK)
-	if v.Status != bridge.JobCompleted {
+	v := e.run(execPath, []string{"m1", "r1", "e1", "nope", "c1"}, execution.RunOptions{StopOnError: true})
+	wantStatuses(t, v, execution.CellSkipped, execution.CellSkipped, execution.CellSkipped, execution.CellSkipped, execution.CellOK)
+	if v.Status != execution.JobCompleted {
 		t.Errorf("job %s, want completed (skips are no failure)", describeJob(v))
 	}
 	for id, want := range map[string]string{
@@ -282,25 +283,25 @@ func TestExecCellDeletedBeforeOrWhileItRuns(t *testing.T) {
 	}
 
 	// Deleted while its job waits behind another.
-	j1 := e.start(execPath, []string{"hold"}, bridge.RunOptions{})
+	j1 := e.start(execPath, []string{"hold"}, execution.RunOptions{})
 	awaitGate(t, e.ks, "hold", 1)
-	j2 := e.start(execPath, []string{"d1"}, bridge.RunOptions{})
+	j2 := e.start(execPath, []string{"d1"}, execution.RunOptions{})
 	deleteCell("d1")
 	e.ks.Release("hold")
 	awaitJob(t, j1)
 	v := awaitJob(t, j2)
-	wantStatuses(t, v, bridge.CellSkipped)
+	wantStatuses(t, v, execution.CellSkipped)
 	mustContainStr(t, "d1 note", cellRun(t, v, "d1").Note, "no longer exists")
 
 	// Deleted while it runs: the rest of its outputs are not written, the marker goes.
-	j3 := e.start(execPath, []string{"d2"}, bridge.RunOptions{})
+	j3 := e.start(execPath, []string{"d2"}, execution.RunOptions{})
 	awaitGate(t, e.ks, "del", 1)
 	awaitCell(t, e.srv, execPath, "d2", "showing its first output", func(c ydoc.Cell) bool { return streamText(c.Outputs) == "a\n" })
 	deleteCell("d2")
 	e.ks.Release("del")
 	v = awaitJob(t, j3)
 	r := cellRun(t, v, "d2")
-	if r.Status != bridge.CellOK {
+	if r.Status != execution.CellOK {
 		t.Errorf("d2 status %s, want ok (the kernel ran it)", r.Status)
 	}
 	mustContainStr(t, "d2 note", r.Note, "deleted while it ran")
@@ -317,14 +318,14 @@ func TestExecCellDeletedBeforeOrWhileItRuns(t *testing.T) {
 
 func TestExecJobsOnOneNotebookQueue(t *testing.T) {
 	e := newExecEnv(t, oneNotebook(codeCell("s1", "block:s"), codeCell("s2", "print:after")), nil)
-	j1 := e.start(execPath, []string{"s1"}, bridge.RunOptions{})
+	j1 := e.start(execPath, []string{"s1"}, execution.RunOptions{})
 	awaitGate(t, e.ks, "s", 1)
-	j2 := e.start(execPath, []string{"s2"}, bridge.RunOptions{})
+	j2 := e.start(execPath, []string{"s2"}, execution.RunOptions{})
 	k := kernelOf(t, e.ks, execPath)
 	// j2 waits for j1: give it the time to go wrong, then look.
 	deadline := time.Now().Add(100 * time.Millisecond)
 	for time.Now().Before(deadline) {
-		if e.ks.Received(k) != 1 || j2.View().Status != bridge.JobQueued {
+		if e.ks.Received(k) != 1 || j2.View().Status != execution.JobQueued {
 			t.Fatalf("second job on the same notebook did not wait: kernel received %d, job %s", e.ks.Received(k), describeJob(j2.View()))
 		}
 		time.Sleep(5 * time.Millisecond) // bounded polling for something that must not happen
@@ -337,7 +338,7 @@ func TestExecJobsOnOneNotebookQueue(t *testing.T) {
 	if !countIs(cellRun(t, v1, "s1").ExecutionCount, 1) || !countIs(cellRun(t, v2, "s2").ExecutionCount, 2) {
 		t.Errorf("counts: %s / %s, want 1 then 2", describeJob(v1), describeJob(v2))
 	}
-	if v2.Status != bridge.JobCompleted {
+	if v2.Status != execution.JobCompleted {
 		t.Errorf("second job %s", describeJob(v2))
 	}
 }
@@ -347,8 +348,8 @@ func TestExecJobsOnTwoNotebooksRunInParallel(t *testing.T) {
 		execPath:  {codeCell("a1", "block:pa\nprint:a")},
 		otherPath: {codeCell("b1", "block:pb\nprint:b")},
 	}), nil)
-	ja := e.start(execPath, []string{"a1"}, bridge.RunOptions{})
-	jb := e.start(otherPath, []string{"b1"}, bridge.RunOptions{})
+	ja := e.start(execPath, []string{"a1"}, execution.RunOptions{})
+	jb := e.start(otherPath, []string{"b1"}, execution.RunOptions{})
 	// Both wait at their gate at the same time: they run side by side.
 	awaitKernels(t, e.ks, "both runs at their gate", func() bool { return e.ks.AtGate("pa") == 1 && e.ks.AtGate("pb") == 1 })
 	ka, kb := kernelOf(t, e.ks, execPath), kernelOf(t, e.ks, otherPath)
@@ -360,7 +361,7 @@ func TestExecJobsOnTwoNotebooksRunInParallel(t *testing.T) {
 	notDone(t, ja, "before its gate opened")
 	e.ks.Release("pa")
 	va := awaitJob(t, ja)
-	if va.Status != bridge.JobCompleted || vb.Status != bridge.JobCompleted || va.KernelID != ka || vb.KernelID != kb {
+	if va.Status != execution.JobCompleted || vb.Status != execution.JobCompleted || va.KernelID != ka || vb.KernelID != kb {
 		t.Errorf("jobs: %s / %s", describeJob(va), describeJob(vb))
 	}
 }
@@ -372,10 +373,10 @@ func TestExecCancel(t *testing.T) {
 		codeCell("c3", "print:y"),
 		codeCell("q1", "print:queued"),
 	), nil)
-	j := e.start(execPath, []string{"c1", "c2", "c3"}, bridge.RunOptions{StopOnError: false})
+	j := e.start(execPath, []string{"c1", "c2", "c3"}, execution.RunOptions{StopOnError: false})
 	awaitGate(t, e.ks, gateNever, 1)
 	k := kernelOf(t, e.ks, execPath)
-	queued := e.start(execPath, []string{"q1"}, bridge.RunOptions{})
+	queued := e.start(execPath, []string{"q1"}, execution.RunOptions{})
 
 	// A queued job: nothing to interrupt, every cell cancelled when its turn comes.
 	if _, err := e.x.Cancel(ctxT(t), queued.ID); err != nil {
@@ -390,10 +391,10 @@ func TestExecCancel(t *testing.T) {
 		t.Fatalf("Cancel = %v, %v", got, err)
 	}
 	v := awaitJob(t, j)
-	if v.Status != bridge.JobCancelled {
+	if v.Status != execution.JobCancelled {
 		t.Errorf("job %s, want cancelled", describeJob(v))
 	}
-	wantStatuses(t, v, bridge.CellCancelled, bridge.CellCancelled, bridge.CellCancelled)
+	wantStatuses(t, v, execution.CellCancelled, execution.CellCancelled, execution.CellCancelled)
 	mustContainStr(t, "c2 note", cellRun(t, v, "c2").Note, "cancelled before it ran")
 	if n := e.ks.Interrupts(k); n != 1 {
 		t.Errorf("kernel interrupted %d times, want 1", n)
@@ -411,10 +412,10 @@ func TestExecCancel(t *testing.T) {
 		}
 	}
 	qv := awaitJob(t, queued)
-	if qv.Status != bridge.JobCancelled {
+	if qv.Status != execution.JobCancelled {
 		t.Errorf("queued job %s, want cancelled", describeJob(qv))
 	}
-	wantStatuses(t, qv, bridge.CellCancelled)
+	wantStatuses(t, qv, execution.CellCancelled)
 	if n := e.ks.Received(k); n != 1 {
 		t.Errorf("kernel received %d requests, want 1", n)
 	}
@@ -423,13 +424,13 @@ func TestExecCancel(t *testing.T) {
 	}
 
 	// Cancelling a finished job changes nothing; an unknown id is ErrUnknownJob.
-	if got, err := e.x.Cancel(ctxT(t), j.ID); err != nil || got.View().Status != bridge.JobCancelled {
+	if got, err := e.x.Cancel(ctxT(t), j.ID); err != nil || got.View().Status != execution.JobCancelled {
 		t.Errorf("Cancel of a finished job = %v, %v", got, err)
 	}
 	if n := e.ks.Interrupts(k); n != 1 {
 		t.Errorf("cancelling a finished job interrupted the kernel (%d interrupts)", n)
 	}
-	if _, err := e.x.Cancel(ctxT(t), "job-nope"); !errors.Is(err, bridge.ErrUnknownJob) {
+	if _, err := e.x.Cancel(ctxT(t), "job-nope"); !errors.Is(err, execution.ErrUnknownJob) {
 		t.Errorf("Cancel unknown = %v, want ErrUnknownJob", err)
 	}
 }
@@ -440,10 +441,10 @@ func TestExecCancel(t *testing.T) {
 func TestExecCancelBeforeTheKernelBegins(t *testing.T) {
 	// Regression: Cancel while the running cell's request waits in the kernel (not begun yet) is lost: the cell then runs to the end and the job reports completed instead of cancelled (exec.go runJob: only CellError/CellAborted/CellCancelled look at j.cancelled; attempt never re-checks it once the kernel begins)
 	e := newExecEnv(t, oneNotebook(codeCell("w", "print:warm"), codeCell("c1", "print:late")), nil)
-	e.run(execPath, []string{"w"}, bridge.RunOptions{})
+	e.run(execPath, []string{"w"}, execution.RunOptions{})
 	k := kernelOf(t, e.ks, execPath)
 	e.ks.Silence(k, true)
-	j := e.start(execPath, []string{"c1"}, bridge.RunOptions{})
+	j := e.start(execPath, []string{"c1"}, execution.RunOptions{})
 	awaitKernels(t, e.ks, "the request received", func() bool { return e.ks.Received(k) == 2 })
 	if _, err := e.x.Cancel(ctxT(t), j.ID); err != nil {
 		t.Fatal(err)
@@ -453,7 +454,7 @@ func TestExecCancelBeforeTheKernelBegins(t *testing.T) {
 	}
 	e.ks.Silence(k, false)
 	v := awaitJob(t, j)
-	if v.Status != bridge.JobCancelled {
+	if v.Status != execution.JobCancelled {
 		t.Errorf("job after Cancel: %s, want cancelled", describeJob(v))
 	}
 }
@@ -462,10 +463,10 @@ func TestExecCancelBeforeTheKernelBegins(t *testing.T) {
 // begins, not before.
 func TestExecCancelInterruptsWhenTheRequestBegins(t *testing.T) {
 	e := newExecEnv(t, oneNotebook(codeCell("w", "print:warm"), codeCell("c1", "print:begun\nblock:"+gateNever+"\nprint:never")), nil)
-	e.run(execPath, []string{"w"}, bridge.RunOptions{})
+	e.run(execPath, []string{"w"}, execution.RunOptions{})
 	k := kernelOf(t, e.ks, execPath)
 	e.ks.Silence(k, true)
-	j := e.start(execPath, []string{"c1"}, bridge.RunOptions{})
+	j := e.start(execPath, []string{"c1"}, execution.RunOptions{})
 	awaitKernels(t, e.ks, "the request received", func() bool { return e.ks.Received(k) == 2 })
 	if _, err := e.x.Cancel(ctxT(t), j.ID); err != nil {
 		t.Fatal(err)
@@ -476,7 +477,7 @@ func TestExecCancelInterruptsWhenTheRequestBegins(t *testing.T) {
 		t.Errorf("%d interrupts, want 1 once the request began", n)
 	}
 	r := cellRun(t, v, "c1")
-	if v.Status != bridge.JobCancelled || r.Status != bridge.CellCancelled || streamText(r.Outputs) != "begun\n" {
+	if v.Status != execution.JobCancelled || r.Status != execution.CellCancelled || streamText(r.Outputs) != "begun\n" {
 		t.Errorf("job %s, want cancelled with the output before the interrupt", describeJob(v))
 	}
 }
@@ -485,7 +486,7 @@ func TestExecCancelInterruptsWhenTheRequestBegins(t *testing.T) {
 // (the run rewrites the cell's outputs from what it received), and the room matches the result.
 func TestExecOutputsSurviveAHumanClearingThem(t *testing.T) {
 	e := newExecEnv(t, oneNotebook(codeCell("c1", "print:first\ndisplay:d:one\nblock:g1\nprint:second\nupdate:d:two")), nil)
-	j := e.start(execPath, []string{"c1"}, bridge.RunOptions{})
+	j := e.start(execPath, []string{"c1"}, execution.RunOptions{})
 	awaitGate(t, e.ks, "g1", 1)
 	awaitCell(t, e.srv, execPath, "c1", "two outputs", func(c ydoc.Cell) bool { return len(c.Outputs) == 2 })
 	if err := e.srv.EditDoc(execPath, func(tx *ydoc.Txn) error { return tx.ClearOutputs(tx.CellIndex("c1")) }); err != nil {
@@ -509,12 +510,12 @@ func TestExecOutputsSurviveAHumanClearingThem(t *testing.T) {
 // A kernel channel unused for ChannelIdle is closed (the server's culler ignores kernels with
 // connections); the next run reconnects to the same kernel, with no note.
 func TestExecIdleChannelIsClosed(t *testing.T) {
-	e := newExecEnv(t, oneNotebook(codeCell("c1", "print:x")), func(o *bridge.ExecutorOptions) { o.ChannelIdle = 40 * time.Millisecond })
-	v := e.run(execPath, []string{"c1"}, bridge.RunOptions{})
+	e := newExecEnv(t, oneNotebook(codeCell("c1", "print:x")), func(o *execution.ClientOptions) { o.ChannelIdle = 40 * time.Millisecond })
+	v := e.run(execPath, []string{"c1"}, execution.RunOptions{})
 	k := kernelOf(t, e.ks, execPath)
 	awaitKernels(t, e.ks, "the idle channel closed", func() bool { return e.ks.OpenChannels(k) == 0 })
-	v2 := e.run(execPath, []string{"c1"}, bridge.RunOptions{})
-	if v2.KernelID != v.KernelID || v2.Note != "" || v2.Status != bridge.JobCompleted || e.ks.Connects(k) != 2 {
+	v2 := e.run(execPath, []string{"c1"}, execution.RunOptions{})
+	if v2.KernelID != v.KernelID || v2.Note != "" || v2.Status != execution.JobCompleted || e.ks.Connects(k) != 2 {
 		t.Errorf("after the idle close: %s (connects %d), want the same kernel, no note", describeJob(v2), e.ks.Connects(k))
 	}
 }
@@ -526,7 +527,7 @@ func TestExecCancelViewRace(t *testing.T) {
 	// Readers look at every update, as the tools' waitJob does. The race window is short:
 	// about half the runs of this test see it.
 	for range 100 {
-		j := e.start(execPath, []string{"c1"}, bridge.RunOptions{})
+		j := e.start(execPath, []string{"c1"}, execution.RunOptions{})
 		awaitGate(t, e.ks, gateNever, 1)
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
@@ -561,18 +562,18 @@ func TestExecDeadKernelIsReplacedBetweenJobs(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := newExecEnv(t, oneNotebook(codeCell("c1", "print:1")), nil)
-			v1 := e.run(execPath, []string{"c1"}, bridge.RunOptions{})
+			v1 := e.run(execPath, []string{"c1"}, execution.RunOptions{})
 			k1 := kernelOf(t, e.ks, execPath)
 			if v1.Note != "" || v1.KernelID != k1 {
 				t.Errorf("first job %s", describeJob(v1))
 			}
 			e.ks.Kill(k1, opts)
-			v2 := e.run(execPath, []string{"c1"}, bridge.RunOptions{})
+			v2 := e.run(execPath, []string{"c1"}, execution.RunOptions{})
 			k2 := kernelOf(t, e.ks, execPath)
 			if k2 == k1 || v2.KernelID != k2 {
 				t.Errorf("after the kernel died the job ran on %s (session kernel %s, dead %s)", v2.KernelID, k2, k1)
 			}
-			if v2.Status != bridge.JobCompleted || !countIs(cellRun(t, v2, "c1").ExecutionCount, 1) {
+			if v2.Status != execution.JobCompleted || !countIs(cellRun(t, v2, "c1").ExecutionCount, 1) {
 				t.Errorf("second job %s", describeJob(v2))
 			}
 			mustContainStr(t, "second job note", v2.Note, k1, "was gone", "variables from earlier runs are lost")
@@ -583,7 +584,7 @@ func TestExecDeadKernelIsReplacedBetweenJobs(t *testing.T) {
 				t.Errorf("%d channels to the dead kernel left open", n)
 			}
 			// Reported once.
-			if v3 := e.run(execPath, []string{"c1"}, bridge.RunOptions{}); v3.Note != "" || v3.KernelID != k2 {
+			if v3 := e.run(execPath, []string{"c1"}, execution.RunOptions{}); v3.Note != "" || v3.KernelID != k2 {
 				t.Errorf("third job %s, want no note on %s", describeJob(v3), k2)
 			}
 		})
@@ -592,12 +593,12 @@ func TestExecDeadKernelIsReplacedBetweenJobs(t *testing.T) {
 
 func TestExecKernelRestartBetweenJobsIsNoted(t *testing.T) {
 	e := newExecEnv(t, oneNotebook(codeCell("c1", "print:1")), nil)
-	e.run(execPath, []string{"c1"}, bridge.RunOptions{})
+	e.run(execPath, []string{"c1"}, execution.RunOptions{})
 	k := kernelOf(t, e.ks, execPath)
 	if err := e.ks.Restart(ctxT(t), k); err != nil { // someone restarted it (a human, the API)
 		t.Fatal(err)
 	}
-	v := e.run(execPath, []string{"c1"}, bridge.RunOptions{})
+	v := e.run(execPath, []string{"c1"}, execution.RunOptions{})
 	mustContainStr(t, "job note", v.Note, "restarted", "variables from earlier runs are lost")
 	if v.KernelID != k || !countIs(cellRun(t, v, "c1").ExecutionCount, 1) {
 		t.Errorf("after a restart: %s, want the same kernel with its count back at 1", describeJob(v))
@@ -607,20 +608,20 @@ func TestExecKernelRestartBetweenJobsIsNoted(t *testing.T) {
 	if n := e.ks.Connects(k); n != 2 {
 		t.Errorf("%d connections to the kernel, want 2 (one more after the restart)", n)
 	}
-	if v := e.run(execPath, []string{"c1"}, bridge.RunOptions{}); v.Note != "" || e.ks.Connects(k) != 2 {
+	if v := e.run(execPath, []string{"c1"}, execution.RunOptions{}); v.Note != "" || e.ks.Connects(k) != 2 {
 		t.Errorf("the restart was reported again (%q) or the kernel reconnected again (%d)", v.Note, e.ks.Connects(k))
 	}
 }
 
 // restartSetup runs a first job (the kernel and channel exist), then silences the kernel and
 // starts a job whose request the kernel receives but does not begin.
-func restartSetup(t *testing.T, code string) (*execEnv, string, *bridge.Job) {
+func restartSetup(t *testing.T, code string) (*execEnv, string, *execution.Job) {
 	t.Helper()
 	e := newExecEnv(t, oneNotebook(codeCell("w", "print:warm"), codeCell("c1", code)), nil)
-	e.run(execPath, []string{"w"}, bridge.RunOptions{})
+	e.run(execPath, []string{"w"}, execution.RunOptions{})
 	k := kernelOf(t, e.ks, execPath)
 	e.ks.Silence(k, true)
-	j := e.start(execPath, []string{"c1"}, bridge.RunOptions{})
+	j := e.start(execPath, []string{"c1"}, execution.RunOptions{})
 	awaitKernels(t, e.ks, "the request received", func() bool { return e.ks.Received(k) == 2 })
 	awaitCell(t, e.srv, execPath, "c1", "running", func(c ydoc.Cell) bool { return c.ExecutionState == "running" })
 	return e, k, j
@@ -638,7 +639,7 @@ func TestExecRestartWhileRequestWaitsDeliveredLate(t *testing.T) {
 		t.Errorf("kernel ran %d requests, want 2", n)
 	}
 	r := cellRun(t, v, "c1")
-	if r.Status != bridge.CellOK || !countIs(r.ExecutionCount, 1) || r.Note != "" {
+	if r.Status != execution.CellOK || !countIs(r.ExecutionCount, 1) || r.Note != "" {
 		t.Errorf("cell %s, want ok with count 1 (the new kernel's first)", describeJob(v))
 	}
 	mustContainStr(t, "job note", v.Note, "restarted")
@@ -662,7 +663,7 @@ func TestExecRestartWhileRequestWaitsNeverDelivered(t *testing.T) {
 		t.Errorf("kernel ran %d requests, want 1", n)
 	}
 	r := cellRun(t, v, "c1")
-	if r.Status != bridge.CellAborted || v.Status != bridge.JobFailed {
+	if r.Status != execution.CellAborted || v.Status != execution.JobFailed {
 		t.Errorf("cell %s, want aborted, job failed", describeJob(v))
 	}
 	mustContainStr(t, "c1 note", r.Note, "did not run in the new kernel")
@@ -675,14 +676,14 @@ func TestExecRestartWhileRequestWaitsNeverDelivered(t *testing.T) {
 
 func TestExecRestartDuringTheRunAborts(t *testing.T) {
 	e := newExecEnv(t, oneNotebook(codeCell("c1", "print:half\nblock:"+gateNever+"\nprint:rest"), codeCell("c2", "print:next")), nil)
-	j := e.start(execPath, []string{"c1", "c2"}, bridge.RunOptions{StopOnError: true})
+	j := e.start(execPath, []string{"c1", "c2"}, execution.RunOptions{StopOnError: true})
 	awaitGate(t, e.ks, gateNever, 1)
 	k := kernelOf(t, e.ks, execPath)
 	e.ks.RestartKernel(k, bridgetest.KernelRestartOptions{})
 	v := awaitJob(t, j)
-	wantStatuses(t, v, bridge.CellAborted, bridge.CellSkipped)
+	wantStatuses(t, v, execution.CellAborted, execution.CellSkipped)
 	mustContainStr(t, "c1 note", cellRun(t, v, "c1").Note, "restarted during the run")
-	if v.Status != bridge.JobFailed {
+	if v.Status != execution.JobFailed {
 		t.Errorf("job %s, want failed", describeJob(v))
 	}
 	if n := e.ks.Received(k); n != 1 {
@@ -705,10 +706,10 @@ func TestExecKernelLostDuringTheRun(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := newExecEnv(t, oneNotebook(codeCell("w", "print:warm"), codeCell("c1", "print:x"), codeCell("c2", "print:y")), nil)
-			e.run(execPath, []string{"w"}, bridge.RunOptions{})
+			e.run(execPath, []string{"w"}, execution.RunOptions{})
 			k := kernelOf(t, e.ks, execPath)
 			e.ks.Silence(k, true)
-			j := e.start(execPath, []string{"c1", "c2"}, bridge.RunOptions{StopOnError: true})
+			j := e.start(execPath, []string{"c1", "c2"}, execution.RunOptions{StopOnError: true})
 			awaitKernels(t, e.ks, "the request received", func() bool { return e.ks.Received(k) == 2 })
 			awaitCell(t, e.srv, execPath, "c1", "running", func(c ydoc.Cell) bool { return c.ExecutionState == "running" })
 			// A silent but live kernel is only busy: the cell keeps running through heartbeats.
@@ -719,7 +720,7 @@ func TestExecKernelLostDuringTheRun(t *testing.T) {
 			}
 			e.ks.Kill(k, opts)
 			v := awaitJob(t, j)
-			wantStatuses(t, v, bridge.CellAborted, bridge.CellSkipped)
+			wantStatuses(t, v, execution.CellAborted, execution.CellSkipped)
 			note := cellRun(t, v, "c1").Note
 			switch {
 			case opts.Quiet: // only the heartbeat can find out
@@ -736,8 +737,8 @@ func TestExecKernelLostDuringTheRun(t *testing.T) {
 				t.Errorf("run markers left: %v", m)
 			}
 			// The next job gets a new kernel and says so.
-			v2 := e.run(execPath, []string{"c1"}, bridge.RunOptions{})
-			if v2.KernelID == k || v2.Status != bridge.JobCompleted {
+			v2 := e.run(execPath, []string{"c1"}, execution.RunOptions{})
+			if v2.KernelID == k || v2.Status != execution.JobCompleted {
 				t.Errorf("next job %s, want a new kernel", describeJob(v2))
 			}
 			mustContainStr(t, "next job note", v2.Note, "variables from earlier runs are lost")
@@ -753,7 +754,7 @@ func TestExecClearsStaleRunsOfAnEarlierInstance(t *testing.T) {
 		codeCell("h1", "z = 3"),
 	), nil)
 	// A run of ours in progress: a resync must not touch it.
-	j := e.start(execPath, []string{"mine"}, bridge.RunOptions{})
+	j := e.start(execPath, []string{"mine"}, execution.RunOptions{})
 	awaitGate(t, e.ks, "own", 1)
 	awaitCell(t, e.srv, execPath, "mine", "running", func(c ydoc.Cell) bool { return c.ExecutionState == "running" })
 	ownMarker := runMarkers(e.srv, execPath)["mine"]
@@ -810,7 +811,7 @@ func TestExecClearsStaleRunsOfAnEarlierInstance(t *testing.T) {
 		}
 	}
 	e.ks.Release("own")
-	if v := awaitJob(t, j); v.Status != bridge.JobCompleted {
+	if v := awaitJob(t, j); v.Status != execution.JobCompleted {
 		t.Errorf("our run across the resync: %s", describeJob(v))
 	}
 	markers = runMarkers(e.srv, execPath)
@@ -832,7 +833,7 @@ func TestExecRunCodeWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatalf("RunCode: %v", err)
 	}
-	if run.Status != bridge.CellOK || note != "" || run.Note != "" {
+	if run.Status != execution.CellOK || note != "" || run.Note != "" {
 		t.Errorf("RunCode = %+v, note %q", run, note)
 	}
 	if got := outputTypes(run.Outputs); !slices.Equal(got, []string{"stream", "execute_result"}) || streamText(run.Outputs) != "hi\n" {
@@ -852,7 +853,7 @@ func TestExecRunCodeWritesNothing(t *testing.T) {
 	}
 
 	run, _, err = e.x.RunCode(ctxT(t), execPath, "error:NameError:name 'x' is not defined", "")
-	if err != nil || run.Status != bridge.CellError || outputTypes(run.Outputs)[0] != "error" {
+	if err != nil || run.Status != execution.CellError || outputTypes(run.Outputs)[0] != "error" {
 		t.Errorf("RunCode raising = %+v, %v", run, err)
 	}
 
@@ -860,7 +861,7 @@ func TestExecRunCodeWritesNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(ctxT(t), 100*time.Millisecond)
 	run, _, err = e.x.RunCode(ctx, execPath, "print:so far\nblock:rc", "")
 	cancel()
-	if err != nil || run.Status != bridge.CellRunning || streamText(run.Outputs) != "so far\n" {
+	if err != nil || run.Status != execution.CellRunning || streamText(run.Outputs) != "so far\n" {
 		t.Errorf("RunCode cut short = %+v, %v", run, err)
 	}
 	mustContainStr(t, "cut-short note", run.Note, "still running")
@@ -868,7 +869,7 @@ func TestExecRunCodeWritesNothing(t *testing.T) {
 
 	// The kernel dies during it.
 	done := make(chan struct{})
-	var died bridge.CellRun
+	var died execution.CellRun
 	go func() {
 		defer close(done)
 		died, _, _ = e.x.RunCode(context.Background(), execPath, "block:rd", "")
@@ -880,7 +881,7 @@ func TestExecRunCodeWritesNothing(t *testing.T) {
 	case <-time.After(waitLimit):
 		t.Fatal("RunCode did not return after the kernel died")
 	}
-	if died.Status != bridge.CellAborted {
+	if died.Status != execution.CellAborted {
 		t.Errorf("RunCode on a dying kernel = %+v", died)
 	}
 	mustContainStr(t, "RunCode note", died.Note, "restarted or died")
@@ -892,10 +893,10 @@ func TestExecRunCodeWritesNothing(t *testing.T) {
 
 func TestExecInterruptAndRestart(t *testing.T) {
 	e := newExecEnv(t, oneNotebook(codeCell("c1", "print:1")), nil)
-	if _, err := e.x.Interrupt(ctxT(t), execPath); !errors.Is(err, bridge.ErrNoKernel) {
+	if _, err := e.x.Interrupt(ctxT(t), execPath); !errors.Is(err, execution.ErrNoKernel) {
 		t.Errorf("Interrupt without a kernel = %v, want ErrNoKernel", err)
 	}
-	if _, err := e.x.Restart(ctxT(t), execPath); !errors.Is(err, bridge.ErrNoKernel) {
+	if _, err := e.x.Restart(ctxT(t), execPath); !errors.Is(err, execution.ErrNoKernel) {
 		t.Errorf("Restart without a kernel = %v, want ErrNoKernel", err)
 	}
 	if _, err := e.x.Interrupt(ctxT(t), "../outside.ipynb"); !errors.Is(err, bridge.ErrBadPath) {
@@ -904,7 +905,7 @@ func TestExecInterruptAndRestart(t *testing.T) {
 	if n := len(e.ks.StartCalls()); n != 0 {
 		t.Errorf("Interrupt/Restart started %d kernels", n)
 	}
-	e.run(execPath, []string{"c1"}, bridge.RunOptions{})
+	e.run(execPath, []string{"c1"}, execution.RunOptions{})
 	k := kernelOf(t, e.ks, execPath)
 	s, err := e.x.Interrupt(ctxT(t), execPath)
 	if err != nil || s.KernelID != k || s.Path != execPath {
@@ -921,12 +922,12 @@ func TestExecInterruptAndRestart(t *testing.T) {
 func TestExecNoKernel(t *testing.T) {
 	e := newExecEnv(t, oneNotebook(codeCell("c1", "print:1")), nil)
 	e.ks.FailStartSession(&bridgetest.Error{Status: 500, Msg: "no such kernel spec"})
-	v := e.run(execPath, []string{"c1"}, bridge.RunOptions{KernelName: "ir"})
-	if v.Status != bridge.JobFailed {
+	v := e.run(execPath, []string{"c1"}, execution.RunOptions{KernelName: "ir"})
+	if v.Status != execution.JobFailed {
 		t.Errorf("job %s, want failed", describeJob(v))
 	}
 	mustContainStr(t, "job note", v.Note, "no kernel", "no such kernel spec")
-	wantStatuses(t, v, bridge.CellSkipped)
+	wantStatuses(t, v, execution.CellSkipped)
 	if calls := e.ks.StartCalls(); len(calls) != 1 || calls[0].KernelName != "ir" {
 		t.Errorf("StartSession calls %+v, want one asking for ir", calls)
 	}
@@ -938,20 +939,20 @@ func TestExecNoKernel(t *testing.T) {
 	}
 	// It recovers when kernels can be started again.
 	e.ks.FailStartSession(nil)
-	if v := e.run(execPath, []string{"c1"}, bridge.RunOptions{}); v.Status != bridge.JobCompleted {
+	if v := e.run(execPath, []string{"c1"}, execution.RunOptions{}); v.Status != execution.JobCompleted {
 		t.Errorf("job after recovery %s", describeJob(v))
 	}
 }
 
 func TestExecForgetsOldJobs(t *testing.T) {
-	e := newExecEnv(t, oneNotebook(codeCell("c1", "print:1")), func(o *bridge.ExecutorOptions) { o.KeepJobs = 2 })
+	e := newExecEnv(t, oneNotebook(codeCell("c1", "print:1")), func(o *execution.ClientOptions) { o.KeepJobs = 2 })
 	var ids []string
 	for range 3 {
-		j := e.start(execPath, []string{"c1"}, bridge.RunOptions{})
+		j := e.start(execPath, []string{"c1"}, execution.RunOptions{})
 		awaitJob(t, j)
 		ids = append(ids, j.ID)
 	}
-	if _, err := e.x.Job(ids[0]); !errors.Is(err, bridge.ErrUnknownJob) {
+	if _, err := e.x.Job(ids[0]); !errors.Is(err, execution.ErrUnknownJob) {
 		t.Errorf("Job(oldest) = %v, want ErrUnknownJob", err)
 	}
 	for _, id := range ids[1:] {
@@ -959,20 +960,20 @@ func TestExecForgetsOldJobs(t *testing.T) {
 			t.Errorf("Job(%s) = %v, %v", id, j, err)
 		}
 	}
-	if _, err := e.x.Cancel(ctxT(t), ids[0]); !errors.Is(err, bridge.ErrUnknownJob) {
+	if _, err := e.x.Cancel(ctxT(t), ids[0]); !errors.Is(err, execution.ErrUnknownJob) {
 		t.Errorf("Cancel(forgotten) = %v, want ErrUnknownJob", err)
 	}
-	if _, err := e.x.Job("job-0000"); !errors.Is(err, bridge.ErrUnknownJob) || !strings.Contains(err.Error(), "job-0000") {
+	if _, err := e.x.Job("job-0000"); !errors.Is(err, execution.ErrUnknownJob) || !strings.Contains(err.Error(), "job-0000") {
 		t.Errorf("Job(unknown) = %v", err)
 	}
 	// A running job is never forgotten, however many finish meanwhile.
 	e2 := newExecEnv(t, execFiles(map[string][]ydoc.Cell{
 		execPath:  {codeCell("c1", "block:"+gateNever)},
 		otherPath: {codeCell("o1", "print:1")},
-	}), func(o *bridge.ExecutorOptions) { o.KeepJobs = 1 })
-	long := e2.start(execPath, []string{"c1"}, bridge.RunOptions{})
+	}), func(o *execution.ClientOptions) { o.KeepJobs = 1 })
+	long := e2.start(execPath, []string{"c1"}, execution.RunOptions{})
 	for range 3 {
-		e2.run(otherPath, []string{"o1"}, bridge.RunOptions{})
+		e2.run(otherPath, []string{"o1"}, execution.RunOptions{})
 	}
 	if _, err := e2.x.Job(long.ID); err != nil {
 		t.Errorf("running job forgotten: %v", err)
@@ -981,7 +982,7 @@ func TestExecForgetsOldJobs(t *testing.T) {
 
 func TestExecCloseStopsRunningJobs(t *testing.T) {
 	e := newExecEnv(t, oneNotebook(codeCell("c1", "print:a\nblock:"+gateNever), staleCell("c2", "print:b")), nil)
-	j := e.start(execPath, []string{"c1", "c2"}, bridge.RunOptions{StopOnError: false})
+	j := e.start(execPath, []string{"c1", "c2"}, execution.RunOptions{StopOnError: false})
 	awaitGate(t, e.ks, gateNever, 1)
 	awaitCell(t, e.srv, execPath, "c1", "showing its output", func(c ydoc.Cell) bool { return streamText(c.Outputs) == "a\n" })
 	k := kernelOf(t, e.ks, execPath)
@@ -999,11 +1000,11 @@ func TestExecCloseStopsRunningJobs(t *testing.T) {
 	}
 	v := j.View()
 	r := cellRun(t, v, "c1")
-	if r.Status != bridge.CellAborted {
+	if r.Status != execution.CellAborted {
 		t.Errorf("running cell after Close: %s", describeJob(v))
 	}
 	mustContainStr(t, "c1 note", r.Note, "shutting down")
-	if s := cellRun(t, v, "c2").Status; s == bridge.CellOK || s == bridge.CellRunning || s == bridge.CellPending {
+	if s := cellRun(t, v, "c2").Status; s == execution.CellOK || s == execution.CellRunning || s == execution.CellPending {
 		t.Errorf("c2 after Close: %s", describeJob(v))
 	}
 	c := serverCell(t, e.srv, execPath, "c1")
@@ -1022,7 +1023,7 @@ func TestExecCloseStopsRunningJobs(t *testing.T) {
 	if n := e.ks.Received(k); n != 1 {
 		t.Errorf("kernel received %d requests, want 1", n)
 	}
-	if _, err := e.x.Start(ctxT(t), execPath, []string{"c1"}, bridge.RunOptions{}); err == nil {
+	if _, err := e.x.Start(ctxT(t), execPath, []string{"c1"}, execution.RunOptions{}); err == nil {
 		t.Error("Start after Close succeeded")
 	}
 	e.stopRun()
@@ -1034,13 +1035,13 @@ var transient = &bridgetest.Error{Status: 503, Msg: "service unavailable"}
 func TestExecTransientStateErrorDuringTheRun(t *testing.T) {
 	// Regression: one failed GET /api/kernels/{id} during a silent stretch of a run (any error, not only a 404) makes attempt give the run up as "the kernel died during the run": the cell is marked idle and aborted while the kernel still runs it, and its later outputs are never written (exec.go attempt: `err != nil || state == "dead"`; bridge.IsNotFound is not used)
 	e := newExecEnv(t, oneNotebook(codeCell("c1", "print:a\nblock:slow\nprint:b")), nil)
-	j := e.start(execPath, []string{"c1"}, bridge.RunOptions{})
+	j := e.start(execPath, []string{"c1"}, execution.RunOptions{})
 	awaitGate(t, e.ks, "slow", 1)
 	e.ks.FailKernelState(transient, 1)
 	awaitKernels(t, e.ks, "the failed liveness check", func() bool { return e.ks.KernelStateFailuresLeft() == 0 })
 	e.ks.Release("slow")
 	v := awaitJob(t, j)
-	if r := cellRun(t, v, "c1"); r.Status != bridge.CellOK || streamText(r.Outputs) != "a\nb\n" {
+	if r := cellRun(t, v, "c1"); r.Status != execution.CellOK || streamText(r.Outputs) != "a\nb\n" {
 		t.Errorf("run across a transient REST error: %s, want ok with every output", describeJob(v))
 	}
 }
@@ -1048,9 +1049,9 @@ func TestExecTransientStateErrorDuringTheRun(t *testing.T) {
 func TestExecTransientStateErrorBetweenJobs(t *testing.T) {
 	// Regression: a failed GET /api/kernels/{id} (any error, e.g. a 503) when a job starts makes acquire drop a live kernel's channel and tell the model "the notebook's kernel was gone; a new kernel was started, so variables from earlier runs are lost" although the same kernel, with its variables, is reused (exec.go acquire: `alive = err == nil && state != "dead"`)
 	e := newExecEnv(t, oneNotebook(codeCell("c1", "print:1")), nil)
-	v1 := e.run(execPath, []string{"c1"}, bridge.RunOptions{})
+	v1 := e.run(execPath, []string{"c1"}, execution.RunOptions{})
 	e.ks.FailKernelState(transient, 1)
-	v2 := e.run(execPath, []string{"c1"}, bridge.RunOptions{})
+	v2 := e.run(execPath, []string{"c1"}, execution.RunOptions{})
 	if v2.KernelID != v1.KernelID {
 		t.Errorf("kernel changed from %s to %s", v1.KernelID, v2.KernelID)
 	}
@@ -1062,7 +1063,7 @@ func TestExecTransientStateErrorBetweenJobs(t *testing.T) {
 func TestExecRunCodeBehindARunningJob(t *testing.T) {
 	// Regression: RunCode on a notebook whose job is running blocks in acquire on k.mu.Lock(), which ignores ctx: execute_code overruns its timeout (and the tool call its CallTimeout) until the job ends (exec.go acquire)
 	e := newExecEnv(t, oneNotebook(codeCell("c1", "block:long")), nil)
-	j := e.start(execPath, []string{"c1"}, bridge.RunOptions{})
+	j := e.start(execPath, []string{"c1"}, execution.RunOptions{})
 	awaitGate(t, e.ks, "long", 1)
 	defer func() { e.ks.Release("long"); awaitJob(t, j) }()
 	done := make(chan error, 1)
@@ -1084,10 +1085,10 @@ func TestExecRunCodeBehindARunningJob(t *testing.T) {
 func TestExecRunCodeKernelRestarts(t *testing.T) {
 	// Regression: RunCode ignores bridge.MsgKernelRestarting: when the kernel restarts while scratch code runs, the call waits for its whole timeout and then reports the code "still running in the kernel", though the process that ran it is gone (exec.go RunCode; attempt handles the message)
 	e := newExecEnv(t, oneNotebook(codeCell("c1", "print:1")), nil)
-	e.run(execPath, []string{"c1"}, bridge.RunOptions{})
+	e.run(execPath, []string{"c1"}, execution.RunOptions{})
 	k := kernelOf(t, e.ks, execPath)
 	type out struct {
-		run bridge.CellRun
+		run execution.CellRun
 		err error
 	}
 	done := make(chan out, 1)
@@ -1101,7 +1102,7 @@ func TestExecRunCodeKernelRestarts(t *testing.T) {
 	awaitGate(t, e.ks, gateNever, 1)
 	e.ks.RestartKernel(k, bridgetest.KernelRestartOptions{})
 	o := <-done
-	if el := time.Since(start); el > time.Second || o.run.Status == bridge.CellRunning {
+	if el := time.Since(start); el > time.Second || o.run.Status == execution.CellRunning {
 		t.Errorf("RunCode across a restart returned after %v with %+v, %v; want a prompt aborted result", el, o.run, o.err)
 	}
 }
@@ -1109,17 +1110,17 @@ func TestExecRunCodeKernelRestarts(t *testing.T) {
 func TestExecKernelDiesMidJobWithoutStopOnError(t *testing.T) {
 	// Regression: when the kernel dies during a job run with stop_on_error=false, every later cell of the job is still reset in the room (outputs cleared, count null) and then fails at once with "the kernel connection failed": cells that never ran lose their outputs (exec.go runJob/runCell: the dead channel is only replaced by acquire, at the next job; runCell resets before Execute fails)
 	e := newExecEnv(t, oneNotebook(codeCell("w", "print:warm"), codeCell("c1", "print:x"), staleCell("c2", "print:y")), nil)
-	e.run(execPath, []string{"w"}, bridge.RunOptions{})
+	e.run(execPath, []string{"w"}, execution.RunOptions{})
 	k := kernelOf(t, e.ks, execPath)
 	e.ks.Silence(k, true)
-	j := e.start(execPath, []string{"c1", "c2"}, bridge.RunOptions{StopOnError: false})
+	j := e.start(execPath, []string{"c1", "c2"}, execution.RunOptions{StopOnError: false})
 	awaitKernels(t, e.ks, "the request received", func() bool { return e.ks.Received(k) == 2 })
 	e.ks.Kill(k, bridgetest.KillOptions{})
 	v := awaitJob(t, j)
 	c2 := serverCell(t, e.srv, execPath, "c2")
 	r := cellRun(t, v, "c2")
-	ranElsewhere := r.Status == bridge.CellOK && streamText(c2.Outputs) == "y\n"
-	untouched := r.Status != bridge.CellOK && streamText(c2.Outputs) == "stale\n" && countIs(c2.ExecutionCount, 7)
+	ranElsewhere := r.Status == execution.CellOK && streamText(c2.Outputs) == "y\n"
+	untouched := r.Status != execution.CellOK && streamText(c2.Outputs) == "stale\n" && countIs(c2.ExecutionCount, 7)
 	if !ranElsewhere && !untouched {
 		t.Errorf("c2 after the kernel died running c1: %s in the room, %s; want it run on a new kernel or left as it was", describeCell(c2), describeJob(v))
 	}

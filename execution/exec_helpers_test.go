@@ -1,4 +1,4 @@
-package bridge_test
+package execution_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -33,25 +34,31 @@ type execEnv struct {
 	srv *bridgetest.Server
 	ks  *bridgetest.Kernels
 	m   *bridge.Manager
-	x   *bridge.Executor
+	x   *execution.ClientEngine
 	// stopRun ends Executor.Run and waits for it (idempotent).
 	stopRun func()
 }
 
 // newExecEnv starts an executor (with Run going) for a fake holding files; mod adjusts its
 // options.
-func newExecEnv(t *testing.T, files []bridgetest.File, mod func(*bridge.ExecutorOptions)) *execEnv {
+func newExecEnv(t *testing.T, files []bridgetest.File, mod func(*execution.ClientOptions)) *execEnv {
+	t.Helper()
+	return newExecEnvWith(t, files, mod, nil)
+}
+
+// newExecEnvWith is newExecEnv with the manager's options adjusted too.
+func newExecEnvWith(t *testing.T, files []bridgetest.File, mod func(*execution.ClientOptions), modManager func(*bridge.ManagerOptions)) *execEnv {
 	t.Helper()
 	srv := bridgetest.New(files...)
-	m := newManager(t, srv, nil)
+	m := newManager(t, srv, modManager)
 	ks := bridgetest.NewKernels()
-	opts := bridge.ExecutorOptions{Manager: m, Kernels: ks, Logger: fastOptions().Logger, Username: execUser, Heartbeat: heartbeat}
+	opts := execution.ClientOptions{Manager: m, Kernels: ks, Logger: fastOptions().Logger, Username: execUser, Heartbeat: heartbeat}
 	if mod != nil {
 		mod(&opts)
 	}
-	x, err := bridge.NewExecutor(opts)
+	x, err := execution.NewClientEngine(opts)
 	if err != nil {
-		t.Fatalf("NewExecutor: %v", err)
+		t.Fatalf("NewClientEngine: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
@@ -110,7 +117,7 @@ func staleCell(id, src string) ydoc.Cell {
 func textCell(id, typ, src string) ydoc.Cell { return ydoc.Cell{ID: id, Type: typ, Source: src} }
 
 // start starts a job and fails the test on an error.
-func (e *execEnv) start(path string, ids []string, opts bridge.RunOptions) *bridge.Job {
+func (e *execEnv) start(path string, ids []string, opts execution.RunOptions) *execution.Job {
 	e.t.Helper()
 	j, err := e.x.Start(ctxT(e.t), path, ids, opts)
 	if err != nil {
@@ -120,13 +127,13 @@ func (e *execEnv) start(path string, ids []string, opts bridge.RunOptions) *brid
 }
 
 // run starts a job and waits for it.
-func (e *execEnv) run(path string, ids []string, opts bridge.RunOptions) bridge.JobView {
+func (e *execEnv) run(path string, ids []string, opts execution.RunOptions) execution.JobView {
 	e.t.Helper()
 	return awaitJob(e.t, e.start(path, ids, opts))
 }
 
 // awaitJob waits for a job to finish and returns its final view.
-func awaitJob(t *testing.T, j *bridge.Job) bridge.JobView {
+func awaitJob(t *testing.T, j *execution.Job) execution.JobView {
 	t.Helper()
 	select {
 	case <-j.Done():
@@ -134,11 +141,11 @@ func awaitJob(t *testing.T, j *bridge.Job) bridge.JobView {
 	case <-time.After(execWaitTO):
 		t.Fatalf("job %s did not finish within %v: %s", j.ID, execWaitTO, describeJob(j.View()))
 	}
-	return bridge.JobView{}
+	return execution.JobView{}
 }
 
 // notDone fails if the job already finished.
-func notDone(t *testing.T, j *bridge.Job, why string) {
+func notDone(t *testing.T, j *execution.Job, why string) {
 	t.Helper()
 	select {
 	case <-j.Done():
@@ -147,7 +154,7 @@ func notDone(t *testing.T, j *bridge.Job, why string) {
 	}
 }
 
-func describeJob(v bridge.JobView) string {
+func describeJob(v execution.JobView) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "status %s note %q kernel %s;", v.Status, v.Note, v.KernelID)
 	for _, c := range v.Cells {
@@ -169,7 +176,7 @@ func compactJSON(v any) string {
 }
 
 // cellRun returns a job view's cell by id.
-func cellRun(t *testing.T, v bridge.JobView, id string) bridge.CellRun {
+func cellRun(t *testing.T, v execution.JobView, id string) execution.CellRun {
 	t.Helper()
 	for _, c := range v.Cells {
 		if c.CellID == id {
@@ -177,13 +184,13 @@ func cellRun(t *testing.T, v bridge.JobView, id string) bridge.CellRun {
 		}
 	}
 	t.Fatalf("job has no cell %q: %s", id, describeJob(v))
-	return bridge.CellRun{}
+	return execution.CellRun{}
 }
 
 // wantStatuses checks the status of every cell of a job, in order.
-func wantStatuses(t *testing.T, v bridge.JobView, want ...string) {
+func wantStatuses(t *testing.T, v execution.JobView, want ...execution.CellStatus) {
 	t.Helper()
-	var got []string
+	var got []execution.CellStatus
 	for _, c := range v.Cells {
 		got = append(got, c.Status)
 	}

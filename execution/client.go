@@ -1,0 +1,358 @@
+package execution
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
+)
+
+// ClientOptions configure a ClientEngine. Zero values get defaults.
+type ClientOptions struct {
+	Manager *bridge.Manager
+	Kernels Kernels
+	Logger  zerolog.Logger
+	// Username marks our runs in the room (so a later sidecar can clean up after a crash).
+	Username string
+	// Heartbeat is how long a run may be silent before the kernel's liveness is checked (5s).
+	Heartbeat time.Duration
+	// KeepJobs bounds the finished jobs kept for polling (200).
+	KeepJobs int
+	// StaleRun is how long a run marker may go without a heartbeat before another sidecar
+	// takes the run for dead and resets its cell (60s; markers beat every third of it).
+	StaleRun time.Duration
+	// ChannelIdle closes a notebook's kernel channel unused for this long, so the server's
+	// culler can still stop the kernel (10m).
+	ChannelIdle time.Duration
+	// WriteWait bounds how long a run waits for the server to confirm one of its writes into
+	// the cell (5s). A write still unconfirmed then is in the replica and on its way; one the
+	// room could not take (it is reconnecting) is taken back and written again with what came
+	// since. The run goes on meanwhile either way.
+	WriteWait time.Duration
+	// Now is the clock (time.Now).
+	Now func() time.Time
+}
+
+// ClientEngine is the Executor that runs cells as the kernel's client, the way JupyterLab does
+// with jupyter-collaboration: it sends each cell's execute_request over the notebook's kernel
+// websocket and writes what comes back into the notebook's room itself.
+//
+// It owns, per notebook, the kernel its runs use (the session a human's tab uses when there is
+// one, so state is shared; a new one when it died; one holder at a time, so jobs on a notebook
+// queue while jobs on different notebooks run in parallel), the jobs it keeps for polling, and
+// its run markers in the rooms' state (which let another sidecar reset a cell left [*] by one
+// that died). It reaches rooms only through bridge's public API (Manager, Room) and the server
+// only through Kernels.
+//
+// How it is driven: Run, owned by cmd, cleans up after dead sidecars whenever a notebook room
+// syncs and closes idle kernel channels until its context ends, then Close stops every job.
+// Start gives each job a goroutine that takes the notebook's kernel and runs the cells one by
+// one; each cell is a machine (a pure state machine: kernel messages, room write outcomes and
+// ticks in, actions out) carried out by drive, a small IO loop in which nothing blocks (each
+// room write, REST call and kernel read waits in a goroutine of its own and comes back as an
+// input). Room writes wait for the server at most WriteWait, so a room that reconnects holds up
+// neither the kernel's messages nor the marker's beat: outputs accumulate in the run and reach
+// the cell when the room is back, none lost, none twice.
+type ClientEngine struct {
+	opts     ClientOptions
+	log      zerolog.Logger
+	instance string
+
+	life   context.Context
+	finish context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	closed   bool                 // Close began: nothing new starts
+	kernels  map[string]*nbKernel // notebook path → its kernel
+	jobs     map[string]*clientJob
+	finished []string        // ids of finished jobs, oldest first
+	rechecks map[string]bool // notebooks with a stale-run recheck scheduled
+}
+
+// runMarkerKey is the state-map key recording our runs in progress: cell id → owner. The state
+// map is not saved to the file.
+const runMarkerKey = "jupyter_collab_mcp_runs"
+
+// NewClientEngine validates options. It starts nothing; Run does.
+func NewClientEngine(opts ClientOptions) (*ClientEngine, error) {
+	if opts.Manager == nil || opts.Kernels == nil {
+		return nil, errors.New("execution: manager and kernels are required")
+	}
+	if opts.Username == "" {
+		opts.Username = bridge.DefaultUser().Username
+	}
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = 5 * time.Second
+	}
+	if opts.KeepJobs <= 0 {
+		opts.KeepJobs = 200
+	}
+	if opts.StaleRun <= 0 {
+		opts.StaleRun = 60 * time.Second
+	}
+	if opts.ChannelIdle <= 0 {
+		opts.ChannelIdle = 10 * time.Minute
+	}
+	if opts.WriteWait <= 0 {
+		opts.WriteWait = defaultWriteWait
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	life, finish := context.WithCancel(context.Background())
+	return &ClientEngine{
+		opts: opts, log: opts.Logger.With().Str("component", "executor").Logger(), instance: hex.EncodeToString(b[:]),
+		life: life, finish: finish, kernels: map[string]*nbKernel{}, jobs: map[string]*clientJob{}, rechecks: map[string]bool{},
+	}, nil
+}
+
+// Run cleans up after earlier instances (cells left "running" by a sidecar that died mid-run)
+// whenever a notebook room syncs, and closes idle kernel channels, until ctx ends; then it stops
+// every job and closes kernel channels.
+func (x *ClientEngine) Run(ctx context.Context) error {
+	defer x.Close()
+	sub := x.opts.Manager.Subscribe(256)
+	defer sub.Close()
+	idle := time.NewTicker(min(x.opts.ChannelIdle/4, 30*time.Second))
+	defer idle.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-x.life.Done():
+			return nil
+		case <-idle.C:
+			x.closeIdleChannels()
+		case e, ok := <-sub.C:
+			if !ok {
+				return nil
+			}
+			if e.Kind == bridge.EventSynced {
+				x.goTracked(func() { x.clearStaleRuns(e.Path) })
+			}
+		}
+	}
+}
+
+// track registers work Close must wait for; it fails once Close began.
+func (x *ClientEngine) track() (func(), error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.closed {
+		return nil, errors.New("execution: executor stopped")
+	}
+	x.wg.Add(1)
+	return x.wg.Done, nil
+}
+
+// goTracked runs fn in a goroutine Close waits for (nothing, once Close began).
+func (x *ClientEngine) goTracked(fn func()) {
+	done, err := x.track()
+	if err != nil {
+		return
+	}
+	go func() {
+		defer done()
+		fn()
+	}()
+}
+
+// Close stops every job (the kernels keep running what they were given) and waits for them.
+func (x *ClientEngine) Close() {
+	x.mu.Lock()
+	x.closed = true
+	x.mu.Unlock()
+	x.finish()
+	x.wg.Wait()
+	// Every holder of a kernel was tracked and has finished: the channels are ours.
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, k := range x.kernels {
+		if k.ch != nil {
+			_ = k.ch.Close()
+			k.ch = nil
+		}
+	}
+}
+
+// clientJob is a job and what the executor keeps about it.
+type clientJob struct {
+	job        *Job
+	cellIDs    []string
+	cancelC    chan struct{} // closed by Cancel
+	cancelOnce sync.Once
+}
+
+func (cj *clientJob) cancelled() bool {
+	select {
+	case <-cj.cancelC:
+		return true
+	default:
+		return false
+	}
+}
+
+// now reads the executor's clock.
+func (x *ClientEngine) now() time.Time { return x.opts.Now() }
+
+// Start queues a job running cells (by id, in order) of a notebook and returns at once.
+func (x *ClientEngine) Start(ctx context.Context, path string, cellIDs []string, opts RunOptions) (*Job, error) {
+	release, err := x.track()
+	if err != nil {
+		return nil, err
+	}
+	started := false
+	defer func() {
+		if !started {
+			release()
+		}
+	}()
+	var room *bridge.Room
+	if opts.ForkID != "" {
+		room, err = x.opts.Manager.OpenFork(ctx, path, ydoc.KindNotebook, opts.ForkID)
+	} else {
+		room, err = x.opts.Manager.Open(ctx, path, ydoc.KindNotebook)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var cells []CellRun
+	if err := room.View(ctx, func(d *ydoc.Doc) error {
+		ids := d.CellIDs()
+		for _, id := range cellIDs {
+			idx := -1
+			for i, c := range ids {
+				if c == id {
+					idx = i
+				}
+			}
+			cells = append(cells, CellRun{CellID: id, Index: idx, Status: CellPending})
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	cj := &clientJob{job: NewJob(newJobID(), room.Path(), cells, x.now()), cellIDs: slices.Clone(cellIDs), cancelC: make(chan struct{})}
+	x.mu.Lock()
+	x.jobs[cj.job.ID] = cj
+	x.mu.Unlock()
+	started = true
+	go func() {
+		defer release()
+		x.runJob(cj, room, opts)
+	}()
+	return cj.job, nil
+}
+
+func newJobID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "job-" + hex.EncodeToString(b[:])
+}
+
+// retire counts a job as finished: the oldest finished jobs beyond KeepJobs are forgotten.
+func (x *ClientEngine) retire(j *Job) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.finished = append(x.finished, j.ID)
+	for len(x.finished) > x.opts.KeepJobs {
+		delete(x.jobs, x.finished[0])
+		x.finished = x.finished[1:]
+	}
+}
+
+func (x *ClientEngine) clientJob(id string) (*clientJob, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	cj, ok := x.jobs[id]
+	if !ok {
+		return nil, fmt.Errorf("%w %q (finished jobs are kept for a while, then forgotten)", ErrUnknownJob, id)
+	}
+	return cj, nil
+}
+
+// Job returns a job by id.
+func (x *ClientEngine) Job(id string) (*Job, error) {
+	cj, err := x.clientJob(id)
+	if err != nil {
+		return nil, err
+	}
+	return cj.job, nil
+}
+
+// JobIDs returns the ids of the jobs the executor knows (running and recently finished), newest
+// first.
+func (x *ClientEngine) JobIDs() []string {
+	x.mu.Lock()
+	jobs := make([]*Job, 0, len(x.jobs))
+	for _, cj := range x.jobs {
+		jobs = append(jobs, cj.job)
+	}
+	x.mu.Unlock()
+	sort.Slice(jobs, func(a, b int) bool { return jobs[a].Created.After(jobs[b].Created) })
+	ids := make([]string, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
+	}
+	return ids
+}
+
+// Cancel stops a job: cells not started are cancelled, the running one is interrupted — as soon
+// as the kernel runs it, never before (until then the kernel may be running someone else's
+// cell). It returns at once; wait on the job to see it end.
+func (x *ClientEngine) Cancel(_ context.Context, id string) (*Job, error) {
+	cj, err := x.clientJob(id)
+	if err != nil {
+		return nil, err
+	}
+	cj.cancelOnce.Do(func() { close(cj.cancelC) })
+	return cj.job, nil
+}
+
+// Interrupt interrupts the notebook's kernel (the human's runs too: it is their kernel).
+func (x *ClientEngine) Interrupt(ctx context.Context, path string) (KernelSession, error) {
+	s, err := x.sessionFor(ctx, path)
+	if err != nil {
+		return s, err
+	}
+	return s, x.opts.Kernels.Interrupt(ctx, s.KernelID)
+}
+
+// Restart restarts the notebook's kernel; its state is lost.
+func (x *ClientEngine) Restart(ctx context.Context, path string) (KernelSession, error) {
+	s, err := x.sessionFor(ctx, path)
+	if err != nil {
+		return s, err
+	}
+	return s, x.opts.Kernels.Restart(ctx, s.KernelID)
+}
+
+func (x *ClientEngine) sessionFor(ctx context.Context, path string) (KernelSession, error) {
+	path, err := bridge.CleanPath(path)
+	if err != nil {
+		return KernelSession{}, err
+	}
+	sessions, err := x.opts.Kernels.Sessions(ctx)
+	if err != nil {
+		return KernelSession{}, err
+	}
+	for _, s := range sessions {
+		if s.Path == path && s.KernelID != "" {
+			return s, nil
+		}
+	}
+	return KernelSession{}, fmt.Errorf("%s: %w", path, ErrNoKernel)
+}

@@ -1,0 +1,425 @@
+package execution
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
+)
+
+// The IO side of runs: a job's loop over its cells, and drive, the loop that carries out one
+// run's machine. Everything that waits (a room write, a REST call, the kernel's next messages)
+// waits in a goroutine of its own and comes back to the loop as an input; the loop itself never
+// blocks on anything but its inputs, so a room that reconnects holds up neither the kernel's
+// messages nor the run marker's beat.
+
+// runJob runs a job's cells in order, on the notebook's kernel, and finishes the job.
+func (x *ClientEngine) runJob(cj *clientJob, room *bridge.Room, opts RunOptions) {
+	j := cj.job
+	ctx := x.life
+	var k *nbKernel
+	finished := false
+	// The kernel is let go and the job counted as finished before its waiters learn it is.
+	finish := func(fn func(*JobState)) {
+		if finished {
+			return
+		}
+		finished = true
+		if k != nil {
+			k.unlock(x.now())
+			k = nil
+		}
+		x.retire(j)
+		j.Finish(fn)
+	}
+	defer finish(func(s *JobState) { s.Status, s.Ended = JobFailed, x.now() }) // only if it did not finish (a panic)
+	k, note, err := x.acquire(ctx, room, opts.KernelName)
+	if err != nil {
+		finish(func(s *JobState) {
+			s.Status, s.Ended = JobFailed, x.now()
+			s.Note = "no kernel: " + err.Error()
+			for i := range s.Cells {
+				s.Cells[i].Status, s.Cells[i].Note = CellSkipped, "not run: no kernel"
+			}
+		})
+		return
+	}
+	j.Update(func(s *JobState) { s.Status, s.Note, s.KernelID = JobRunning, note, k.session.KernelID })
+	var t tally
+	for i := range cj.cellIDs {
+		set := func(fn func(*CellRun)) { j.Update(func(s *JobState) { fn(&s.Cells[i]) }) }
+		if skip := t.before(cj.cancelled(), ctx.Err() != nil); skip != nil {
+			set(func(c *CellRun) { c.Status, c.Note = skip.Status, skip.Note })
+			continue
+		}
+		// The kernel may have died with the previous cell: get it back (or a new one) before
+		// touching this cell, so a cell that cannot run keeps its outputs.
+		if note, err := x.ensureChannel(ctx, room, k, opts.KernelName, false); err != nil {
+			skip := t.noKernel(err)
+			set(func(c *CellRun) { c.Status, c.Note = skip.Status, skip.Note })
+			continue
+		} else if note != "" {
+			j.Update(func(s *JobState) { s.Note, s.KernelID = joinNotes(s.Note, note), k.session.KernelID })
+		}
+		run := x.runCell(ctx, cj, i, room, k, opts.StopOnError)
+		run = t.after(run, cj.cancelled(), opts.StopOnError)
+		set(func(c *CellRun) { *c = run })
+	}
+	status, jobNote := t.end()
+	finish(func(s *JobState) { s.Status, s.Ended, s.Note = status, x.now(), joinNotes(s.Note, jobNote) })
+}
+
+// tally decides, cell after cell, what a job's outcome is: pure bookkeeping over the cells'
+// results.
+type tally struct {
+	final   JobStatus // "" until something decides otherwise: completed
+	stopped string    // why the rest is not run
+	ran     int       // cells that went to the kernel
+	notRun  int       // cells that could not be run
+}
+
+// before says whether the next cell is not run at all (and how it ends), or nil to run it.
+func (t *tally) before(cancelled, closing bool) *CellRun {
+	switch {
+	case cancelled:
+		t.final = JobCancelled
+		return &CellRun{Status: CellCancelled, Note: "cancelled before it ran"}
+	case closing:
+		if t.final == "" {
+			t.final = JobFailed
+		}
+		t.stopped = "not run: the sidecar is shutting down"
+		return &CellRun{Status: CellSkipped, Note: t.stopped}
+	case t.stopped != "":
+		return &CellRun{Status: CellSkipped, Note: t.stopped}
+	}
+	return nil
+}
+
+// noKernel records a cell that could not run because the kernel could not be had.
+func (t *tally) noKernel(err error) *CellRun {
+	t.stopped = "not run: no kernel: " + err.Error()
+	t.final = JobFailed
+	return &CellRun{Status: CellSkipped, Note: t.stopped}
+}
+
+// after records a cell's run and returns it as the job reports it.
+func (t *tally) after(run CellRun, cancelled, stopOnError bool) CellRun {
+	if !run.Started.IsZero() {
+		t.ran++
+	} else if run.Status == CellSkipped && strings.HasPrefix(run.Note, "not run:") {
+		t.notRun++
+	}
+	switch run.Status {
+	case CellError, CellAborted:
+		if t.final == "" {
+			t.final = JobFailed
+		}
+		if cancelled {
+			t.final, run.Status = JobCancelled, CellCancelled
+		} else if stopOnError {
+			t.stopped = "not run: an earlier cell failed (stop_on_error)"
+		}
+	case CellCancelled:
+		t.final = JobCancelled
+	case CellOK:
+		if cancelled { // the interrupt came too late (or the code ignored it)
+			t.final = JobCancelled
+			run.Note = joinNotes(run.Note, "it finished before the cancel took effect")
+		}
+	}
+	return run
+}
+
+// end returns the job's status and what its note must add.
+func (t *tally) end() (JobStatus, string) {
+	if t.final != "" {
+		return t.final, ""
+	}
+	switch {
+	case t.ran > 0:
+		return JobCompleted, ""
+	case t.notRun > 0:
+		return JobFailed, "no cell ran"
+	}
+	return JobCompleted, "nothing to run (no code cell with code)"
+}
+
+// runCell runs the i-th cell of a job and returns what became of it.
+func (x *ClientEngine) runCell(ctx context.Context, cj *clientJob, i int, room *bridge.Room, k *nbKernel, stopOnError bool) CellRun {
+	id := cj.cellIDs[i]
+	skipped := func(idx int, note string) CellRun {
+		return CellRun{CellID: id, Index: idx, Status: CellSkipped, Note: note}
+	}
+	cell, idx, err := cellInfo(ctx, room, id)
+	switch {
+	case err != nil:
+		return skipped(-1, "not run: "+err.Error())
+	case idx < 0:
+		return skipped(-1, "not run: the cell no longer exists")
+	case cell.Type != ydoc.CellCode:
+		return skipped(idx, cell.Type+" cells are not executed")
+	}
+	m := newMachine(machineConfig{
+		CellID: id, Code: cell.Source, Empty: strings.TrimSpace(cell.Source) == "", StopOnError: stopOnError,
+		Heartbeat: x.opts.Heartbeat, BeatEvery: x.opts.StaleRun / 3,
+	})
+	run := x.drive(ctx, m, &runIO{room: room, k: k, job: cj.job, cell: i, index: idx, cancel: cj.cancelC})
+	run.Index = idx
+	if note := k.restartedNote(); note != "" {
+		cj.job.Update(func(s *JobState) { s.Note = joinNotes(s.Note, note) })
+	}
+	return run
+}
+
+// cellInfo is what runCell needs to know about a cell before it runs.
+func cellInfo(ctx context.Context, room *bridge.Room, id string) (ydoc.Cell, int, error) {
+	var c ydoc.Cell
+	idx := -1
+	err := room.View(ctx, func(d *ydoc.Doc) error {
+		for i, cid := range d.CellIDs() {
+			if cid == id {
+				idx = i
+			}
+		}
+		if idx < 0 {
+			return nil
+		}
+		cells, err := d.Cells([]int{idx})
+		if err == nil {
+			c = cells[0]
+		}
+		return err
+	})
+	return c, idx, err
+}
+
+// RunCode runs scratch code in a notebook's kernel without touching the notebook (no outputs
+// written, no execution count). It waits until the code finished or ctx ends; code still
+// running then goes on in the kernel, its output no longer collected. The note says what the
+// caller must know about the kernel (it was replaced, it restarted).
+func (x *ClientEngine) RunCode(ctx context.Context, path, code, kernelName string) (CellRun, string, error) {
+	release, err := x.track()
+	if err != nil {
+		return CellRun{}, "", err
+	}
+	defer release()
+	room, err := x.opts.Manager.Open(ctx, path, ydoc.KindNotebook)
+	if err != nil {
+		return CellRun{}, "", err
+	}
+	k, note, err := x.acquire(ctx, room, kernelName)
+	if err != nil {
+		return CellRun{}, "", err
+	}
+	defer func() { k.unlock(x.now()) }()
+	m := newMachine(machineConfig{Scratch: true, Code: code, Heartbeat: x.opts.Heartbeat})
+	run := x.drive(ctx, m, &runIO{k: k})
+	if m.sendErr != nil {
+		return CellRun{}, note, m.sendErr
+	}
+	run.Index = 0
+	return run, joinNotes(note, k.restartedNote()), nil
+}
+
+// runIO is what the driver of one run works with.
+type runIO struct {
+	room    *bridge.Room // nil for scratch code
+	k       *nbKernel    // held by the caller for the run's length
+	job     *Job         // the job whose cell runs (nil for scratch code)
+	cell    int          // the cell's position in the job
+	index   int          // its index in the notebook
+	cancel  <-chan struct{}
+	running RunningCode // the request, once sent
+}
+
+// drive is the IO loop of one run: it starts the machine, carries out its actions, feeds it
+// what comes back and the time, until the run is done. When ctx ends the machine is told to
+// stop (its last room write still gets its bounded wait). Every goroutine it starts has ended
+// when it returns.
+func (x *ClientEngine) drive(ctx context.Context, m *machine, io *runIO) CellRun {
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	inputs := make(chan func(now time.Time))
+	d := &driver{x: x, m: m, io: io, ctx: rctx, wg: &wg, inputs: inputs}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	cancelled, stopped := io.cancel, ctx.Done()
+	m.start(x.now())
+	for {
+		for _, a := range m.take() {
+			if f, ok := a.(cellFinished); ok {
+				return f.run
+			}
+			d.perform(a)
+		}
+		var fire <-chan time.Time
+		if w := m.wake(); !w.IsZero() {
+			timer.Reset(max(w.Sub(x.now()), 0))
+			fire = timer.C
+		}
+		select {
+		case in := <-inputs:
+			in(x.now())
+		case <-fire:
+			m.tick(x.now())
+		case <-cancelled:
+			cancelled = nil
+			m.cancel(x.now())
+		case <-stopped:
+			stopped = nil
+			m.stop(x.now())
+		}
+	}
+}
+
+// driver carries out one machine's actions.
+type driver struct {
+	x      *ClientEngine
+	m      *machine
+	io     *runIO
+	ctx    context.Context // ends when drive returns
+	wg     *sync.WaitGroup
+	inputs chan func(time.Time)
+}
+
+// post hands an input to the loop; false when the run is over (nobody listens).
+func (d *driver) post(in func(time.Time)) bool {
+	select {
+	case d.inputs <- in:
+		return true
+	case <-d.ctx.Done():
+		return false
+	}
+}
+
+// spawn runs fn in a goroutine drive waits for.
+func (d *driver) spawn(fn func()) {
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		fn()
+	}()
+}
+
+func (d *driver) perform(a action) {
+	x, m, io := d.x, d.m, d.io
+	cellID := m.cfg.CellID
+	switch a := a.(type) {
+	case resetCell:
+		marker := map[string]any{"owner": x.opts.Username, "instance": x.instance, "since": stamp(a.at), "beat": stamp(a.at)}
+		d.write(kindReset, x.opts.WriteWait, resetTx(cellID, marker, a.empty), nil)
+	case writeOutputs:
+		d.write(kindOutputs, x.opts.WriteWait, outputsTx(cellID, a), nil)
+	case beatMarker:
+		d.write(kindBeat, x.opts.WriteWait, beatTx(cellID, x.instance, a.at), nil)
+	case finishCell:
+		gone := &atomic.Bool{}
+		d.write(kindFinal, finalWriteWait, finalTx(cellID, a, gone), gone)
+	case sendRequest:
+		ch, code := io.k.ch, m.cfg.Code
+		d.spawn(func() {
+			running, err := ch.Execute(d.ctx, code, a.storeHistory, a.stopOnError, a.metadata)
+			if !d.post(func(now time.Time) {
+				if err == nil {
+					io.running = running
+					d.follow(running)
+				}
+				m.sent(now, err)
+			}) && err == nil {
+				running.Abandon()
+			}
+		})
+	case abandonRequest:
+		if io.running != nil {
+			io.running.Abandon()
+		}
+	case checkKernel:
+		id := io.k.session.KernelID
+		d.spawn(func() {
+			cctx, cancel := context.WithTimeout(d.ctx, 30*time.Second)
+			state, err := x.opts.Kernels.KernelState(cctx, id)
+			cancel()
+			gone := bridge.IsNotFound(err) || (err == nil && state == "dead")
+			if err != nil && !gone {
+				x.log.Debug().Err(err).Str("kernel", id).Msg("kernel state unknown during a run; waiting on")
+			}
+			d.post(func(now time.Time) { m.kernelState(now, state, gone, err) })
+		})
+	case askKernelInfo:
+		ch := io.k.ch
+		d.spawn(func() {
+			ictx, cancel := context.WithTimeout(d.ctx, 60*time.Second)
+			err := ch.KernelInfo(ictx)
+			cancel()
+			d.post(func(now time.Time) { m.kernelInfo(now, err) })
+		})
+	case interruptKernel:
+		id := io.k.session.KernelID
+		d.spawn(func() {
+			ictx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
+			err := x.opts.Kernels.Interrupt(ictx, id)
+			cancel()
+			if err != nil {
+				x.log.Warn().Err(err).Str("kernel", id).Msg("could not interrupt a cancelled run")
+			}
+			d.post(func(now time.Time) { m.interrupted(now, err) })
+		})
+	case kernelLost:
+		io.k.lost = a.reason
+		if a.closeChannel && io.k.ch != nil {
+			_ = io.k.ch.Close()
+		}
+	case cellStarted:
+		d.updateCell(func(c *CellRun) { c.Index, c.Status, c.Started = io.index, CellRunning, a.at })
+	case cellOutputs:
+		d.updateCell(func(c *CellRun) { c.Outputs = applyOps(c.Outputs, a.ops) })
+	}
+}
+
+func (d *driver) updateCell(fn func(*CellRun)) {
+	if d.io.job != nil {
+		d.io.job.Update(func(s *JobState) { fn(&s.Cells[d.io.cell]) })
+	}
+}
+
+// write runs a room transaction with a bounded wait and hands its outcome to the machine.
+func (d *driver) write(kind writeKind, wait time.Duration, fn func(*ydoc.Txn) error, gone *atomic.Bool) {
+	room, m, log := d.io.room, d.m, d.x.log
+	d.spawn(func() {
+		outcome, err := applyBounded(d.ctx, room, wait, fn, gone)
+		if outcome == writeFailed {
+			log.Warn().Err(err).Str("cell", m.cfg.CellID).Int("write", int(kind)).Msg("could not write a run into its cell")
+		}
+		d.post(func(now time.Time) { m.wrote(now, kind, outcome, err) })
+	})
+}
+
+// follow reads the request's messages as they come and hands them to the loop.
+func (d *driver) follow(running RunningCode) {
+	m := d.m
+	d.spawn(func() {
+		for {
+			msgs, done, err := running.Next(d.ctx)
+			if d.ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				done = true // nothing more will come
+			}
+			if !d.post(func(now time.Time) {
+				m.messages(now, msgs)
+				if done {
+					m.ended(now, err)
+				}
+			}) || done {
+				return
+			}
+		}
+	})
+}
