@@ -36,6 +36,7 @@ func BenchmarkSidecarLatency(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer sc.Stop()
+	b.Logf("sidecar at %s", sc.URL)
 	c, err := Connect(ctx, sc)
 	if err != nil {
 		b.Fatal(err)
