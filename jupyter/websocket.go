@@ -21,7 +21,7 @@ import (
 // reply, a room's update and the next), Nagle's algorithm holds the second until the first is
 // acknowledged — and Linux delays that acknowledgement by up to 40 ms when it expects to
 // piggyback it on data of ours. Every socket therefore acknowledges at once what it reads (see
-// ackNow: TCP_QUICKACK on Linux, nothing elsewhere). Our own Nagle is off: Go sets TCP_NODELAY
+// quickAck: TCP_QUICKACK on Linux, nothing elsewhere). Our own Nagle is off: Go sets TCP_NODELAY
 // on every TCP connection.
 
 // IdleTimeout is how long a websocket to jupyter-server may be silent (no frame, ping or pong)
@@ -35,7 +35,8 @@ import (
 // room rebuilds its replica, so a silent failure does not pass for a short one.
 const IdleTimeout = 40 * time.Second
 
-// DefaultPingInterval is how often sockets are pinged unless configured otherwise.
+// DefaultPingInterval is how often kernel sockets are pinged unless Options.PingInterval says
+// otherwise. Room sockets are pinged by their owner (bridge), by default as often.
 const DefaultPingInterval = 15 * time.Second
 
 // CheckPingInterval refuses a ping interval that would let a quiet, healthy socket hit its read
@@ -65,8 +66,8 @@ func keepAlive(ws *websocket.Conn, idle time.Duration) {
 			return nil
 		}
 		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			return nil
+		if errors.As(err, &ne) {
+			return nil // the reader meets the broken socket itself
 		}
 		return err
 	})
@@ -74,8 +75,8 @@ func keepAlive(ws *websocket.Conn, idle time.Duration) {
 
 // dialWebsocket opens a websocket to u (an http(s) endpoint URL; the scheme becomes ws(s)) with
 // the token or XSRF header and the cookie jar, and sets the read limit and the keepalive read
-// deadline (see keepAlive). Errors carry the path
-// and the server's message, never the token or an HTML page.
+// deadline (see keepAlive). Errors carry the path and the server's message, never the token or
+// an HTML page.
 func (c *Client) dialWebsocket(ctx context.Context, u *url.URL, bufferSize int) (*websocket.Conn, error) {
 	target := *u
 	if target.Scheme == "https" {
