@@ -83,6 +83,9 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 	if opts.IdleTimeout == 0 {
 		opts.IdleTimeout = 10 * time.Minute
 	}
+	if err := checkPingInterval(opts.Server, opts.Room.PingInterval); err != nil {
+		return nil, fmt.Errorf("manager: rooms: %w", err)
+	}
 	if opts.JoinTimeout <= 0 {
 		opts.JoinTimeout = 30 * time.Second
 	}

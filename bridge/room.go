@@ -131,6 +131,9 @@ func (o *RoomOptions) defaults() error {
 	def(&o.HandshakeTimeout, 15*time.Second)
 	def(&o.WriteTimeout, 10*time.Second)
 	def(&o.TickInterval, time.Second)
+	if err := checkPingInterval(o.Server, o.PingInterval); err != nil {
+		return fmt.Errorf("room %s: %w", o.Path, err)
+	}
 	if o.HistoryBudget <= 0 {
 		o.HistoryBudget = 32 << 20
 	}

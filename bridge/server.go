@@ -5,6 +5,7 @@ package bridge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
@@ -94,6 +95,23 @@ type Conn interface {
 	Ping(deadline time.Time) error
 	CloseNormal(deadline time.Time) error
 	Close() error
+}
+
+// idleTimer is implemented by a Server whose room sockets have a read deadline (the jupyter
+// package's do: jupyter.IdleTimeout): a socket silent that long is taken for dead, so rooms must
+// ping at most half that far apart.
+type idleTimer interface{ IdleTimeout() time.Duration }
+
+// checkPingInterval refuses a ping interval the server's sockets would time out under.
+func checkPingInterval(s Server, ping time.Duration) error {
+	it, ok := s.(idleTimer)
+	if !ok || ping <= 0 {
+		return nil
+	}
+	if idle := it.IdleTimeout(); ping > idle/2 {
+		return fmt.Errorf("ping interval %v: must be at most %v, half the %v after which the server's sockets are taken for dead", ping, idle/2, idle)
+	}
+	return nil
 }
 
 // Errors a Server returns are classified by these optional methods (the jupyter package's

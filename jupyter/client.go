@@ -31,8 +31,12 @@ type Options struct {
 	Timeout time.Duration
 	// Logger receives request logs at debug level; tokens are never logged.
 	Logger zerolog.Logger
-	// Transport overrides the HTTP transport (tests).
+	// Transport overrides the HTTP transport (tests). The default one dials like the
+	// websockets do (see dialTCP).
 	Transport http.RoundTripper
+	// PingInterval is how often kernel websockets are pinged (15s); at most IdleTimeout/2, so
+	// that a live but quiet socket always answers before its read deadline.
+	PingInterval time.Duration
 }
 
 // Client is a jupyter-server client. It keeps cookies, so the server sees one stable identity
@@ -43,6 +47,8 @@ type Client struct {
 	http    *http.Client
 	jar     http.CookieJar
 	timeout time.Duration
+	ping    time.Duration // kernel websocket ping interval
+	idle    time.Duration // websocket read deadline (IdleTimeout; shorter in tests)
 	log     zerolog.Logger
 	xsrf    string
 }
@@ -71,10 +77,20 @@ func New(opts Options) (*Client, error) {
 	}
 	base.RawQuery, base.Fragment = "", ""
 	if !strings.HasSuffix(base.Path, "/") {
+		// Keep the base path as the server spells it: tornado routes on the escaped path, so a
+		// hub's /user/a%40b/ is not /user/a@b/.
+		raw := base.EscapedPath()
 		base.Path += "/"
+		base.RawPath = raw + "/"
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 30 * time.Second
+	}
+	if opts.PingInterval <= 0 {
+		opts.PingInterval = DefaultPingInterval
+	}
+	if err := CheckPingInterval(opts.PingInterval); err != nil {
+		return nil, err
 	}
 	jar, err := cookiejar.New(nil)
 	if err != nil {
@@ -82,13 +98,17 @@ func New(opts Options) (*Client, error) {
 	}
 	transport := opts.Transport
 	if transport == nil {
-		transport = http.DefaultTransport
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.DialContext = dialTCP
+		transport = t
 	}
 	c := &Client{
 		base:    base,
 		token:   opts.Token,
 		jar:     jar,
 		timeout: opts.Timeout,
+		ping:    opts.PingInterval,
+		idle:    IdleTimeout,
 		log:     opts.Logger,
 		http: &http.Client{
 			Transport: transport,
@@ -168,7 +188,7 @@ func (c *Client) do(ctx context.Context, method string, u *url.URL, body, out an
 		return resp.StatusCode, &RequestError{Method: method, Path: u.Path, Err: err}
 	}
 	if resp.StatusCode >= 300 {
-		return resp.StatusCode, &APIError{Method: method, Path: u.Path, Status: resp.StatusCode, Message: serverMessage(data)}
+		return resp.StatusCode, &APIError{Method: method, Path: u.Path, Status: resp.StatusCode, Message: serverMessage(data, c.token)}
 	}
 	if out != nil && len(data) > 0 {
 		if err := json.Unmarshal(data, out); err != nil {
@@ -181,26 +201,38 @@ func (c *Client) do(ctx context.Context, method string, u *url.URL, body, out an
 // maxResponse caps REST response bodies (a notebook fetched through contents can be large).
 const maxResponse = 512 << 20
 
-// serverMessage extracts jupyter-server's {"message": ...} or {"reason": ...} from an error body.
-func serverMessage(b []byte) string {
+// serverMessage extracts jupyter-server's {"message": ...} or {"reason": ...} from an error body:
+// one line of at most 200 characters, never an HTML page (an unknown route, a proxy's error page:
+// nothing in it belongs in our errors), with each of secrets (tokens) replaced by "[redacted]".
+func serverMessage(b []byte, secrets ...string) string {
 	var m struct {
 		Message string `json:"message"`
 		Reason  string `json:"reason"`
 		Error   string `json:"error"`
 	}
+	s := ""
 	if json.Unmarshal(b, &m) == nil {
-		for _, s := range []string{m.Message, m.Reason, m.Error} {
-			if s != "" {
-				return s
+		for _, v := range []string{m.Message, m.Reason, m.Error} {
+			if v != "" {
+				s = v
+				break
 			}
 		}
 	}
-	s := strings.TrimSpace(string(b))
-	if strings.HasPrefix(s, "<") {
-		return "" // an HTML error page (an unknown route): nothing in it belongs in our errors
+	if s == "" {
+		s = strings.TrimSpace(string(b))
+		if strings.HasPrefix(s, "<") {
+			return "" // an HTML error page
+		}
 	}
-	if len(s) > 200 {
-		s = s[:200] + "…"
+	for _, secret := range secrets {
+		if secret != "" {
+			s = strings.ReplaceAll(s, secret, "[redacted]")
+		}
+	}
+	s = strings.Join(strings.Fields(s), " ") // one line
+	if r := []rune(s); len(r) > 200 {
+		s = string(r[:200]) + "…"
 	}
 	return s
 }
@@ -276,7 +308,7 @@ func (c *Client) WhoIs(ctx context.Context, token string, permissions map[string
 		return Identity{}, nil, &RequestError{Method: http.MethodGet, Path: u.Path, Err: err}
 	}
 	if resp.StatusCode >= 300 {
-		return Identity{}, nil, &APIError{Method: http.MethodGet, Path: u.Path, Status: resp.StatusCode, Message: serverMessage(data)}
+		return Identity{}, nil, &APIError{Method: http.MethodGet, Path: u.Path, Status: resp.StatusCode, Message: serverMessage(data, token, c.token)}
 	}
 	var out struct {
 		Identity    Identity            `json:"identity"`

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"sync"
@@ -132,11 +131,15 @@ var ErrKernelGone = errors.New("jupyter: kernel connection lost")
 // requests (a human running cells in the same kernel) are dropped. A dropped websocket is
 // redialled with the same session id, so jupyter-server replays what it buffered meanwhile
 // (it buffers only when no other client is connected to the kernel) and requests in flight go on.
+// A pinger goroutine pings the websocket (Options.PingInterval); a socket silent for IdleTimeout
+// is taken for dropped and redialled. Both goroutines end with the connection (Done).
 type KernelConn struct {
 	session string
 	user    string
 	log     zerolog.Logger
 	dial    func(ctx context.Context) (*websocket.Conn, error)
+	pinged  chan struct{} // closed when the pinger has returned
+	idle    time.Duration // read deadline after each frame
 
 	writeMu sync.Mutex // held while writing; guards ws changes too
 	mu      sync.Mutex
@@ -160,40 +163,47 @@ func (c *Client) ConnectKernel(ctx context.Context, kernelID, username string) (
 	session := newUUID()
 	u := c.endpoint("api", "kernels", kernelID, "channels")
 	u.RawQuery = url.Values{"session_id": {session}}.Encode()
-	if u.Scheme == "https" {
-		u.Scheme = "wss"
-	} else {
-		u.Scheme = "ws"
-	}
 	dial := func(ctx context.Context) (*websocket.Conn, error) {
-		h := http.Header{}
-		c.authorize(h)
-		d := websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: c.timeout, Jar: c.jar}
-		ctx, cancel := context.WithTimeout(ctx, c.timeout)
-		defer cancel()
-		ws, resp, err := d.DialContext(ctx, u.String(), h)
-		if err != nil {
-			if resp != nil {
-				body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-				resp.Body.Close()
-				return nil, &APIError{Method: "GET", Path: u.Path, Status: resp.StatusCode, Message: serverMessage(body)}
-			}
-			return nil, &RequestError{Method: "GET", Path: u.Path, Err: scrubURLError(err)}
-		}
-		ws.SetReadLimit(MaxRoomFrame)
-		return ws, nil
+		return c.dialWebsocket(ctx, u, 0)
 	}
 	ws, err := dial(ctx)
 	if err != nil {
 		return nil, err
 	}
 	k := &KernelConn{ws: ws, session: session, user: username, log: c.log, dial: dial, pending: map[string]*Execution{},
-		closing: make(chan struct{}), done: make(chan struct{})}
+		closing: make(chan struct{}), done: make(chan struct{}), pinged: make(chan struct{}), idle: c.idle}
 	go k.read()
+	go k.keepPinging(c.ping)
 	return k, nil
 }
 
-// Done is closed when the connection has ended; Err then says why.
+// keepPinging pings the current websocket every interval until the connection ends. A failed
+// ping closes that websocket, which the reader then redials.
+func (k *KernelConn) keepPinging(interval time.Duration) {
+	defer close(k.pinged)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-k.done:
+			return
+		case <-t.C:
+		}
+		k.mu.Lock()
+		ws := k.ws
+		k.mu.Unlock()
+		if err := ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(kernelWriteTimeout)); err != nil {
+			k.log.Debug().Err(err).Msg("kernel websocket ping failed")
+			_ = ws.Close()
+		}
+	}
+}
+
+// kernelWriteTimeout bounds one write (a request, a ping) to the kernel websocket.
+const kernelWriteTimeout = 10 * time.Second
+
+// Done is closed when the connection has ended (its reader has returned; its pinger returns
+// right after, and Close waits for both); Err then says why.
 func (k *KernelConn) Done() <-chan struct{} { return k.done }
 
 // Err returns why the connection ended (nil while it is up).
@@ -229,6 +239,7 @@ func (k *KernelConn) Close() error {
 		err = ws.Close()
 	})
 	<-k.done
+	<-k.pinged
 	return err
 }
 
@@ -246,6 +257,7 @@ func (k *KernelConn) read() {
 			}
 			continue
 		}
+		_ = ws.SetReadDeadline(time.Now().Add(k.idle))
 		if typ == websocket.BinaryMessage {
 			if data, err = legacyBinaryJSON(data); err != nil {
 				k.log.Debug().Err(err).Msg("dropping a kernel message with buffers")
@@ -488,8 +500,8 @@ func (k *KernelConn) request(ctx context.Context, msgType string, content, metad
 	ws := k.ws
 	k.mu.Unlock()
 	deadline, ok := ctx.Deadline()
-	if !ok || time.Until(deadline) > 10*time.Second {
-		deadline = time.Now().Add(10 * time.Second)
+	if !ok || time.Until(deadline) > kernelWriteTimeout {
+		deadline = time.Now().Add(kernelWriteTimeout)
 	}
 	_ = ws.SetWriteDeadline(deadline)
 	err = ws.WriteMessage(websocket.TextMessage, b)

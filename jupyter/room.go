@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"time"
 
@@ -17,11 +15,6 @@ import (
 // MaxRoomFrame is the read limit on room sockets. The server accepts 1 GiB messages; a
 // whole-notebook sync step 2 can be tens of MB, and a small limit kills big notebooks (1009).
 const MaxRoomFrame = 1 << 30
-
-// roomIdle is how long a room socket may be silent before it is considered dead. The server's
-// own awareness renews every 15 s and the room pings every 15 s; staying under the 45 s after
-// which a room rebuilds its replica keeps a silent failure from passing as a short one.
-const roomIdle = 40 * time.Second
 
 // CloseError is a websocket close received from the server.
 type CloseError struct {
@@ -45,7 +38,8 @@ func (e *CloseError) CloseReason() string { return e.Reason }
 // RoomConn is one room websocket. Read must be called from one goroutine and Write from one
 // other; Ping and Close may be called from anywhere (gorilla's concurrency rules).
 type RoomConn struct {
-	ws *websocket.Conn
+	ws   *websocket.Conn
+	idle time.Duration
 }
 
 // DialRoom opens the websocket of a collaboration room with the token in a header.
@@ -56,40 +50,15 @@ func (c *Client) DialRoom(ctx context.Context, roomID, sessionID string) (*RoomC
 	if sessionID != "" {
 		u.RawQuery = url.Values{"sessionId": {sessionID}}.Encode()
 	}
-	switch u.Scheme {
-	case "https":
-		u.Scheme = "wss"
-	default:
-		u.Scheme = "ws"
-	}
-	h := http.Header{}
-	c.authorize(h)
-	d := websocket.Dialer{
-		Proxy:            http.ProxyFromEnvironment,
-		HandshakeTimeout: c.timeout,
-		Jar:              c.jar,
-		ReadBufferSize:   64 << 10,
-		WriteBufferSize:  64 << 10,
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	ws, resp, err := d.DialContext(ctx, u.String(), h)
+	ws, err := c.dialWebsocket(ctx, u, 64<<10)
 	if err != nil {
-		if resp != nil {
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-			resp.Body.Close()
-			return nil, &APIError{Method: "GET", Path: u.Path, Status: resp.StatusCode, Message: serverMessage(body)}
-		}
-		return nil, &RequestError{Method: "GET", Path: u.Path, Err: scrubURLError(err)}
+		return nil, err
 	}
-	ws.SetReadLimit(MaxRoomFrame)
-	rc := &RoomConn{ws: ws}
-	_ = ws.SetReadDeadline(time.Now().Add(roomIdle))
-	ws.SetPongHandler(func(string) error { return ws.SetReadDeadline(time.Now().Add(roomIdle)) })
-	return rc, nil
+	return &RoomConn{ws: ws, idle: c.idle}, nil
 }
 
-// Read returns the next binary frame. Text frames (never sent by the server) are skipped.
+// Read returns the next binary frame; a socket silent for IdleTimeout (the caller pings it more
+// often than that) fails with a timeout. Text frames (never sent by the server) are skipped.
 func (r *RoomConn) Read() ([]byte, error) {
 	for {
 		typ, data, err := r.ws.ReadMessage()
@@ -100,7 +69,7 @@ func (r *RoomConn) Read() ([]byte, error) {
 			}
 			return nil, err
 		}
-		_ = r.ws.SetReadDeadline(time.Now().Add(roomIdle))
+		_ = r.ws.SetReadDeadline(time.Now().Add(r.idle))
 		if typ == websocket.BinaryMessage {
 			return data, nil
 		}

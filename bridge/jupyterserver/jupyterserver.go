@@ -10,6 +10,7 @@ import (
 	"fmt"
 	pathpkg "path"
 	"sync"
+	"time"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
@@ -79,6 +80,10 @@ func engineInfo(e jupyter.Engine) bridge.Engine {
 	}
 	return info
 }
+
+// IdleTimeout is how long a room socket may be silent before it is taken for dead (the bridge
+// checks its ping interval against it).
+func (Server) IdleTimeout() time.Duration { return jupyter.IdleTimeout }
 
 // OpenDocSession implements bridge.Server: jupyter-collaboration's session PUT, or on
 // jupyter-server-documents the file id index (its rooms have no session id).

@@ -60,6 +60,7 @@ type Config struct {
 	ConfigFile        string
 	ShowVersion       bool
 	tokenFromFlag     bool // --mcp-token was used (warn: visible in ps)
+	urlTokenFromFlag  bool // --jupyter-url carried a token (warn: visible in ps)
 	jupyterTokenFile  string
 	mcpTokenFile      string
 	tokensFile        string
@@ -133,7 +134,7 @@ func options() []option {
 	return []option{
 		{"version", "", "false", "print the version and exit", "bool", false, boolean(func(c *Config) *bool { return &c.ShowVersion })},
 		{"config", "JCM_CONFIG", "", "YAML or JSON file of options, keyed by flag name (flags and environment override it)", "string", false, str(func(c *Config) *string { return &c.ConfigFile })},
-		{"jupyter-url", "JUPYTER_URL", "http://127.0.0.1:8888/", "jupyter-server URL, including any base_url (e.g. https://hub/user/alice/)", "string", false, str(func(c *Config) *string { return &c.JupyterURL })},
+		{"jupyter-url", "JUPYTER_URL", "http://127.0.0.1:8888/", "jupyter-server URL, including any base_url (e.g. https://hub/user/alice/); or the URL JupyterLab printed or shows, with its ?token= (e.g. http://127.0.0.1:8888/lab?token=...)", "string", false, str(func(c *Config) *string { return &c.JupyterURL })},
 		{"", "JUPYTER_TOKEN", "", "Jupyter token (environment only; or --jupyter-token-file)", "string", true, str(func(c *Config) *string { return &c.JupyterToken })},
 		{"jupyter-token-file", "JUPYTER_TOKEN_FILE", "", "file holding the Jupyter token", "string", false, str(func(c *Config) *string { return &c.jupyterTokenFile })},
 		{"jupyter-timeout", "JUPYTER_TIMEOUT", "30s", "timeout of each jupyter-server request", "duration", false, duration(func(c *Config) *time.Duration { return &c.JupyterTimeout })},
@@ -246,6 +247,9 @@ func loadConfig(args []string, getenv func(string) string, readFile func(string)
 		if err := o.set(&c, v); err != nil {
 			return c, fmt.Errorf("--%s: %w", o.flag, err)
 		}
+		if o.flag == "jupyter-url" {
+			c.urlTokenFromFlag = urlHasToken(v)
+		}
 	}
 	if c.tokensFile != "" {
 		b, err := readFile(c.tokensFile)
@@ -274,7 +278,86 @@ func loadConfig(args []string, getenv func(string) string, readFile func(string)
 	if c.ShowVersion {
 		return c, nil
 	}
+	if err := c.splitJupyterURL(); err != nil {
+		return c, err
+	}
 	return c, c.validate()
+}
+
+// uiSegments are the first path segments of JupyterLab's and Notebook's pages (and the login
+// page) under a server's base URL: /lab, /lab/tree/x.ipynb, /doc/tree/x.ipynb, /tree,
+// /notebooks/x.ipynb, /edit/x.txt, ...
+var uiSegments = map[string]bool{"lab": true, "doc": true, "tree": true, "notebooks": true, "edit": true,
+	"consoles": true, "terminals": true, "files": true, "view": true, "voila": true, "login": true}
+
+// splitJupyterURL turns JupyterURL into the server's base URL, taking the token it may carry:
+// the URL a person has in hand is the one JupyterLab printed or shows
+// (http://127.0.0.1:8888/lab/tree/x.ipynb?token=…, /user/alice/lab?token=… under JupyterHub,
+// /tree?token=…, /notebooks/x.ipynb?token=…). The path is cut before its first page segment
+// (after /user/<name>/ and a named server under JupyterHub); a URL ending in "/" without a token
+// is a base URL and kept as it is. A token given both in the URL and as JUPYTER_TOKEN (or its
+// file) must be the same. No error quotes the URL or a token.
+func (c *Config) splitJupyterURL() error {
+	if c.JupyterURL == "" {
+		return nil
+	}
+	u, err := url.Parse(c.JupyterURL)
+	if err != nil {
+		return errors.New("JUPYTER_URL / --jupyter-url does not parse as a URL (expected e.g. http://127.0.0.1:8888/ or the URL JupyterLab printed)")
+	}
+	q := u.Query()
+	token := ""
+	for _, t := range q["token"] {
+		if t == "" {
+			continue
+		}
+		if token != "" && t != token {
+			return errors.New("JUPYTER_URL carries two different tokens")
+		}
+		token = t
+	}
+	if token == "" && strings.HasSuffix(u.Path, "/") {
+		return nil // a base URL, as before: /lab/ may be a base_url
+	}
+	segments := strings.Split(strings.Trim(u.EscapedPath(), "/"), "/")
+	cut := len(segments)
+scan:
+	for i := 0; i < len(segments); i++ {
+		switch {
+		case segments[i] == "user" && i+1 < len(segments):
+			i++ // JupyterHub's /user/<name>/: the name may be anything, "lab" included
+		case segments[i] == "hub":
+			return errors.New("JUPYTER_URL is a JupyterHub hub page (/hub/...): give your server's URL instead (…/user/<name>/, as the browser shows once the server runs)")
+		case uiSegments[segments[i]]:
+			cut = i
+			break scan
+		}
+	}
+	base := "/"
+	if cut > 0 && segments[0] != "" {
+		base = "/" + strings.Join(segments[:cut], "/") + "/"
+	}
+	path, err := url.PathUnescape(base)
+	if err != nil {
+		return errors.New("JUPYTER_URL: the path has a bad escape")
+	}
+	// RawPath keeps the server's escapes (tornado routes on the escaped path).
+	u.Path, u.RawPath, u.RawQuery, u.Fragment, u.RawFragment = path, base, "", "", ""
+	c.JupyterURL = u.String()
+	switch {
+	case token == "":
+	case c.JupyterToken == "":
+		c.JupyterToken = token
+	case c.JupyterToken != token:
+		return errors.New("JUPYTER_URL carries a token that differs from JUPYTER_TOKEN (or --jupyter-token-file): give it once, or make them agree")
+	}
+	return nil
+}
+
+// urlHasToken reports whether a URL carries a ?token= query.
+func urlHasToken(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && u.Query().Get("token") != ""
 }
 
 // readConfigFile reads the optional config file named by --config (looked up in args before
@@ -338,6 +421,9 @@ func readConfigFile(args []string, getenv func(string) string, readFile func(str
 		case nil:
 		default:
 			out[k] = fmt.Sprint(v)
+			if k == "jupyter-url" && urlHasToken(out[k]) {
+				return nil, fmt.Errorf("config file %s: jupyter-url carries a token; tokens belong in the environment (JUPYTER_URL or JUPYTER_TOKEN) or a token file", path)
+			}
 		}
 	}
 	return out, nil

@@ -174,3 +174,93 @@ func TestReadmeDocumentsEveryOption(t *testing.T) {
 		}
 	}
 }
+
+// A pasted JupyterLab (or Notebook, or JupyterHub) URL becomes the base URL and the token.
+func TestJupyterURLWithToken(t *testing.T) {
+	const tok = "f00dfeed0123456789abcdef"
+	for _, tc := range []struct {
+		name      string
+		url       string
+		env       map[string]string
+		args      []string
+		wantURL   string
+		wantToken string
+		wantErr   string
+	}{
+		{name: "lab", url: "http://127.0.0.1:8888/lab?token=" + tok, wantURL: "http://127.0.0.1:8888/", wantToken: tok},
+		{name: "lab tree", url: "http://127.0.0.1:8888/lab/tree/dir/x.ipynb?token=" + tok, wantURL: "http://127.0.0.1:8888/", wantToken: tok},
+		{name: "root with token", url: "http://localhost:8888/?token=" + tok, wantURL: "http://localhost:8888/", wantToken: tok},
+		{name: "no path with token", url: "http://localhost:8888?token=" + tok, wantURL: "http://localhost:8888/", wantToken: tok},
+		{name: "notebook 7 tree", url: "http://h:8888/tree?token=" + tok, wantURL: "http://h:8888/", wantToken: tok},
+		{name: "classic notebooks", url: "http://h:8888/notebooks/a%20b.ipynb?token=" + tok, wantURL: "http://h:8888/", wantToken: tok},
+		{name: "doc mode", url: "http://h:8888/doc/tree/x.ipynb?token=" + tok, wantURL: "http://h:8888/", wantToken: tok},
+		{name: "workspaces and other params", url: "http://h:8888/lab/workspaces/auto-x/tree/x.ipynb?reset&token=" + tok + "#frag", wantURL: "http://h:8888/", wantToken: tok},
+		{name: "base_url", url: "https://h/jupyter/lab?token=" + tok, wantURL: "https://h/jupyter/", wantToken: tok},
+		{name: "hub", url: "https://hub.example.org/user/alice/lab?token=" + tok, wantURL: "https://hub.example.org/user/alice/", wantToken: tok},
+		{name: "hub tree", url: "https://hub.example.org/user/alice/lab/tree/x.ipynb?token=" + tok, wantURL: "https://hub.example.org/user/alice/", wantToken: tok},
+		{name: "hub user named lab", url: "https://hub.example.org/user/lab/lab?token=" + tok, wantURL: "https://hub.example.org/user/lab/", wantToken: tok},
+		{name: "hub named server", url: "https://hub.example.org/user/alice/gpu/lab/tree/x.ipynb?token=" + tok, wantURL: "https://hub.example.org/user/alice/gpu/", wantToken: tok},
+		{name: "hub escaped name", url: "https://hub.example.org/user/a%40b.c/lab?token=" + tok, wantURL: "https://hub.example.org/user/a%40b.c/", wantToken: tok},
+		{name: "hub base_url", url: "https://h/jh/user/alice/tree?token=" + tok, wantURL: "https://h/jh/user/alice/", wantToken: tok},
+		{name: "hub root", url: "https://h/user/alice/?token=" + tok, wantURL: "https://h/user/alice/", wantToken: tok},
+		{name: "hub page", url: "https://h/hub/user-redirect/lab?token=" + tok, wantErr: "JupyterHub hub page"},
+		{name: "lab without token", url: "http://h:8888/lab", wantURL: "http://h:8888/", wantToken: ""},
+		{name: "base URL as it was", url: "http://h:1/lab/", wantURL: "http://h:1/lab/", wantToken: ""},
+		{name: "base URL without slash", url: "https://hub/user/alice", wantURL: "https://hub/user/alice/", wantToken: ""},
+		{name: "empty token", url: "http://h:8888/lab?token=", wantURL: "http://h:8888/", wantToken: ""},
+		{name: "same token both ways", url: "http://h/lab?token=" + tok, env: map[string]string{"JUPYTER_TOKEN": tok}, wantURL: "http://h/", wantToken: tok},
+		{name: "token only in env", url: "http://h/lab", env: map[string]string{"JUPYTER_TOKEN": tok}, wantURL: "http://h/", wantToken: tok},
+		{name: "tokens disagree", url: "http://h/lab?token=" + tok, env: map[string]string{"JUPYTER_TOKEN": "other-token-999"}, wantErr: "differs from JUPYTER_TOKEN"},
+		{name: "token file disagrees", url: "http://h/lab?token=" + tok, args: []string{"--jupyter-token-file", "/tok"}, wantErr: "differs from JUPYTER_TOKEN"},
+		{name: "two tokens", url: "http://h/lab?token=" + tok + "&token=other-token-999", wantErr: "two different tokens"},
+		{name: "unparsable", url: "http://h:port/lab?token=" + tok, wantErr: "does not parse"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{"JUPYTER_URL": tc.url}
+			for k, v := range tc.env {
+				env[k] = v
+			}
+			readFile := func(string) ([]byte, error) { return []byte("file-token-1234\n"), nil }
+			c, err := loadConfig(tc.args, func(k string) string { return env[k] }, readFile, io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
+				}
+				for _, secret := range []string{tok, "other-token-999", "file-token-1234"} {
+					if strings.Contains(err.Error(), secret) {
+						t.Errorf("the error carries a token: %v", err)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.JupyterURL != tc.wantURL || c.JupyterToken != tc.wantToken {
+				t.Errorf("got URL %q token %q, want %q %q", c.JupyterURL, c.JupyterToken, tc.wantURL, tc.wantToken)
+			}
+			if strings.Contains(c.JupyterURL, "token") {
+				t.Errorf("the base URL still carries the token: %q", c.JupyterURL)
+			}
+		})
+	}
+}
+
+// A token in --jupyter-url is accepted with a warning (flag values are visible in ps); in the
+// config file it is refused, as every secret there is.
+func TestJupyterURLTokenSources(t *testing.T) {
+	const tok = "f00dfeed0123456789abcdef"
+	c, err := loadConfig([]string{"--jupyter-url", "http://h/lab?token=" + tok}, func(string) string { return "" }, os.ReadFile, io.Discard)
+	if err != nil || !c.urlTokenFromFlag || c.JupyterToken != tok {
+		t.Fatalf("flag: %+v, %v", c, err)
+	}
+	c, err = loadConfig(nil, func(k string) string { return map[string]string{"JUPYTER_URL": "http://h/lab?token=" + tok}[k] }, os.ReadFile, io.Discard)
+	if err != nil || c.urlTokenFromFlag {
+		t.Fatalf("env: urlTokenFromFlag %v, %v", c.urlTokenFromFlag, err)
+	}
+	files := func(string) ([]byte, error) { return []byte("jupyter-url: http://h/lab?token=" + tok + "\n"), nil }
+	_, err = loadConfig([]string{"--config", "/c.yaml"}, func(string) string { return "" }, files, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "jupyter-url carries a token") || strings.Contains(err.Error(), tok) {
+		t.Fatalf("config file: err = %v", err)
+	}
+}

@@ -511,3 +511,26 @@ func writeSelfSigned(t *testing.T, certFile, keyFile string) *x509.CertPool {
 	pool.AddCert(cert)
 	return pool
 }
+
+// JUPYTER_URL set to the URL JupyterLab printed (token in the query) connects with that token,
+// and the token reaches no log line.
+func TestPastedJupyterLabURL(t *testing.T) {
+	jup := fakeJupyter(t)
+	sc := startRun(t, jup.URL+"/lab/tree/x.ipynb?token="+sidecarJupyterToken, map[string]string{"JUPYTER_TOKEN": "", "MCP_TOKEN": mcpToken})
+	resp, err := http.Get(sc.base + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("/readyz = %d with the token from the URL", resp.StatusCode)
+	}
+	sc.stop()
+	logs := sc.logs.String()
+	if !strings.Contains(logs, `"jupyter_user":"sidecar"`) || !strings.Contains(logs, `"jupyter":"`+jup.URL+`/"`) {
+		t.Errorf("no connection as the sidecar's user to the base URL in the log:\n%s", logs)
+	}
+	if strings.Contains(logs, sidecarJupyterToken) {
+		t.Errorf("the Jupyter token is in the log:\n%s", logs)
+	}
+}

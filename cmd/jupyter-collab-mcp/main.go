@@ -58,6 +58,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if cfg.tokenFromFlag {
 		log.Warn().Msg("--mcp-token is visible to other users in the process list; prefer MCP_TOKEN or --mcp-token-file")
 	}
+	if cfg.urlTokenFromFlag {
+		log.Warn().Msg("the token in --jupyter-url is visible to other users in the process list; prefer JUPYTER_URL or JUPYTER_TOKEN")
+	}
 	client, err := jupyter.New(jupyter.Options{URL: cfg.JupyterURL, Token: cfg.JupyterToken, Timeout: cfg.JupyterTimeout, Logger: log})
 	if err != nil {
 		return err

@@ -72,9 +72,11 @@ func run() error {
 	mcpToken := integration.RandomToken()
 	listen := "127.0.0.1:" + strconv.Itoa(mcpPort)
 	sidecar := exec.Command(bin, "--listen", listen, "--log-format", "console")
+	// One JUPYTER_URL carrying the token: the form printed below for stdio clients.
+	jupyterURL := srv.URL + "?token=" + srv.Token
 	sidecar.Env = append(os.Environ(),
-		"JUPYTER_URL="+srv.URL,
-		"JUPYTER_TOKEN="+srv.Token,
+		"JUPYTER_URL="+jupyterURL,
+		"JUPYTER_TOKEN=",
 		"MCP_TOKEN="+mcpToken,
 	)
 	sidecar.Stdout, sidecar.Stderr = os.Stdout, os.Stderr
@@ -105,14 +107,13 @@ func run() error {
    MCP Inspector:
      npx @modelcontextprotocol/inspector --cli http://%s/mcp --method tools/list --header "Authorization: Bearer %s"
 
- Or run it over stdio from a client config:
-   command: %s
-   env:     JUPYTER_URL=%s JUPYTER_TOKEN=%s
+ Or let a client start it over stdio (any JupyterLab URL with its ?token= works):
+   JUPYTER_URL='%s' %s
 
  Notebook root: %s   (deleted on exit)
  Ctrl-C stops the sidecar and jupyter-server.
 ────────────────────────────────────────────────────────────────────────────
-`, srv.URL, srv.Token, listen, mcpToken, listen, mcpToken, listen, mcpToken, bin, srv.URL, srv.Token, root)
+`, srv.URL, srv.Token, listen, mcpToken, listen, mcpToken, listen, mcpToken, jupyterURL, bin, root)
 
 	select {
 	case <-ctx.Done():
