@@ -511,45 +511,59 @@ func (m *Manager) setPresenceLocked(ctx context.Context, p Presence) error {
 	return first
 }
 
-// CacheStats says what the manager holds: rooms, how often Open found a room live, and the bytes
-// replicas and histories keep.
-func (m *Manager) CacheStats(ctx context.Context) map[string]any {
-	m.mu.Lock()
-	type entry struct {
-		key  roomKey
-		room *Room
+// CacheStats is what the manager holds: its rooms, how often Open found a room live, and the
+// bytes replicas and histories keep (as the rooms last measured them: Room.Sizes).
+type CacheStats struct {
+	RoomsOpen, ForksOpen       int
+	Rooms                      []RoomStats // by path, then fork
+	OpenHits, OpenMisses       int64
+	ReplicaBytes, HistoryBytes int // totals over Rooms
+}
+
+// HitRate is the share of Opens that found their room live (0 before any).
+func (c CacheStats) HitRate() float64 {
+	if c.OpenHits+c.OpenMisses == 0 {
+		return 0
 	}
-	var rooms []entry
+	return float64(c.OpenHits) / float64(c.OpenHits+c.OpenMisses)
+}
+
+// RoomStats is one open room in CacheStats.
+type RoomStats struct {
+	Path   string
+	Kind   ydoc.Kind
+	Fork   string // the fork id for a fork's room
+	Status Status
+	Sizes  RoomSizes
+}
+
+// CacheStats reports what the manager holds. It waits for no room and takes no engine lock.
+func (m *Manager) CacheStats() CacheStats {
+	m.mu.Lock()
+	keys := make([]roomKey, 0, len(m.rooms))
+	rooms := make([]*Room, 0, len(m.rooms))
 	for k, r := range m.rooms {
-		rooms = append(rooms, entry{k, r})
+		keys, rooms = append(keys, k), append(rooms, r)
 	}
 	m.mu.Unlock()
-	sort.Slice(rooms, func(i, j int) bool { return rooms[i].key.path+rooms[i].key.fork < rooms[j].key.path+rooms[j].key.fork })
-	var list []map[string]any
-	replica, hist, forks := 0, 0, 0
-	for _, e := range rooms {
-		row := map[string]any{"path": e.key.path, "kind": e.key.kind.String(), "status": string(e.room.Info().Status)}
-		if e.key.fork != "" {
-			row["fork_id"] = e.key.fork
-			forks++
+	st := CacheStats{OpenHits: m.hits.Load(), OpenMisses: m.misses.Load()}
+	for i, r := range rooms {
+		k := keys[i]
+		rs := RoomStats{Path: k.path, Kind: k.kind, Fork: k.fork, Status: r.Info().Status, Sizes: r.Sizes()}
+		st.Rooms = append(st.Rooms, rs)
+		if k.fork != "" {
+			st.ForksOpen++
+		} else {
+			st.RoomsOpen++
 		}
-		if sz, err := e.room.Sizes(ctx); err == nil {
-			row["replica_bytes"], row["history_bytes"], row["versions"] = sz.ReplicaBytes, sz.HistoryBytes, sz.Versions
-			replica += sz.ReplicaBytes
-			hist += sz.HistoryBytes
-		}
-		list = append(list, row)
+		st.ReplicaBytes += rs.Sizes.ReplicaBytes
+		st.HistoryBytes += rs.Sizes.HistoryBytes
 	}
-	hits, misses := m.hits.Load(), m.misses.Load()
-	rate := 0.0
-	if hits+misses > 0 {
-		rate = float64(hits) / float64(hits+misses)
-	}
-	return map[string]any{
-		"rooms_open": len(rooms) - forks, "forks_open": forks, "rooms": list,
-		"open_hits": hits, "open_misses": misses, "hit_rate": rate,
-		"replica_bytes": replica, "history_bytes": hist,
-	}
+	sort.Slice(st.Rooms, func(i, j int) bool {
+		a, b := st.Rooms[i], st.Rooms[j]
+		return a.Path < b.Path || a.Path == b.Path && a.Fork < b.Fork
+	})
+	return st
 }
 
 // FileID returns a document's file id (the server's stable id for it, kept across renames),
