@@ -61,7 +61,10 @@ type Manager struct {
 	byFileID  map[string]roomKey
 	hits      atomic.Int64 // Open found the room live
 	misses    atomic.Int64 // Open had to join
-	global    *Room        // the global awareness room, when joined
+	// warm is set once a room of this server has synced; until then joins take turns (first).
+	warm   atomic.Bool
+	first  chan struct{}
+	global *Room // the global awareness room, when joined
 	// forkBases holds, for each fork this sidecar created, the document's state vector at the
 	// time: a merge is refused when the document no longer contains it (it was rebuilt).
 	forkBases map[string]ydoc.StateVector
@@ -87,7 +90,8 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 		opts.JoinTimeout = 30 * time.Second
 	}
 	life, finish := context.WithCancel(context.Background())
-	return &Manager{opts: opts, log: opts.Logger, hub: newHub(), rooms: map[roomKey]*Room{}, life: life, finish: finish}, nil
+	return &Manager{opts: opts, log: opts.Logger, hub: newHub(), rooms: map[roomKey]*Room{}, life: life, finish: finish,
+		first: make(chan struct{}, 1)}, nil
 }
 
 // Run closes idle rooms until ctx ends, then closes every room (leaving them politely) and
@@ -146,6 +150,16 @@ func (m *Manager) Open(ctx context.Context, path string, kind ydoc.Kind) (*Room,
 	} else {
 		m.misses.Add(1)
 	}
+	release := func() {}
+	if room == nil && !m.warm.Load() {
+		if release, err = m.firstJoin(ctx); err != nil {
+			return nil, err
+		}
+		defer release()
+		if r := m.Get(path, kind); r != nil && !isStopped(r) {
+			room = r // joined by the caller we waited for
+		}
+	}
 	if room == nil {
 		if err := m.checkFile(ctx, path, kind); err != nil {
 			return nil, err
@@ -158,15 +172,38 @@ func (m *Manager) Open(ctx context.Context, path string, kind ydoc.Kind) (*Room,
 	defer cancel()
 	if err := room.WaitSynced(wctx); err != nil {
 		if errors.Is(err, ErrRoomClosed) && m.life.Err() == nil && ctx.Err() == nil {
+			release()
 			return m.Open(ctx, path, kind) // closed as idle while we joined it: start afresh
 		}
 		return nil, fmt.Errorf("join %s: %w", path, err)
 	}
+	m.warm.Store(true)
 	m.touch(CurrentString(path, kind))
 	if id := room.Info().FileID; id != "" {
 		m.rememberFileID(path, kind, id)
 	}
 	return room, nil
+}
+
+// firstJoin makes joins take turns until one of them has synced, and returns the end of this
+// caller's turn. jupyter-collaboration keeps every room's updates in one SQLite file
+// (.jupyter_ystore.db in the server's working directory) that pycrdt-store's SQLiteYStore creates
+// on first use, per room, without a lock shared between rooms: rooms that start together on a
+// server without that file each create its schema, and a room that looks while another is
+// half-way moves the file aside as "a version mismatch" — the rooms writing to the moved file
+// then fail ("attempt to write a readonly database", "disk I/O error"), and a room that fails
+// while initializing never syncs its joiners. Once any room has synced, the file exists with its
+// schema, and joins run in parallel.
+func (m *Manager) firstJoin(ctx context.Context) (release func(), err error) {
+	select {
+	case m.first <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for the first join: %w", ctx.Err())
+	case <-m.life.Done():
+		return nil, ErrManagerStopped
+	}
+	var once sync.Once
+	return func() { once.Do(func() { <-m.first }) }, nil
 }
 
 // ErrExists is returned by Create for a path that is already taken.
