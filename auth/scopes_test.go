@@ -97,23 +97,41 @@ func TestBearerIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	var seen Identity
+	var called bool
 	h, err := Bearer(BearerOptions{Tokens: []string{"full-token-0123456789"}, Entries: es}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		seen, _ = IdentityFrom(r.Context())
+		seen, called = IdentityFrom(r.Context())
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for tok, want := range map[string]string{"reader-token-0123456789": "reader", "full-token-0123456789": "token"} {
+	// Each token is checked on its own request, in a fixed order, with what it must and must not
+	// be allowed: the identity the handler saw is reset before every request.
+	for _, c := range []struct {
+		token, name string
+		may, mayNot []Scope
+	}{
+		{"reader-token-0123456789", "reader", []Scope{ScopeRead}, []Scope{ScopeWrite, ScopeExecute, ScopeAdmin}},
+		{"full-token-0123456789", "token", AllScopes, nil},
+	} {
+		seen, called = Identity{}, false
 		req := httptest.NewRequest("POST", "/mcp", strings.NewReader("{}"))
-		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Authorization", "Bearer "+c.token)
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
-		if rec.Code != http.StatusOK || seen.Name != want {
-			t.Errorf("token for %s: status %d, identity %q", want, rec.Code, seen.Name)
+		if rec.Code != http.StatusOK || !called || seen.Name != c.name {
+			t.Errorf("token for %s: status %d, handler reached %v, identity %q", c.name, rec.Code, called, seen.Name)
+			continue
 		}
-	}
-	if !seen.Can(ScopeAdmin) {
-		t.Error("MCP_TOKEN does not grant every scope")
+		for _, s := range c.may {
+			if !seen.Can(s) {
+				t.Errorf("token for %s: lacks scope %s", c.name, s)
+			}
+		}
+		for _, s := range c.mayNot {
+			if seen.Can(s) {
+				t.Errorf("token for %s: holds scope %s it was not given", c.name, s)
+			}
+		}
 	}
 	req := httptest.NewRequest("POST", "/mcp", nil)
 	req.Header.Set("Authorization", "Bearer reader-token-012345678X")

@@ -189,6 +189,9 @@ func (l *roomLoop) handle(out ydoc.Output) {
 	for _, d := range out.Done {
 		l.finishEdit(d)
 	}
+	if len(out.Changes) > 0 || out.Synced {
+		l.sizeDirty = true
+	}
 	if out.Synced {
 		l.ready = true
 		if l.snaps != nil {
@@ -272,6 +275,7 @@ func (l *roomLoop) tick(now time.Time) error {
 	if l.snaps != nil && l.snaps.dirty && now.Sub(l.lastSave) >= 10*time.Second {
 		l.queueSave()
 	}
+	l.measure(now)
 	if l.sess.Synced() && now.Sub(l.lastSync) >= l.r.opts.ResyncInterval {
 		l.lastSync = now
 		l.handle(l.sess.Tick())

@@ -61,7 +61,10 @@ type Manager struct {
 	byFileID  map[string]roomKey
 	hits      atomic.Int64 // Open found the room live
 	misses    atomic.Int64 // Open had to join
-	global    *Room        // the global awareness room, when joined
+	// warm is set once a room of this server has synced; until then joins take turns (first).
+	warm   atomic.Bool
+	first  chan struct{}
+	global *Room // the global awareness room, when joined
 	// forkBases holds, for each fork this sidecar created, the document's state vector at the
 	// time: a merge is refused when the document no longer contains it (it was rebuilt).
 	forkBases map[string]ydoc.StateVector
@@ -90,7 +93,8 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 		opts.JoinTimeout = 30 * time.Second
 	}
 	life, finish := context.WithCancel(context.Background())
-	return &Manager{opts: opts, log: opts.Logger, hub: newHub(), rooms: map[roomKey]*Room{}, life: life, finish: finish}, nil
+	return &Manager{opts: opts, log: opts.Logger, hub: newHub(), rooms: map[roomKey]*Room{}, life: life, finish: finish,
+		first: make(chan struct{}, 1)}, nil
 }
 
 // Run closes idle rooms until ctx ends, then closes every room (leaving them politely) and
@@ -149,6 +153,16 @@ func (m *Manager) Open(ctx context.Context, path string, kind ydoc.Kind) (*Room,
 	} else {
 		m.misses.Add(1)
 	}
+	release := func() {}
+	if room == nil && !m.warm.Load() {
+		if release, err = m.firstJoin(ctx); err != nil {
+			return nil, err
+		}
+		defer release()
+		if r := m.Get(path, kind); r != nil && !isStopped(r) {
+			room = r // joined by the caller we waited for
+		}
+	}
 	if room == nil {
 		if err := m.checkFile(ctx, path, kind); err != nil {
 			return nil, err
@@ -161,15 +175,38 @@ func (m *Manager) Open(ctx context.Context, path string, kind ydoc.Kind) (*Room,
 	defer cancel()
 	if err := room.WaitSynced(wctx); err != nil {
 		if errors.Is(err, ErrRoomClosed) && m.life.Err() == nil && ctx.Err() == nil {
+			release()
 			return m.Open(ctx, path, kind) // closed as idle while we joined it: start afresh
 		}
 		return nil, fmt.Errorf("join %s: %w", path, err)
 	}
+	m.warm.Store(true)
 	m.touch(CurrentString(path, kind))
 	if id := room.Info().FileID; id != "" {
 		m.rememberFileID(path, kind, id)
 	}
 	return room, nil
+}
+
+// firstJoin makes joins take turns until one of them has synced, and returns the end of this
+// caller's turn. jupyter-collaboration keeps every room's updates in one SQLite file
+// (.jupyter_ystore.db in the server's working directory) that pycrdt-store's SQLiteYStore creates
+// on first use, per room, without a lock shared between rooms: rooms that start together on a
+// server without that file each create its schema, and a room that looks while another is
+// half-way moves the file aside as "a version mismatch" — the rooms writing to the moved file
+// then fail ("attempt to write a readonly database", "disk I/O error"), and a room that fails
+// while initializing never syncs its joiners. Once any room has synced, the file exists with its
+// schema, and joins run in parallel.
+func (m *Manager) firstJoin(ctx context.Context) (release func(), err error) {
+	select {
+	case m.first <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for the first join: %w", ctx.Err())
+	case <-m.life.Done():
+		return nil, ErrManagerStopped
+	}
+	var once sync.Once
+	return func() { once.Do(func() { <-m.first }) }, nil
 }
 
 // ErrExists is returned by Create for a path that is already taken.
@@ -514,45 +551,59 @@ func (m *Manager) setPresenceLocked(ctx context.Context, p Presence) error {
 	return first
 }
 
-// CacheStats says what the manager holds: rooms, how often Open found a room live, and the bytes
-// replicas and histories keep.
-func (m *Manager) CacheStats(ctx context.Context) map[string]any {
-	m.mu.Lock()
-	type entry struct {
-		key  roomKey
-		room *Room
+// CacheStats is what the manager holds: its rooms, how often Open found a room live, and the
+// bytes replicas and histories keep (as the rooms last measured them: Room.Sizes).
+type CacheStats struct {
+	RoomsOpen, ForksOpen       int
+	Rooms                      []RoomStats // by path, then fork
+	OpenHits, OpenMisses       int64
+	ReplicaBytes, HistoryBytes int // totals over Rooms
+}
+
+// HitRate is the share of Opens that found their room live (0 before any).
+func (c CacheStats) HitRate() float64 {
+	if c.OpenHits+c.OpenMisses == 0 {
+		return 0
 	}
-	var rooms []entry
+	return float64(c.OpenHits) / float64(c.OpenHits+c.OpenMisses)
+}
+
+// RoomStats is one open room in CacheStats.
+type RoomStats struct {
+	Path   string
+	Kind   ydoc.Kind
+	Fork   string // the fork id for a fork's room
+	Status Status
+	Sizes  RoomSizes
+}
+
+// CacheStats reports what the manager holds. It waits for no room and takes no engine lock.
+func (m *Manager) CacheStats() CacheStats {
+	m.mu.Lock()
+	keys := make([]roomKey, 0, len(m.rooms))
+	rooms := make([]*Room, 0, len(m.rooms))
 	for k, r := range m.rooms {
-		rooms = append(rooms, entry{k, r})
+		keys, rooms = append(keys, k), append(rooms, r)
 	}
 	m.mu.Unlock()
-	sort.Slice(rooms, func(i, j int) bool { return rooms[i].key.path+rooms[i].key.fork < rooms[j].key.path+rooms[j].key.fork })
-	var list []map[string]any
-	replica, hist, forks := 0, 0, 0
-	for _, e := range rooms {
-		row := map[string]any{"path": e.key.path, "kind": e.key.kind.String(), "status": string(e.room.Info().Status)}
-		if e.key.fork != "" {
-			row["fork_id"] = e.key.fork
-			forks++
+	st := CacheStats{OpenHits: m.hits.Load(), OpenMisses: m.misses.Load()}
+	for i, r := range rooms {
+		k := keys[i]
+		rs := RoomStats{Path: k.path, Kind: k.kind, Fork: k.fork, Status: r.Info().Status, Sizes: r.Sizes()}
+		st.Rooms = append(st.Rooms, rs)
+		if k.fork != "" {
+			st.ForksOpen++
+		} else {
+			st.RoomsOpen++
 		}
-		if sz, err := e.room.Sizes(ctx); err == nil {
-			row["replica_bytes"], row["history_bytes"], row["versions"] = sz.ReplicaBytes, sz.HistoryBytes, sz.Versions
-			replica += sz.ReplicaBytes
-			hist += sz.HistoryBytes
-		}
-		list = append(list, row)
+		st.ReplicaBytes += rs.Sizes.ReplicaBytes
+		st.HistoryBytes += rs.Sizes.HistoryBytes
 	}
-	hits, misses := m.hits.Load(), m.misses.Load()
-	rate := 0.0
-	if hits+misses > 0 {
-		rate = float64(hits) / float64(hits+misses)
-	}
-	return map[string]any{
-		"rooms_open": len(rooms) - forks, "forks_open": forks, "rooms": list,
-		"open_hits": hits, "open_misses": misses, "hit_rate": rate,
-		"replica_bytes": replica, "history_bytes": hist,
-	}
+	sort.Slice(st.Rooms, func(i, j int) bool {
+		a, b := st.Rooms[i], st.Rooms[j]
+		return a.Path < b.Path || a.Path == b.Path && a.Fork < b.Fork
+	})
+	return st
 }
 
 // FileID returns a document's file id (the server's stable id for it, kept across renames),

@@ -401,3 +401,51 @@ func TestManagerCleansPaths(t *testing.T) {
 		t.Error("Get accepted a path with ..")
 	}
 }
+
+// Until a room of the server has synced, joins take turns (a fresh jupyter-collaboration creates
+// its YStore database on the first room's use and breaks when rooms start together); after that
+// they run in parallel.
+func TestManagerFirstJoinsTakeTurns(t *testing.T) {
+	var files []bridgetest.File
+	paths := []string{"a.ipynb", "b.ipynb", "c.ipynb", "d.ipynb", "e.ipynb", "f.ipynb"}
+	for _, p := range paths {
+		files = append(files, bridgetest.File{Path: p, Type: "notebook", Notebook: ydoc.Notebook{NBFormat: 4, NBFormatMinor: 5,
+			Metadata: map[string]any{}, Cells: []ydoc.Cell{{ID: "x", Type: ydoc.CellCode, Source: p}}}})
+	}
+	srv := bridgetest.New(files...)
+	m := newManager(t, srv, nil)
+	open := func(ps []string) chan error {
+		errs := make(chan error, len(ps))
+		for _, p := range ps {
+			go func() {
+				_, err := m.Open(ctxT(t), p, ydoc.KindNotebook)
+				errs <- err
+			}()
+		}
+		return errs
+	}
+	wait := func(errs chan error, n int) {
+		t.Helper()
+		for range n {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	srv.BlockOpen()
+	errs := open(paths[:3])
+	eventually(t, "a join to reach the server", func() bool { return srv.BlockedOpens() >= 1 })
+	time.Sleep(50 * time.Millisecond) // the others had every chance to reach the server too
+	if n := srv.BlockedOpens(); n != 1 {
+		t.Fatalf("%d joins at the server before any room synced, want 1", n)
+	}
+	srv.UnblockOpen()
+	wait(errs, 3)
+
+	srv.BlockOpen()
+	errs = open(paths[3:])
+	eventually(t, "the later joins to reach the server together", func() bool { return srv.BlockedOpens() == 3 })
+	srv.UnblockOpen()
+	wait(errs, 3)
+}

@@ -222,7 +222,8 @@ type Room struct {
 
 	mu       sync.Mutex
 	info     RoomInfo
-	err      error // set when the room failed or closed
+	sizes    RoomSizes // recorded by the loop (measure)
+	err      error     // set when the room failed or closed
 	cancel   context.CancelFunc
 	closeReq bool
 }
@@ -665,6 +666,9 @@ type roomLoop struct {
 	snapFile string            // where they are saved ("" for memory only)
 	saveCh   chan snapshotFile // latest image for the saver goroutine
 	lastSave time.Time
+
+	sizeDirty bool      // the replica changed since its size was last measured
+	sizedAt   time.Time // when it was
 }
 
 func newRoomLoop(r *Room) (*roomLoop, error) {

@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
@@ -108,34 +109,38 @@ func (r *Room) UndoDepth(ctx context.Context) (undo, redo int, err error) {
 
 // RoomSizes is what a room holds in memory.
 type RoomSizes struct {
-	ReplicaBytes int `json:"replica_bytes"` // the replica's state as one update
-	HistoryBytes int `json:"history_bytes"` // distinct content kept for restorable versions
-	Versions     int `json:"versions"`
+	ReplicaBytes int // the replica's state as one update, as last measured (sizeEvery)
+	HistoryBytes int // distinct content kept for restorable versions
+	Versions     int
 }
 
-// Sizes measures the room's memory (the replica is encoded: call it rarely).
-func (r *Room) Sizes(ctx context.Context) (RoomSizes, error) {
-	res := make(chan RoomSizes, 1)
-	errc := make(chan error, 1)
-	if err := r.do(ctx, func(l *roomLoop) {
-		var sz RoomSizes
+// sizeEvery is how often a changing room re-measures its replica. Measuring encodes the whole
+// state under the engine lock that every room shares, so it is done by the room's own loop, at
+// most this often and only after a change, never on behalf of a reader.
+const sizeEvery = 5 * time.Second
+
+// Sizes returns the room's memory figures as its loop last recorded them. It takes no engine
+// lock and does not wait for the room: scraping metrics costs nothing per room.
+func (r *Room) Sizes() RoomSizes {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sizes
+}
+
+// measure records the figures Sizes returns: the history's always (counters), the replica's
+// when it changed and sizeEvery has passed since it was last encoded.
+func (l *roomLoop) measure(now time.Time) {
+	sz := l.r.Sizes()
+	if l.snaps != nil {
+		sz.HistoryBytes, sz.Versions = l.snaps.used, len(l.snaps.snaps)
+	}
+	if l.ready && l.sizeDirty && (l.sizedAt.IsZero() || now.Sub(l.sizedAt) >= sizeEvery) {
 		if u, err := l.sess.Doc().EncodeStateAsUpdate(nil); err == nil {
 			sz.ReplicaBytes = len(u)
 		}
-		if l.snaps != nil {
-			sz.HistoryBytes, sz.Versions = l.snaps.used, len(l.snaps.snaps)
-		}
-		res <- sz
-		errc <- nil
-	}); err != nil {
-		return RoomSizes{}, err
+		l.sizeDirty, l.sizedAt = false, now
 	}
-	select {
-	case <-errc:
-		return <-res, nil
-	case <-r.done:
-		return RoomSizes{}, r.stoppedErr()
-	case <-ctx.Done():
-		return RoomSizes{}, ctx.Err()
-	}
+	l.r.mu.Lock()
+	l.r.sizes = sz
+	l.r.mu.Unlock()
 }

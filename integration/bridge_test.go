@@ -515,3 +515,49 @@ func TestBadInputs(t *testing.T) {
 		t.Error("CleanPath accepted a traversal")
 	}
 }
+
+// TestParallelJoinsOnAFreshServer: the sidecar opening many notebooks at once on a server that
+// has never opened a room (no .jupyter_ystore.db yet) leaves the server's YStore intact and every
+// room syncs promptly. Rooms starting together on such a server each create the database schema,
+// and one that looks while another is half-way moves the file aside; the rooms still writing to
+// the moved file fail and never sync their joiners (this made TestLoad's joins time out).
+func TestParallelJoinsOnAFreshServer(t *testing.T) {
+	ctx := ctxT(t, 3*time.Minute)
+	srv, err := StartJupyter(ctx, ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	const n = 10
+	for i := range n {
+		if err := srv.WriteFile(fmt.Sprintf("fresh-%02d.ipynb", i), fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sc := newSidecar(t, srv, nil)
+	defer sc.stop() // before the server stops
+	start := time.Now()
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			_, err := sc.manager.Open(ctx, fmt.Sprintf("fresh-%02d.ipynb", i), ydoc.KindNotebook)
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	took := time.Since(start)
+	log := srv.Log()
+	for _, bad := range []string{"SQLite exception", "YStore version mismatch", "Document Room Exception"} {
+		if c := strings.Count(log, bad); c > 0 {
+			t.Errorf("the server logged %q %d times while %d rooms were joined at once", bad, c, n)
+		}
+	}
+	if took > 20*time.Second { // normally about a second; a broken room never syncs (30 s join timeout)
+		t.Errorf("%d joins took %v", n, took)
+	}
+	t.Logf("%d joins on a fresh server: %v", n, took.Round(time.Millisecond))
+}

@@ -10,15 +10,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/rs/zerolog"
-	y "github.com/skyterra/y-crdt"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
@@ -40,6 +38,11 @@ import (
 // sources), whether an undo/redo did something, and the undo/redo stack depths must agree.
 // A human step may be held back from the agent until after the agent's next step (a concurrent
 // edit, e.g. typing while the agent undoes).
+//
+// The Go world drives ydoc exactly as shipped, through its exported API. Where yjs disagrees
+// with itself (its replicas diverge, or the same document gives different undos), ydoc does
+// what yjs should, and the random test tolerates precisely those cases, each pinned in
+// TestDiffUndoYjsKnownBugs.
 //
 // JCM_UNDO_SEED=n replays a different seed; JCM_UNDO_SCENARIOS=n runs n scenarios per kind.
 
@@ -121,7 +124,7 @@ func (c undoContent) equal(o undoContent) bool {
 	if c.Text != o.Text || len(c.Cells) != len(o.Cells) {
 		return false
 	}
-	return len(c.Cells) == 0 || reflect.DeepEqual(c.Cells, o.Cells)
+	return slices.Equal(c.Cells, o.Cells)
 }
 
 func (c undoContent) String() string {
@@ -175,16 +178,12 @@ func (r undoResult) diff(o undoResult) string {
 // --- world 1: the Go agent and a yjs human ----------------------------------------------------
 
 type goUndoWorld struct {
-	// clearMarkers drops the search markers (y-crdt's index cache) of the undo scope after every
-	// Undo/Redo, as yjs's UndoManager does at the end of popStackItem. ydoc's pop does not: see
-	// TestDiffUndoKnownBugs/stale_search_markers.
-	clearMarkers bool
-	ctx          context.Context
-	p            *Peer
-	key          string
-	agent        *ydoc.Doc
-	held         [][]byte // human updates not yet delivered to the agent
-	human        undoContent
+	ctx   context.Context
+	p     *Peer
+	key   string
+	agent *ydoc.Doc
+	held  [][]byte // human updates not yet delivered to the agent
+	human undoContent
 }
 
 var undoWorldSeq int
@@ -297,11 +296,6 @@ func (w *goUndoWorld) step(s undoStep) (undoResult, error) {
 		case err != nil:
 			return res, err
 		}
-		if (s.Undo || s.Redo) && w.clearMarkers {
-			if err := clearSearchMarkers(w.agent); err != nil {
-				return res, err
-			}
-		}
 		if err := w.deliverHeld(); err != nil {
 			return res, err
 		}
@@ -319,45 +313,6 @@ func (w *goUndoWorld) step(s undoStep) (undoResult, error) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// clearSearchMarkers empties the search markers of every type in the undo scope (the text, or
-// the cells array and everything in it), inside a transaction that changes nothing (so under
-// ydoc's engine lock). Markers are a position cache: dropping them never changes what an index
-// means, unless they were stale. ydoc keeps its types in unexported fields; this reaches them
-// by reflection, test-only.
-func clearSearchMarkers(d *ydoc.Doc) error {
-	field := "cells"
-	if d.Kind() == ydoc.KindText {
-		field = "source"
-	}
-	f := reflect.ValueOf(d).Elem().FieldByName(field)
-	if !f.IsValid() {
-		return fmt.Errorf("ydoc.Doc has no field %q any more: update clearSearchMarkers", field)
-	}
-	root, ok := reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Interface().(y.IAbstractType)
-	if !ok || root == nil {
-		return fmt.Errorf("ydoc.Doc.%s is not a shared type", field)
-	}
-	var walk func(t y.IAbstractType)
-	walk = func(t y.IAbstractType) {
-		t.SetSearchMarker(nil)
-		for n := t.StartItem(); n != nil; n = n.Right {
-			if ct, ok := n.Content.(*y.ContentType); ok {
-				walk(ct.Type)
-			}
-		}
-		for _, n := range t.GetMap() {
-			if ct, ok := n.Content.(*y.ContentType); ok {
-				walk(ct.Type)
-			}
-		}
-	}
-	_, _, err := d.Transact(func(*ydoc.Txn) error {
-		walk(root)
-		return nil
-	})
-	return err
-}
 
 func base64Decode(s string) ([]byte, error) { return base64.StdEncoding.DecodeString(s) }
 
@@ -409,8 +364,8 @@ type undoScenario struct {
 
 // run plays a scenario in both worlds; next, when set, generates the steps from the Go world's
 // views (and the result is the steps it made). It returns both worlds' results.
-func (sc *undoScenario) run(ctx context.Context, p *Peer, clearMarkers bool, next func(agent, human undoContent, depth [2]int) (undoStep, bool)) (goRes, yjsRes []undoResult, err error) {
-	goRes, err = sc.runGo(ctx, p, clearMarkers, next)
+func (sc *undoScenario) run(ctx context.Context, p *Peer, next func(agent, human undoContent, depth [2]int) (undoStep, bool)) (goRes, yjsRes []undoResult, err error) {
+	goRes, err = sc.runGo(ctx, p, next)
 	if err != nil {
 		return goRes, nil, err
 	}
@@ -422,12 +377,11 @@ func (sc *undoScenario) run(ctx context.Context, p *Peer, clearMarkers bool, nex
 }
 
 // runGo plays the scenario in the Go world only.
-func (sc *undoScenario) runGo(ctx context.Context, p *Peer, clearMarkers bool, next func(agent, human undoContent, depth [2]int) (undoStep, bool)) (goRes []undoResult, err error) {
+func (sc *undoScenario) runGo(ctx context.Context, p *Peer, next func(agent, human undoContent, depth [2]int) (undoStep, bool)) (goRes []undoResult, err error) {
 	w, err := newGoUndoWorld(ctx, p, sc.Kind, sc.AgentID, sc.HumanID)
 	if err != nil {
 		return nil, err
 	}
-	w.clearMarkers = clearMarkers
 	defer w.close()
 	for i := 0; ; i++ {
 		var s undoStep
@@ -452,14 +406,14 @@ func (sc *undoScenario) runGo(ctx context.Context, p *Peer, clearMarkers bool, n
 	return goRes, nil
 }
 
-// firstDivergence is the first step where the worlds differ (-1: none), and what differs.
-// yjsOverDeleted recognises the one way yjs's UndoManager is knowingly imprecise. Items an undo
+// yjsOverDeleted recognises one way yjs's UndoManager disagrees with itself. Items an undo
 // re-creates get consecutive clocks and merge into one struct; a later undo of an insertion that
 // was re-created follows "redone" to that struct and yjs deletes the whole of it, taking text
 // other steps inserted (a plain edit's, or copies of a human's text the agent had deleted) with
 // it. ydoc deletes only the copy of the step's own insertion. The signature: an undo step after
 // which both sides agree on everything but the text, and yjs's text is Go's with characters
-// removed (cell by cell, same cells).
+// removed (cell by cell, same cells). Pinned in
+// TestDiffUndoYjsKnownBugs/undo_deletes_merged_neighbours.
 func yjsOverDeleted(step undoStep, goR, yjsR undoResult) bool {
 	if !step.Undo || goR.Undo != yjsR.Undo || goR.Redo != yjsR.Redo || (goR.Performed == nil) != (yjsR.Performed == nil) {
 		return false
@@ -491,6 +445,84 @@ func yjsOverDeleted(step undoStep, goR, yjsR undoResult) bool {
 	return fewer
 }
 
+// yjsSelfDiverged recognises a step after which yjs's own two replicas differ although every
+// update has been delivered. yjs's redoItem finds a re-created item's right neighbour by
+// following "redone" from its old right neighbour, but a re-created copy sits left of the item
+// it replaces, so that can land on the left neighbour itself: the item's origins are then not
+// left and right of each other, and the agent's Y.Doc and every peer that decodes the update
+// place it differently (decoding splits the left neighbour to find the right one). ydoc never
+// gives an item such origins (ydoc/undo.go, placeInCopy): its replicas must agree with each
+// other, on whether anything was done and on the stacks. yjs has no single answer after that
+// step, so the rest of the scenario is not compared. Pinned in
+// TestDiffUndoYjsKnownBugs/redo_replicas_diverge.
+func yjsSelfDiverged(step undoStep, goR, yjsR undoResult) bool {
+	if step.Side == "human" && step.Hold {
+		return false // the agent has not seen the human's edit yet: differing is expected
+	}
+	if yjsR.Agent.equal(yjsR.Human) || !goR.Agent.equal(goR.Human) {
+		return false
+	}
+	return (goR.Performed == nil) == (yjsR.Performed == nil) && (goR.Performed == nil || *goR.Performed == *yjsR.Performed) &&
+		goR.Undo == yjsR.Undo && goR.Redo == yjsR.Redo
+}
+
+// yjsMisplacedRestore recognises the same yjs bug when the replicas happen to agree: the right
+// neighbour found by following "redone" lies left of the left neighbour, and yjs puts the
+// re-created text elsewhere in the cell it re-creates. The signature: an undo or redo that
+// re-created cells, after which both worlds agree on everything except the text of re-created
+// cells; Go's text of each is exactly what the cell held when it was deleted (Go's view the last
+// step it existed), and yjs's holds the same characters in another order. Pinned in
+// TestDiffUndoYjsKnownBugs/restored_cell_scrambled.
+func yjsMisplacedRestore(steps []undoStep, i int, goRes, yjsRes []undoResult) bool {
+	goR, yjsR := goRes[i], yjsRes[i]
+	if !(steps[i].Undo || steps[i].Redo) || i == 0 || goR.Undo != yjsR.Undo || goR.Redo != yjsR.Redo ||
+		(goR.Performed == nil) != (yjsR.Performed == nil) || (goR.Performed != nil && *goR.Performed != *yjsR.Performed) {
+		return false
+	}
+	if !goR.Agent.equal(goR.Human) || !yjsR.Agent.equal(yjsR.Human) || len(goR.Agent.Cells) != len(yjsR.Agent.Cells) {
+		return false
+	}
+	misplaced := 0
+	for k, g := range goR.Agent.Cells {
+		y := yjsR.Agent.Cells[k]
+		if g.ID != y.ID {
+			return false
+		}
+		if g.Source == y.Source {
+			continue
+		}
+		if cellSource(goRes[i-1].Agent, g.ID) != nil || !sameRunes(g.Source, y.Source) {
+			return false // not re-created by this step, or not a reordering
+		}
+		last := (*string)(nil)
+		for j := i - 1; j >= 0 && last == nil; j-- {
+			last = cellSource(goRes[j].Agent, g.ID)
+		}
+		if last == nil || *last != g.Source {
+			return false
+		}
+		misplaced++
+	}
+	return misplaced > 0
+}
+
+func cellSource(c undoContent, id string) *string {
+	for _, x := range c.Cells {
+		if x.ID == id {
+			return &x.Source
+		}
+	}
+	return nil
+}
+
+// sameRunes reports whether a and b hold the same characters, in any order.
+func sameRunes(a, b string) bool {
+	ra, rb := []rune(a), []rune(b)
+	slices.Sort(ra)
+	slices.Sort(rb)
+	return slices.Equal(ra, rb)
+}
+
 // isProperSubsequence reports whether a is b with at least one character removed.
 func isProperSubsequence(a, b string) bool {
 	ra, rb := []rune(a), []rune(b)
@@ -506,6 +538,7 @@ func isProperSubsequence(a, b string) bool {
 	return j == len(ra)
 }
 
+// firstDivergence is the first step where the worlds differ (-1: none), and what differs.
 func firstDivergence(goRes, yjsRes []undoResult) (int, string) {
 	for i := range goRes {
 		if i >= len(yjsRes) {
@@ -821,7 +854,7 @@ func TestDiffUndoRandom(t *testing.T) {
 	start := time.Now()
 	for _, kind := range []ydoc.Kind{ydoc.KindText, ydoc.KindNotebook} {
 		t.Run(kind.String(), func(t *testing.T) {
-			failures, steps, ran, known := 0, 0, 0, 0
+			failures, steps, ran, known, misplaced := 0, 0, 0, 0, 0
 			for n := 0; n < perKind; n++ {
 				if time.Since(start) > budget {
 					t.Logf("time budget spent after %d scenarios", n)
@@ -834,17 +867,27 @@ func TestDiffUndoRandom(t *testing.T) {
 				if r.IntN(2) == 0 {
 					sc.AgentID, sc.HumanID = sc.HumanID, sc.AgentID
 				}
-				goRes, yjsRes, err := sc.run(ctx, p, true, g.scenario())
+				goRes, yjsRes, err := sc.run(ctx, p, g.scenario())
 				if err != nil {
 					t.Fatalf("scenario %d (seed %d): %v\n%s", n, seed, err, sc.describe(goRes, yjsRes))
 				}
 				ran++
 				steps += len(sc.Steps)
 				i, what := firstDivergence(goRes, yjsRes)
-				if i >= 0 && yjsOverDeleted(sc.Steps[i], goRes[i], yjsRes[i]) {
+				switch {
+				case i >= 0 && yjsOverDeleted(sc.Steps[i], goRes[i], yjsRes[i]):
 					// A known yjs imprecision, not ours: see yjsOverDeleted.
 					known++
 					t.Logf("scenario %d (seed %d): at step %d yjs's undo removed more than the step inserted (merged re-created structs); Go removed only the step's own text:\n%s", n, seed, i, sc.describe(goRes, yjsRes))
+					i = -1
+				case i >= 0 && yjsSelfDiverged(sc.Steps[i], goRes[i], yjsRes[i]):
+					// yjs's replicas disagree with each other: see yjsSelfDiverged.
+					misplaced++
+					t.Logf("scenario %d (seed %d): at step %d yjs's own replicas diverged (a re-created item whose origins are not its neighbours); Go's converge; the rest is not compared:\n%s", n, seed, i, sc.describe(goRes, yjsRes))
+					i = -1
+				case i >= 0 && yjsMisplacedRestore(sc.Steps, i, goRes, yjsRes):
+					misplaced++
+					t.Logf("scenario %d (seed %d): at step %d yjs re-created a cell's text out of order (the same origins bug); Go restored what the cell held; the rest is not compared:\n%s", n, seed, i, sc.describe(goRes, yjsRes))
 					i = -1
 				}
 				if i >= 0 {
@@ -855,7 +898,111 @@ func TestDiffUndoRandom(t *testing.T) {
 					}
 				}
 			}
-			t.Logf("%v: %d scenarios, %d steps, %d divergent, %d with yjs's known over-deletion", kind, ran, steps, failures, known)
+			t.Logf("%v: %d scenarios, %d steps, %d divergent, %d with yjs's known over-deletion, %d where yjs misplaced re-created text", kind, ran, steps, failures, known, misplaced)
 		})
 	}
+}
+
+// TestDiffUndoYjsKnownBugs pins the cases where yjs's UndoManager disagrees with itself, and
+// what ydoc does instead. TestDiffUndoRandom tolerates exactly these (yjsSelfDiverged,
+// yjsMisplacedRestore, yjsOverDeleted); if yjs changes, this test says which tolerance to revisit.
+func TestDiffUndoYjsKnownBugs(t *testing.T) {
+	ctx := ctxT(t, 2*time.Minute)
+	p := newPeer(t)
+	human := func(ops ...undoOp) undoStep { return undoStep{Side: "human", Ops: ops} }
+	agent := func(ops ...undoOp) undoStep { return undoStep{Side: "agent", Ops: ops, Undoable: true} }
+	plain := func(ops ...undoOp) undoStep { return undoStep{Side: "agent", Ops: ops} }
+	undo := undoStep{Side: "agent", Undo: true}
+	insCell := func(i int, id, src string) undoOp { return undoOp{T: "insCell", Index: i, ID: id, Source: src} }
+	delCell := func(i, n int) undoOp { return undoOp{T: "delCell", Index: i, Count: n} }
+	ins := func(cell, pos int, s string) undoOp { return undoOp{T: "ins", Cell: cell, Pos: pos, Text: s} }
+	setSource := func(cell, pos, del int, s string) undoOp {
+		return undoOp{T: "setSource", Cell: cell, Pos: pos, Del: del, Ins: s}
+	}
+	run := func(t *testing.T, agentID, humanID uint32, steps ...undoStep) (goLast, yjsLast undoResult) {
+		t.Helper()
+		sc := &undoScenario{Kind: ydoc.KindNotebook, AgentID: agentID, HumanID: humanID, Steps: steps}
+		goRes, yjsRes, err := sc.run(ctx, p, nil)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, sc.describe(goRes, yjsRes))
+		}
+		if i, what := firstDivergence(goRes[:len(goRes)-1], yjsRes); i >= 0 {
+			t.Fatalf("the worlds differ before the last step, at %d (%s):\n%s", i, what, sc.describe(goRes, yjsRes))
+		}
+		t.Logf("\n%s", sc.describe(goRes, yjsRes))
+		return goRes[len(goRes)-1], yjsRes[len(yjsRes)-1]
+	}
+	source := func(c undoContent, id string) string {
+		if s := cellSource(c, id); s != nil {
+			return *s
+		}
+		return "(no cell " + id + ")"
+	}
+
+	// Undoing the agent's delete of a cell whose text holds copies an earlier undo made. yjs
+	// finds the right neighbour of the re-created "XD ZZ" by following "redone" from its old
+	// right neighbour, which lands on its left neighbour's copy; an item whose origins are one
+	// item is placed after it by the agent's Y.Doc and before it by every peer that decodes the
+	// update (decoding splits the left neighbour to find the right one). yjs's two replicas
+	// disagree; ydoc's agree, on the text the cell had.
+	t.Run("redo_replicas_diverge", func(t *testing.T) {
+		g, y := run(t, 1474, 541,
+			human(insCell(0, "h1", "one\n"), insCell(1, "h2", "b")),
+			human(ins(1, 1, "xb")),
+			agent(setSource(1, 0, 3, "Y")),
+			undo,
+			agent(setSource(1, 2, 0, "XD ZZ")),
+			agent(delCell(1, 1)),
+			undo)
+		if a, h := source(y.Agent, "h2"), source(y.Human, "h2"); a != "bxXD ZZb" || h != "bbxXD ZZ" {
+			t.Errorf("yjs: agent %q, human %q; pinned: agent \"bxXD ZZb\", human \"bbxXD ZZ\" (if yjs now converges, drop yjsSelfDiverged)", a, h)
+		}
+		if a, h := source(g.Agent, "h2"), source(g.Human, "h2"); a != "bxXD ZZb" || h != a {
+			t.Errorf("Go: agent %q, human %q; want both \"bxXD ZZb\"", a, h)
+		}
+	})
+
+	// The same yjs bug with replicas that agree: the re-created "c" copy finds its right
+	// neighbour left of its left one and goes to the end. yjs's undo of the delete does not give
+	// back the cell yjs had ("ceazüyecüü bayb"); ydoc's does.
+	t.Run("restored_cell_scrambled", func(t *testing.T) {
+		g, y := run(t, 436, 1198,
+			human(insCell(0, "h1", "beayzd bxded"), insCell(1, "h2", "ccüü bayb")),
+			agent(delCell(0, 1), setSource(0, 0, 2, "B")),
+			undo,
+			human(ins(1, 1, "eazüye")),
+			human(insCell(1, "h3", "bxbyz")),
+			agent(setSource(0, 5, 1, ""), delCell(2, 1)),
+			undo)
+		const had = "ceazüyecüü bayb"
+		if a, h := source(y.Agent, "h2"), source(y.Human, "h2"); a != "ceazüyeüü baybc" || h != a {
+			t.Errorf("yjs restored %q / %q; pinned: \"ceazüyeüü baybc\" (if yjs now restores %q, drop yjsMisplacedRestore)", a, h, had)
+		}
+		if a, h := source(g.Agent, "h2"), source(g.Human, "h2"); a != had || h != had {
+			t.Errorf("Go restored %q / %q, want %q", a, h, had)
+		}
+	})
+
+	// A cell deleted and restored (the document is as before) changes what a later undo removes
+	// in yjs: the restore re-creates the agent's "EEB" and the plain "EYXYDC" as copies with
+	// consecutive clocks, they merge into one struct, and undoing the "EEB" edit follows
+	// "redone" to that struct and deletes all of it. Without the delete and restore, the same
+	// undo removes only "EEB". ydoc removes only "EEB" either way.
+	t.Run("undo_deletes_merged_neighbours", func(t *testing.T) {
+		opening := []undoStep{
+			human(insCell(0, "h1", " b\ncxeb"), insCell(1, "h2", "xx")),
+			agent(setSource(1, 1, 0, "EEB")),
+			plain(setSource(1, 4, 0, "EYXYDC")),
+		}
+		g, y := run(t, 1267, 138, append(slices.Clone(opening), agent(delCell(0, 2)), undo, undo)...)
+		g0, y0 := run(t, 1267, 138, append(slices.Clone(opening), undo)...)
+		if a, a0 := source(y.Agent, "h2"), source(y0.Agent, "h2"); a != "xx" || a0 != "xEYXYDCx" {
+			t.Errorf("yjs: %q after a delete and restore, %q without; pinned: \"xx\" and \"xEYXYDCx\" (if they agree now, drop yjsOverDeleted)", a, a0)
+		}
+		for _, r := range []undoResult{g, g0} {
+			if a, h := source(r.Agent, "h2"), source(r.Human, "h2"); a != "xEYXYDCx" || h != a {
+				t.Errorf("Go: agent %q, human %q; want both \"xEYXYDCx\"", a, h)
+			}
+		}
+	})
 }

@@ -1,7 +1,6 @@
 package tools
 
 import (
-	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -97,7 +96,7 @@ var (
 	descLag   = prometheus.NewDesc("jcm_room_sync_lag_seconds", "Longest time any open room has been out of sync with the server (0 when all are synced).", nil, nil)
 	descPend  = prometheus.NewDesc("jcm_room_pending_edits", "Edits sent to the server and not yet confirmed, across rooms.", nil, nil)
 	descRecon = prometheus.NewDesc("jcm_room_reconnects", "Reconnects of the currently open rooms since each joined.", nil, nil)
-	descRepl  = prometheus.NewDesc("jcm_room_replica_bytes", "Encoded size of the open rooms' replicas (Yjs updates, tombstones included).", nil, nil)
+	descRepl  = prometheus.NewDesc("jcm_room_replica_bytes", "Encoded size of the open rooms' replicas (Yjs updates, tombstones included), as each room last measured it (at most every 5 s, after a change).", nil, nil)
 	descHist  = prometheus.NewDesc("jcm_room_history_bytes", "Content kept for restorable versions across open rooms (bounded by --history-budget-mb per room).", nil, nil)
 )
 
@@ -114,14 +113,10 @@ func (c roomCollector) Collect(ch chan<- prometheus.Metric) {
 	lag := 0.0
 	now := time.Now()
 	replica, history := 0, 0
-	// Sizes runs on each room's loop; a busy or stuck room must not hang the scrape.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
 	for _, r := range c.manager.Rooms() {
-		if sz, err := r.Sizes(ctx); err == nil {
-			replica += sz.ReplicaBytes
-			history += sz.HistoryBytes
-		}
+		sz := r.Sizes() // as the room last measured it: no engine lock, no wait
+		replica += sz.ReplicaBytes
+		history += sz.HistoryBytes
 		info := r.Info()
 		rooms[key{info.Kind.String(), string(info.Status)}]++
 		peers += len(info.Collaborators)

@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/tools"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
@@ -625,4 +626,98 @@ func setSourceByID(tx *ydoc.Txn, id, src string) error {
 		return fmt.Errorf("no cell %s", id)
 	}
 	return tx.SetSource(i, src)
+}
+
+// A subscribed document's change is notified while the follow-up of another is stuck (its
+// room cannot be joined), even when thousands of unrelated events arrive meanwhile: consuming
+// room events never waits for reads or joins, and a change is never dropped.
+func TestSubscriptionNotifiedDuringSlowJoinAndEventFlood(t *testing.T) {
+	e := newEnv(t, []bridgetest.File{
+		nbFile("a.ipynb", notebook(code("a1", "a = 1"))),
+		nbFile("b.ipynb", notebook(code("b1", "b = 1"))),
+		nbFile("c.ipynb", notebook(code("c1", "c = 0"))),
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = e.ts.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	c, err := client.NewInProcessClient(e.ts.MCP())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if err := c.Start(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = "2025-11-25"
+	init.Params.ClientInfo = mcp.Implementation{Name: "subscriber", Version: "1"}
+	if _, err := c.Initialize(ctxT(t), init); err != nil {
+		t.Fatal(err)
+	}
+	n := collectNotifications(c)
+	for _, p := range []string{"a.ipynb", "b.ipynb", "c.ipynb"} {
+		e.ok("get_notebook", map[string]any{"path": p})
+	}
+	uriA := "jupyter://notebooks/" + e.fileIDOf("jupyter://notebooks", "notebooks", "a.ipynb")
+	uriB := "jupyter://notebooks/" + e.fileIDOf("jupyter://notebooks", "notebooks", "b.ipynb")
+	for _, uri := range []string{uriA, uriB} {
+		req := mcp.SubscribeRequest{}
+		req.Params.URI = uri
+		//lint:ignore SA1019 protocol 2025-11-25 clients subscribe this way
+		if err := c.Subscribe(ctxT(t), req); err != nil {
+			t.Fatalf("subscribe %s: %v", uri, err)
+		}
+	}
+
+	// b.ipynb's room closes and cannot be joined again: keeping the subscribed document open
+	// now waits (up to 30 s) on a join that does not answer.
+	e.srv.BlockOpen()
+	t.Cleanup(e.srv.UnblockOpen)
+	e.m.CloseRoom("b.ipynb", ydoc.KindNotebook)
+	waitUntil(t, "the rejoin of b.ipynb to block", func() bool { return e.srv.BlockedOpens() > 0 })
+
+	// More events than any buffer holds, from a document nobody subscribed to…
+	const flood = 6000
+	seen := e.m.Subscribe(2 * flood)
+	defer seen.Close()
+	for i := 1; i <= flood; i++ {
+		if err := e.srv.EditDoc("c.ipynb", func(tx *ydoc.Txn) error { return tx.SetSource(0, fmt.Sprintf("c = %d", i)) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	applied := 0
+	for applied < flood {
+		select {
+		case ev := <-seen.C:
+			if ev.Path == "c.ipynb" && ev.Kind == bridge.EventChanged {
+				applied++
+			}
+		case <-time.After(waitLimit):
+			t.Fatalf("the sidecar applied %d of %d edits to c.ipynb within %v", applied, flood, waitLimit)
+		}
+	}
+	// …then a change to a.ipynb: notified, with b.ipynb's join still stuck.
+	_, mark := n.updated(0)
+	e.humanEdit("a.ipynb", ydoc.KindNotebook, func(tx *ydoc.Txn) error { return setSourceByID(tx, "a1", "a = 2") })
+	n.waitFor(t, mark, "update of "+uriA+" while another document's join is stuck", isUpdate(uriA))
+	if e.srv.BlockedOpens() == 0 {
+		t.Fatal("b.ipynb's join ended before the notification: the test did not test a stuck join")
+	}
+	if text, _ := e.readText(uriA); !strings.Contains(text, "a = 2") {
+		t.Errorf("%s after the notification: %s", uriA, text)
+	}
+	e.srv.UnblockOpen()
+}
+
+// waitUntil polls cond until it holds (waitLimit).
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within %v", what, waitLimit)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 )
 
 // Accounting: tokens served per tool and per document, and what lean responses, caps and
@@ -113,8 +115,39 @@ func (s *Server) registerStatsResources() {
 		mcp.WithResourceDescription("Rooms open (documents and forks), how often a call found its room already live (hits) or had to join (misses), and the bytes held by replicas and version histories."),
 		mcp.WithMIMEType("application/json"),
 	), func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
-		st := s.opts.Manager.CacheStats(ctx)
-		b, _ := json.Marshal(st)
+		b, _ := json.Marshal(cacheStatsView(s.opts.Manager.CacheStats()))
 		return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: "application/json", Text: string(b)}}, nil
 	})
+}
+
+// cacheStatsJSON is jupyter://stats/cache.
+type cacheStatsJSON struct {
+	RoomsOpen    int             `json:"rooms_open"`
+	ForksOpen    int             `json:"forks_open"`
+	Rooms        []roomStatsJSON `json:"rooms"`
+	OpenHits     int64           `json:"open_hits"`
+	OpenMisses   int64           `json:"open_misses"`
+	HitRate      float64         `json:"hit_rate"`
+	ReplicaBytes int             `json:"replica_bytes"`
+	HistoryBytes int             `json:"history_bytes"`
+}
+
+type roomStatsJSON struct {
+	Path         string `json:"path"`
+	Kind         string `json:"kind"`
+	ForkID       string `json:"fork_id,omitempty"`
+	Status       string `json:"status"`
+	ReplicaBytes int    `json:"replica_bytes"`
+	HistoryBytes int    `json:"history_bytes"`
+	Versions     int    `json:"versions"`
+}
+
+func cacheStatsView(st bridge.CacheStats) cacheStatsJSON {
+	out := cacheStatsJSON{RoomsOpen: st.RoomsOpen, ForksOpen: st.ForksOpen, Rooms: []roomStatsJSON{},
+		OpenHits: st.OpenHits, OpenMisses: st.OpenMisses, HitRate: st.HitRate(), ReplicaBytes: st.ReplicaBytes, HistoryBytes: st.HistoryBytes}
+	for _, r := range st.Rooms {
+		out.Rooms = append(out.Rooms, roomStatsJSON{Path: r.Path, Kind: r.Kind.String(), ForkID: r.Fork, Status: string(r.Status),
+			ReplicaBytes: r.Sizes.ReplicaBytes, HistoryBytes: r.Sizes.HistoryBytes, Versions: r.Sizes.Versions})
+	}
+	return out
 }

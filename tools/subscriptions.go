@@ -23,6 +23,14 @@ import (
 // A change to one cell therefore notifies …/cells/{that cell}, the notebook and its JSON, not the
 // other cells; a cursor move notifies nothing. Documents with subscribers are kept joined (a
 // room subscription pins them against idle closing).
+//
+// Run consumes room events and does nothing slow: an event only marks what it may have changed
+// (marks coalesce per document and listing, so they cannot overflow). The slow work — reads, which
+// may join a room, and the joins that keep subscribed documents open, each up to
+// subscribeReadWait — runs in goroutines of its own: one read per URI at a time, and a change
+// that arrives while that URI is being read makes it read again when done. Should the event
+// buffer ever overflow anyway, every followed document is treated as changed: a "this changed"
+// signal is never lost.
 
 const (
 	subscribeQuiet    = 250 * time.Millisecond // debounce: no notification sooner after a change
@@ -53,6 +61,12 @@ type subscriptions struct {
 	// notifications go straight onto the stream's session (mcp-go does not register it).
 	listens map[string]listenSink
 	listenN int
+	// everything is marked when events were lost (the buffer overflowed): every followed
+	// document and listing counts as changed.
+	everything dirtyMark
+	reading    map[string]bool // URIs being read right now (by readJob.key)
+	again      map[string]bool // …and changed again meanwhile: read once more when done
+	joining    map[docKey]bool // subscribed documents being joined (maintainPins)
 }
 
 type listenSink struct {
@@ -64,6 +78,7 @@ func newSubscriptions() *subscriptions {
 	return &subscriptions{
 		sessions: map[string]map[string][32]byte{}, dirty: map[docKey]dirtyMark{}, lists: map[ydoc.Kind]dirtyMark{},
 		current: map[string]bool{}, listens: map[string]listenSink{}, pins: map[docKey]*bridge.Subscription{}, listed: map[string]docKey{}, collabs: map[docKey]string{},
+		reading: map[string]bool{}, again: map[string]bool{}, joining: map[docKey]bool{},
 	}
 }
 
@@ -210,18 +225,33 @@ func (s *Server) notifyUpdated(key, uri string) error {
 }
 
 // Run follows room events for subscriptions and the per-room entries of resources/list, until
-// ctx ends. Without it resources still read; nothing is notified.
+// ctx ends. Without it resources still read; nothing is notified. The reads and joins it starts
+// have ended when it returns.
 func (s *Server) Run(ctx context.Context) error {
 	events := s.opts.Manager.Subscribe(4096)
 	defer events.Close()
-	tick := time.NewTicker(subscribeTick)
-	defer tick.Stop()
-	defer s.unpinAll()
+	return s.follow(ctx, events)
+}
+
+// follow is Run on a given event subscription.
+func (s *Server) follow(ctx context.Context, events *bridge.Subscription) error {
 	for _, r := range s.opts.Manager.Rooms() { // rooms opened before Run
 		info := r.Info()
 		s.listRoom(r.Path(), info.Kind, info.FileID, info.Status)
 	}
-	lastPins := time.Time{}
+	ctx, cancel := context.WithCancel(ctx)
+	var work sync.WaitGroup // the follow-up loop and every read and join it starts
+	defer func() {
+		cancel()
+		work.Wait()
+		s.unpinAll()
+	}()
+	work.Add(1)
+	go func() {
+		defer work.Done()
+		s.followUp(ctx, &work)
+	}()
+	dropped := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -231,14 +261,43 @@ func (s *Server) Run(ctx context.Context) error {
 				return nil
 			}
 			s.noteEvent(e)
-		case now := <-tick.C:
-			if now.Sub(lastPins) >= 2*time.Second {
-				s.maintainPins(ctx)
-				lastPins = now
+			if n := events.Dropped(); n != dropped { // we fell behind: what was lost is unknown
+				dropped = n
+				s.subs.mu.Lock()
+				s.subs.everything = markNow(s.subs.everything, time.Now())
+				s.subs.mu.Unlock()
 			}
-			s.flush(ctx, now)
 		}
 	}
+}
+
+// followUp is the slow side of Run: every subscribeTick it starts the reads of ripe URIs, and
+// every 2 s the joins that keep subscribed documents open. It never waits for either.
+func (s *Server) followUp(ctx context.Context, work *sync.WaitGroup) {
+	tick := time.NewTicker(subscribeTick)
+	defer tick.Stop()
+	lastPins := time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			if now.Sub(lastPins) >= 2*time.Second {
+				s.maintainPins(ctx, work)
+				lastPins = now
+			}
+			s.flush(ctx, now, work)
+		}
+	}
+}
+
+// markNow extends a dirty mark to now.
+func markNow(m dirtyMark, now time.Time) dirtyMark {
+	if m.first.IsZero() {
+		m.first = now
+	}
+	m.last = now
+	return m
 }
 
 // noteEvent marks what a room event may have changed.
@@ -249,13 +308,7 @@ func (s *Server) noteEvent(e bridge.Event) {
 	}
 	key := docKey{e.Path, e.DocKind}
 	now := time.Now()
-	mark := func(m dirtyMark) dirtyMark {
-		if m.first.IsZero() {
-			m.first = now
-		}
-		m.last = now
-		return m
-	}
+	mark := func(m dirtyMark) dirtyMark { return markNow(m, now) }
 	switch e.Kind {
 	case bridge.EventChanged, bridge.EventReset:
 		s.subs.mu.Lock()
@@ -376,32 +429,36 @@ func ripe(m dirtyMark, now time.Time) bool {
 	return !m.first.IsZero() && (now.Sub(m.last) >= subscribeQuiet || now.Sub(m.first) >= subscribeMaxDelay)
 }
 
-// flush re-reads subscribed URIs whose documents are ripe and notifies their subscribers of
-// real changes.
-func (s *Server) flush(ctx context.Context, now time.Time) {
-	type check struct{ session, uri string }
+// flush starts re-reading the subscribed URIs whose documents are ripe; the reads notify their
+// subscribers of real changes (readAndNotify).
+func (s *Server) flush(ctx context.Context, now time.Time, work *sync.WaitGroup) {
 	s.subs.mu.Lock()
 	if len(s.subs.sessions) == 0 {
 		clear(s.subs.dirty)
 		clear(s.subs.lists)
 		clear(s.subs.current)
+		s.subs.everything = dirtyMark{}
 		s.subs.mu.Unlock()
 		return
 	}
-	var checks []check
+	all := ripe(s.subs.everything, now)
+	reads := map[string]readJob{} // session-independent URIs are read once for all their subscribers
 	for session, uris := range s.subs.sessions {
 		for uri := range uris {
 			doc, list, job, ok := s.depends(session, uri)
+			due := false
 			switch {
 			case !ok:
 			case job != "":
-				if s.jobLive(job) {
-					checks = append(checks, check{session, uri})
-				}
-			case doc.path != "" && (ripe(s.subs.dirty[doc], now) || s.subs.current[session] && strings.HasSuffix(uri, "/current")):
-				checks = append(checks, check{session, uri})
-			case doc.path == "" && ripe(s.subs.lists[list], now):
-				checks = append(checks, check{session, uri})
+				due = s.jobLive(job)
+			case doc.path != "":
+				due = all || ripe(s.subs.dirty[doc], now) || s.subs.current[session] && strings.HasSuffix(uri, "/current")
+			default:
+				due = all || ripe(s.subs.lists[list], now)
+			}
+			if due {
+				j := readJob{uri: uri, session: session}
+				reads[j.key()] = j
 			}
 		}
 	}
@@ -415,37 +472,79 @@ func (s *Server) flush(ctx context.Context, now time.Time) {
 			delete(s.subs.lists, k)
 		}
 	}
+	if all {
+		s.subs.everything = dirtyMark{}
+	}
 	clear(s.subs.current)
-	s.subs.mu.Unlock()
-
-	reads := map[string]resourceRead{} // session-independent URIs are read once
-	for _, c := range checks {
-		key := c.uri
-		if strings.HasSuffix(c.uri, "/current") {
-			key = c.session + " " + c.uri
+	var start []readJob
+	for key, j := range reads {
+		if s.subs.reading[key] {
+			s.subs.again[key] = true // being read: read again once that read is done
+			continue
 		}
-		r, ok := reads[key]
-		if !ok {
-			rctx, cancel := context.WithTimeout(ctx, subscribeReadWait)
-			var err error
-			r, err = s.readURI(rctx, c.session, c.uri)
-			cancel()
-			if err != nil {
-				r = resourceRead{mime: "error", text: err.Error()} // e.g. a deleted cell: that is a change too
-			}
-			reads[key] = r
+		s.subs.reading[key] = true
+		start = append(start, j)
+	}
+	s.subs.mu.Unlock()
+	for _, j := range start {
+		work.Add(1)
+		go func() {
+			defer work.Done()
+			s.readAndNotify(ctx, j)
+		}()
+	}
+}
+
+// readJob is one read of a subscribed URI: for …/current the session's own, otherwise one read
+// for every session subscribed to the URI.
+type readJob struct{ uri, session string }
+
+func (j readJob) current() bool { return strings.HasSuffix(j.uri, "/current") }
+
+func (j readJob) key() string {
+	if j.current() {
+		return j.session + " " + j.uri
+	}
+	return j.uri
+}
+
+// readAndNotify reads a URI and notifies each of its subscribers whose last seen content
+// differs, then reads again as long as a change arrived during the read.
+func (s *Server) readAndNotify(ctx context.Context, j readJob) {
+	for {
+		rctx, cancel := context.WithTimeout(ctx, subscribeReadWait)
+		r, err := s.readURI(rctx, j.session, j.uri)
+		cancel()
+		if err != nil {
+			r = resourceRead{mime: "error", text: err.Error()} // e.g. a deleted cell: that is a change too
 		}
 		sum := hashRead(r)
+		var notify []string
 		s.subs.mu.Lock()
-		prev, still := s.subs.sessions[c.session][c.uri]
-		if still && prev != sum {
-			s.subs.sessions[c.session][c.uri] = sum
+		for session, uris := range s.subs.sessions {
+			if j.current() && session != j.session {
+				continue
+			}
+			if prev, ok := uris[j.uri]; ok && prev != sum {
+				uris[j.uri] = sum
+				notify = append(notify, session)
+			}
 		}
 		s.subs.mu.Unlock()
-		if still && prev != sum {
-			if err := s.notifyUpdated(c.session, c.uri); err != nil {
-				s.log.Debug().Str("uri", c.uri).Err(err).Msg("resource update not delivered")
+		for _, session := range notify {
+			if err := s.notifyUpdated(session, j.uri); err != nil {
+				s.log.Debug().Str("uri", j.uri).Err(err).Msg("resource update not delivered")
 			}
+		}
+		s.subs.mu.Lock()
+		more := s.subs.again[j.key()] && ctx.Err() == nil
+		delete(s.subs.again, j.key())
+		if !more {
+			delete(s.subs.reading, j.key())
+		}
+		s.subs.mu.Unlock()
+		if !more {
+			return
 		}
 	}
 }
@@ -468,8 +567,9 @@ func (s *Server) jobLive(id string) bool {
 	}
 }
 
-// maintainPins keeps documents with subscribers joined, and lets go of the others.
-func (s *Server) maintainPins(ctx context.Context) {
+// maintainPins keeps documents with subscribers joined, and lets go of the others. Joins run in
+// goroutines of their own (one per document at a time).
+func (s *Server) maintainPins(ctx context.Context, work *sync.WaitGroup) {
 	want := map[docKey]bool{}
 	s.subs.mu.Lock()
 	for session, uris := range s.subs.sessions {
@@ -494,7 +594,8 @@ func (s *Server) maintainPins(ctx context.Context) {
 	}
 	var add []docKey
 	for k := range want {
-		if _, ok := s.subs.pins[k]; !ok {
+		if _, ok := s.subs.pins[k]; !ok && !s.subs.joining[k] {
+			s.subs.joining[k] = true
 			add = append(add, k)
 		}
 	}
@@ -503,22 +604,37 @@ func (s *Server) maintainPins(ctx context.Context) {
 		sub.Close()
 	}
 	for _, k := range add {
-		octx, cancel := context.WithTimeout(ctx, subscribeReadWait)
-		room, err := s.opts.Manager.Open(octx, k.path, k.kind)
-		cancel()
-		if err != nil {
-			s.log.Debug().Str("path", k.path).Err(err).Msg("cannot keep a subscribed document joined")
-			continue
-		}
-		sub := room.Subscribe(1) // a pin: events come from the manager's stream; this one only holds the room
+		work.Add(1)
+		go func() {
+			defer work.Done()
+			s.pin(ctx, k)
+		}()
+	}
+}
+
+// pin joins a subscribed document and holds its room open.
+func (s *Server) pin(ctx context.Context, k docKey) {
+	defer func() {
 		s.subs.mu.Lock()
-		if _, ok := s.subs.pins[k]; ok {
-			s.subs.mu.Unlock()
-			sub.Close()
-			continue
-		}
-		s.subs.pins[k] = sub
+		delete(s.subs.joining, k)
 		s.subs.mu.Unlock()
+	}()
+	octx, cancel := context.WithTimeout(ctx, subscribeReadWait)
+	room, err := s.opts.Manager.Open(octx, k.path, k.kind)
+	cancel()
+	if err != nil {
+		s.log.Debug().Str("path", k.path).Err(err).Msg("cannot keep a subscribed document joined")
+		return
+	}
+	sub := room.Subscribe(1) // a pin: events come from the manager's stream; this one only holds the room
+	s.subs.mu.Lock()
+	_, had := s.subs.pins[k]
+	if !had && ctx.Err() == nil {
+		s.subs.pins[k] = sub
+	}
+	s.subs.mu.Unlock()
+	if had || ctx.Err() != nil {
+		sub.Close()
 	}
 }
 

@@ -193,8 +193,9 @@ func (tx *Txn) pop(stack *[]*stackItem, mode undoMode) bool {
 			}
 		})
 		performed := false
+		tails := map[*y.Item]*y.Item{}
 		for _, it := range documentOrder(redo) {
-			if redoItem(tr, it, redo) != nil {
+			if redoItem(tr, it, redo, tails) != nil {
 				performed = true
 			}
 		}
@@ -205,10 +206,26 @@ func (tx *Txn) pop(stack *[]*stackItem, mode undoMode) bool {
 			}
 		}
 		if performed {
+			dropSearchMarkers(tr)
 			return true
 		}
 	}
 	return false
+}
+
+// dropSearchMarkers forgets the search markers (the index → item cache of a list or text) of
+// every list the transaction changed, as Yjs's UndoManager does at the end of popStackItem.
+// Re-creating and deleting items directly (Integrate, Delete) bypasses the marker bookkeeping
+// that the index-based edits do, so a marker can point at an item with an index it no longer
+// has, and the next edit at an index lands in the wrong place. y-crdt's own UndoManager means to
+// do this but tests the changed keys for nil, while y-crdt records a list change under ""
+// (AddChangedTypeToTransaction's parentSub is a string), so it never does.
+func dropSearchMarkers(tr *y.Transaction) {
+	for t, keys := range tr.Changed {
+		if at, ok := t.(y.IAbstractType); ok && keys.Has("") {
+			at.SetSearchMarker(nil)
+		}
+	}
 }
 
 // documentOrder orders items to re-create left to right within each list (an item goes back
@@ -274,7 +291,7 @@ func gone(it *y.Item) bool {
 
 // redoItem re-creates a deleted item where it was (Yjs's redoItem), re-creating its parent
 // first when that was deleted too and is to be re-created.
-func redoItem(tr *y.Transaction, item *y.Item, redo map[*y.Item]bool) *y.Item {
+func redoItem(tr *y.Transaction, item *y.Item, redo map[*y.Item]bool, tails map[*y.Item]*y.Item) *y.Item {
 	if item.Redone != nil {
 		return y.GetItemCleanStart(tr, *item.Redone)
 	}
@@ -298,7 +315,7 @@ func redoItem(tr *y.Transaction, item *y.Item, redo map[*y.Item]bool) *y.Item {
 		}
 	}
 	if parentItem != nil && parentItem.Redone == nil && gone(parentItem) {
-		if !redo[parentItem] || redoItem(tr, parentItem, redo) == nil {
+		if !redo[parentItem] || redoItem(tr, parentItem, redo, tails) == nil {
 			return nil
 		}
 	}
@@ -306,31 +323,8 @@ func redoItem(tr *y.Transaction, item *y.Item, redo map[*y.Item]bool) *y.Item {
 		for parentItem.Redone != nil {
 			parentItem = y.GetItemCleanStart(tr, *parentItem.Redone)
 		}
-		// The neighbours to insert between are their re-created copies in the new parent.
-		inNewParent := func(n *y.Item) *y.Item {
-			for n != nil && parentOf(n) != parentItem {
-				if n.Redone == nil {
-					return nil
-				}
-				n = y.GetItemCleanStart(tr, *n.Redone)
-			}
-			return n
-		}
 		if item.ParentSub == "" {
-			for left != nil {
-				if t := inNewParent(left); t != nil {
-					left = t
-					break
-				}
-				left = left.Left
-			}
-			for right != nil {
-				if t := inNewParent(right); t != nil {
-					right = t
-					break
-				}
-				right = right.Right
-			}
+			left, right = placeInCopy(tr, item, parentItem, tails)
 		} else {
 			left = nil // a map entry of a re-created map: the map is empty
 			if cur, ok := parentItemType(parentItem).GetMap()[item.ParentSub]; ok {
@@ -354,7 +348,100 @@ func redoItem(tr *y.Transaction, item *y.Item, redo map[*y.Item]bool) *y.Item {
 	item.Redone = &redone.ID
 	y.KeepItem(redone, true)
 	redone.Integrate(tr, 0)
+	if item.ParentSub == "" && parentItem != nil && parentItem.Redone == nil && createdIn(tr, parentItem) {
+		tails[parentItem] = redone
+	}
 	return redone
+}
+
+// createdIn reports whether an item was created by the transaction.
+func createdIn(tr *y.Transaction, it *y.Item) bool {
+	return it.ID.Clock >= tr.BeforeState[it.ID.Client]
+}
+
+// placeInCopy finds the neighbours for a list item re-created in a copy of its parent (the
+// parent was deleted and re-created: parentItem is the copy's item).
+//
+// A copy made by this transaction holds only what this undo re-created from the old parent, in
+// document order (documentOrder): the item goes at its end, and the copy reads as the old
+// parent did. Yjs instead re-creates in clock order and finds each item's neighbours by following
+// "redone" from its old neighbours; but a re-created copy sits left of the item it replaces, so
+// following "redone" from a right neighbour can land on the left neighbour or left of it, and an
+// item whose origins are not left and right of each other in that order is placed differently by
+// every replica that decodes it (it splits its left neighbour to find its right one): the
+// replicas stop converging.
+//
+// A copy made earlier (by another undo) may since hold other people's text: there the nearest
+// old neighbours that have copies there give the neighbours, found as Yjs does (following
+// "redone" from each neighbour's first unit), except that when they are not in order the item
+// goes right after the left one.
+func placeInCopy(tr *y.Transaction, item, parentItem *y.Item, tails map[*y.Item]*y.Item) (left, right *y.Item) {
+	parent := parentItemType(parentItem)
+	if parent == nil {
+		return nil, nil
+	}
+	if createdIn(tr, parentItem) {
+		left = tails[parentItem]
+		if left == nil {
+			left = parent.StartItem()
+		}
+		for left != nil && left.Right != nil {
+			left = left.Right
+		}
+		return left, nil
+	}
+	for n := item.Left; n != nil; n = n.Left {
+		if c := copyIn(tr, n.ID, parentItem); c != nil {
+			left = c
+			break
+		}
+	}
+	for n := item; n != nil; n = n.Right {
+		if c := copyIn(tr, n.ID, parentItem); c != nil {
+			right = c
+			break
+		}
+	}
+	if !follows(left, right) {
+		right = parent.StartItem()
+		if left != nil {
+			right = left.Right
+		}
+	}
+	return left, right
+}
+
+// copyIn follows "redone" from one unit (a character, an element) of an item to that unit's
+// copy in the list of parentItem, or nil; the copy's item is made to start there.
+func copyIn(tr *y.Transaction, id y.ID, parentItem *y.Item) *y.Item {
+	store := tr.Doc.Store
+	for {
+		it, ok := y.GetItem(store, id).(*y.Item)
+		if !ok {
+			return nil
+		}
+		if parentOf(it) == parentItem {
+			return y.GetItemCleanStart(tr, id)
+		}
+		if it.Redone == nil {
+			return nil
+		}
+		id = y.GenID(it.Redone.Client, it.Redone.Clock+(id.Clock-it.ID.Clock))
+	}
+}
+
+// follows reports whether right comes after left in their list (nil left: the list's start;
+// nil right: its end).
+func follows(left, right *y.Item) bool {
+	if left == nil || right == nil {
+		return true
+	}
+	for n := left.Right; n != nil; n = n.Right {
+		if n == right {
+			return true
+		}
+	}
+	return false
 }
 
 func parentOf(n *y.Item) *y.Item {
