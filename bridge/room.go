@@ -93,6 +93,14 @@ type RoomOptions struct {
 	// set, keeps them on disk across restarts.
 	HistoryBudget int
 	HistoryDir    string
+	// SaveInterval: while the document holds changes the server has not saved, ask it to save
+	// (Jupyter's RAW save message) once the oldest is this old, and then at most this often
+	// (saveguard.go). 0 leaves saving to the server: for engines without a save message, or that
+	// save by themselves. Saves (shared by a manager's rooms) bounds the requests in flight at
+	// once across rooms; nil: no bound. A request unanswered after SaveTimeout (30s) is given up.
+	SaveInterval time.Duration
+	SaveTimeout  time.Duration
+	Saves        *Saves
 
 	MinBackoff       time.Duration // first reconnect delay (250ms)
 	MaxBackoff       time.Duration // reconnect delay cap (30s)
@@ -131,6 +139,7 @@ func (o *RoomOptions) defaults() error {
 	def(&o.HandshakeTimeout, 15*time.Second)
 	def(&o.WriteTimeout, 10*time.Second)
 	def(&o.TickInterval, time.Second)
+	def(&o.SaveTimeout, 30*time.Second)
 	if err := checkPingInterval(o.Server, o.PingInterval); err != nil {
 		return fmt.Errorf("room %s: %w", o.Path, err)
 	}
@@ -205,6 +214,17 @@ type RoomInfo struct {
 	PendingEdits  int
 	Collaborators []Collaborator
 	Err           string
+	// Saving (saveguard.go): when the server last said it saved the document, when the save
+	// guard last asked it to and the answer, how many times it asked, and since when the room
+	// holds changes the server has not saved (zero: none).
+	LastSaved      time.Time
+	LastSaveAsked  time.Time
+	LastSaveStatus string
+	SavesAsked     int
+	UnsavedSince   time.Time
+	// LastRescue says what happened the last time the server lost the room (rescue.go).
+	LastRescue   *ydoc.RescueReport
+	LastRescueAt time.Time
 }
 
 // Room is a live document room.
@@ -589,6 +609,7 @@ func (r *Room) Run(ctx context.Context) error {
 		err = nil
 	}
 	l.stop(err)
+	l.stopSaving()
 	if l.saveCh != nil {
 		l.queueSave()
 		close(l.saveCh)
@@ -669,6 +690,9 @@ type roomLoop struct {
 
 	sizeDirty bool      // the replica changed since its size was last measured
 	sizedAt   time.Time // when it was
+
+	guard    saveGuard // saves of the document by the server (saveguard.go)
+	fileHash string    // the file's hash as last known (rescue.go); "" unknown
 }
 
 func newRoomLoop(r *Room) (*roomLoop, error) {
@@ -687,6 +711,7 @@ func newRoomLoop(r *Room) (*roomLoop, error) {
 		hist:     newHistory(),
 		versions: map[uint64]uint64{},
 		saves:    map[uint64]chan saveResult{},
+		guard:    saveGuard{grant: make(chan struct{}, 1)},
 	}
 	if r.opts.Transient == "" {
 		l.snaps = newSnapshotStore(r.opts.Kind, r.opts.HistoryBudget)
@@ -712,16 +737,23 @@ func newRoomLoop(r *Room) (*roomLoop, error) {
 
 // dial opens the document session and the websocket on a helper goroutine, serving requests
 // meanwhile: the room goroutine never blocks on the network, so callers can always withdraw.
-func (l *roomLoop) dial(ctx context.Context) (DocSession, Conn, error) {
+func (l *roomLoop) dial(ctx context.Context) (DocSession, Conn, *FileContent, error, error) {
 	type dialed struct {
 		ds   DocSession
 		conn Conn
 		err  error
+		file *FileContent
+		ferr error
 	}
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	resc := make(chan dialed, 1)
 	format, docType := l.format()
+	// What to read of the file (rescue.go): its content when the server may have lost the room
+	// (a 1003 close, or a new session id), so a rescue can be checked and merged; its hash when
+	// none is known yet. Read before joining: the room may be rebuilt by our join.
+	reader, lostPending, prevSession, hashKnown := l.fileReader(), l.serverLost, l.ds.SessionID, l.fileHash != ""
+	kind, path := l.r.opts.Kind, l.r.opts.Path
 	go func() {
 		if id := l.r.opts.Fork; id != "" {
 			if alive := l.r.opts.ForkAlive; alive != nil {
@@ -745,22 +777,35 @@ func (l *roomLoop) dial(ctx context.Context) (DocSession, Conn, error) {
 			resc <- dialed{ds: DocSession{RoomID: id}, conn: conn, err: err}
 			return
 		}
-		ds, err := l.r.opts.Server.OpenDocSession(dctx, l.r.opts.Path, format, docType)
+		ds, err := l.r.opts.Server.OpenDocSession(dctx, path, format, docType)
 		if err != nil {
 			resc <- dialed{err: fmt.Errorf("open document session: %w", err)}
 			return
+		}
+		var d dialed
+		if reader != nil {
+			lost := lostPending || (prevSession != "" && ds.SessionID != prevSession)
+			if lost || !hashKnown {
+				fc, ferr := reader.ReadFile(dctx, path, kind, lost)
+				if ferr != nil {
+					d.ferr = fmt.Errorf("read %s: %w", path, ferr)
+				} else {
+					d.file = &fc
+				}
+			}
 		}
 		conn, err := l.r.opts.Server.DialRoom(dctx, ds.RoomID, ds.SessionID)
 		if err != nil {
 			resc <- dialed{err: fmt.Errorf("join room %s: %w", ds.RoomID, err)}
 			return
 		}
-		resc <- dialed{ds: ds, conn: conn}
+		d.ds, d.conn = ds, conn
+		resc <- d
 	}()
 	for {
 		select {
 		case d := <-resc:
-			return d.ds, d.conn, d.err
+			return d.ds, d.conn, d.file, d.ferr, d.err
 		case fn := <-l.r.reqs:
 			fn(l)
 		case <-ctx.Done():
@@ -768,7 +813,7 @@ func (l *roomLoop) dial(ctx context.Context) (DocSession, Conn, error) {
 			if d := <-resc; d.conn != nil {
 				_ = d.conn.Close()
 			}
-			return DocSession{}, nil, ctx.Err()
+			return DocSession{}, nil, nil, nil, ctx.Err()
 		}
 	}
 }
@@ -826,7 +871,7 @@ func (l *roomLoop) wait(ctx context.Context, d time.Duration) error {
 }
 
 func (l *roomLoop) connectAndServe(ctx context.Context) error {
-	ds, conn, err := l.dial(ctx)
+	ds, conn, file, ferr, err := l.dial(ctx)
 	if err != nil {
 		return err
 	}
@@ -840,10 +885,16 @@ func (l *roomLoop) connectAndServe(ctx context.Context) error {
 		l.requestReset(fmt.Sprintf("away for %s, the server may have rebuilt the room", now.Sub(l.awayFrom).Round(time.Second)))
 	}
 	if l.needReset != "" {
+		lost := l.serverLost
 		if err := l.reset(); err != nil {
 			_ = conn.Close()
 			return err
 		}
+		if lost {
+			l.decideRescue(file, ferr)
+		}
+	} else if file != nil && l.fileHash == "" {
+		l.fileHash = file.Hash // the file as the room was (first) joined
 	}
 	l.ds = ds
 	l.r.mu.Lock()

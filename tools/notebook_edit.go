@@ -858,7 +858,9 @@ func (s *Server) moveCells(ctx context.Context, raw map[string]any) (result, err
 	busy := s.busyCells(ctx, room)
 	var warnings []string
 	var moved []movedCell
-	ed, err := room.Apply(ctx, func(tx *ydoc.Txn, h bridge.History, replaying bool) error {
+	// Durable: by cell id, and a cell already in place is left alone, so running it again after
+	// the server lost it moves nothing more (bridge.Room.ApplyDurable).
+	ed, err := room.ApplyDurable(ctx, func(tx *ydoc.Txn, h bridge.History, replaying bool) error {
 		tx.Undoable() // the agent may take it back (undo_last_edit)
 		indices, ids, _, err := resolve(tx, targetArgs{CellIDs: args.CellIDs})
 		if err != nil {

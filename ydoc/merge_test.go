@@ -137,10 +137,9 @@ func TestMergeNotebooks(t *testing.T) {
 		cell("x", "ahead"), cell("a", "> A"), cell("b", "B"), cell("d", "D"), cell("m", "after d"),
 	}}
 	got, st := MergeNotebooks(base, ours, theirs)
-	var ids, srcs []string
+	var ids []string
 	for _, c := range got.Cells {
 		ids = append(ids, c.ID)
-		srcs = append(srcs, c.Source)
 	}
 	wantIDs := []string{"x", "d", "m", "a", "n"}
 	if !slices.Equal(ids, wantIDs) {

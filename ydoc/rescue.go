@@ -29,6 +29,7 @@ type RescueReport struct {
 	// the rebuilt room since (Stats, Conflicts). Otherwise Reason says why not, and only the
 	// agents' edits were re-run (Replayed, of which Failed could not be).
 	Restored  bool         `json:"restored"`
+	Changed   bool         `json:"changed"` // the rescue changed the rebuilt room (something was missing)
 	Reason    string       `json:"reason,omitempty"`
 	Stats     RestoreStats `json:"stats"`
 	Conflicts int          `json:"conflicts,omitempty"`

@@ -141,6 +141,9 @@ func (s *Session) Synced() bool { return s.synced }
 // Pending returns the number of edits not yet confirmed (queued, in flight or awaiting replay).
 func (s *Session) Pending() int { return len(s.queued) + len(s.inflight) + len(s.replay) }
 
+// InFlight returns the number of edits applied to the replica and sent, not yet confirmed.
+func (s *Session) InFlight() int { return len(s.inflight) }
+
 // Connect starts the handshake on a fresh transport: it returns our sync step 1. The session is
 // not synced until the server's step 2 arrives.
 func (s *Session) Connect() Output {
@@ -450,6 +453,7 @@ func (s *Session) rescue(lost, file Snapshot, covered []*pendingEdit) (out Outpu
 		return out, false
 	}
 	report.Restored = true
+	report.Changed = update != nil
 	report.Conflicts = merge.Conflicts
 	for _, l := range merge.Lost {
 		report.add(l)
