@@ -13,8 +13,8 @@ import (
 // (document_save_delay), and every change restarts that wait, so a document that keeps changing
 // (a cell streaming output, a human typing, an agent editing) stays in the server's memory only,
 // and a crash loses all of it. While a room holds changes the server has not saved, the room asks
-// for a save (Jupyter's RAW save message) once the oldest of them is RoomOptions.SaveInterval
-// old, then at most once per interval while changes keep coming: at most one request in flight
+// for a save (Jupyter's RAW save message) before the oldest of them is RoomOptions.SaveInterval
+// old, then about once per interval while changes keep coming: at most one request in flight
 // per room, none while nothing changed, and across rooms at most Saves' concurrency at once,
 // granted in the order asked.
 //
@@ -207,7 +207,9 @@ func (l *roomLoop) maybeSave(now time.Time) {
 	if g.lastAsked.After(due) {
 		due = g.lastAsked
 	}
-	if !g.soon && now.Sub(due) < l.r.opts.SaveInterval {
+	// Checked every tick: ask on the last tick before the interval is over, so that no change
+	// waits longer than the interval for its save.
+	if !g.soon && now.Sub(due) < l.r.opts.SaveInterval-l.r.opts.TickInterval {
 		return
 	}
 	g.waiting = true

@@ -365,9 +365,7 @@ func (c *Client) ContentsHashed(ctx context.Context, path, docType string, conte
 	if content {
 		q.Set("content", "1")
 		q.Set("type", docType)
-		if docType == "notebook" {
-			q.Set("format", "json")
-		} else {
+		if docType != "notebook" { // a notebook's only format is JSON, and naming it is refused
 			q.Set("format", "text")
 		}
 	}
