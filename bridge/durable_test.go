@@ -273,6 +273,48 @@ func TestRescueAfterSaveThenRestart(t *testing.T) {
 	assertCellsOnce(t, srv, nbPath, "cell-a", "cell-b", "saved", "unsaved")
 }
 
+// While others keep typing, jupyter-collaboration's saves mostly end cancelled: the file is
+// written, no hash published. The room reads the file's hash after each answered save, so a
+// crash still finds the file it knows and brings everything back.
+func TestRescueAfterUnreportedSaves(t *testing.T) {
+	srv := newServer(t)
+	srv.QuietSaves(true)
+	h := startSynced(t, srv, guardOn(10*time.Millisecond, nil))
+	ctx := ctxT(t)
+	if _, err := h.room.ApplyDurable(ctx, durableInsert("before")); err != nil {
+		t.Fatal(err)
+	}
+	awaitServer(t, srv, "a save", func() bool { return srv.Saves(nbPath) >= 1 })
+	f, _ := srv.File(nbPath)
+	if len(f.Notebook.Cells) != 3 {
+		t.Fatalf("the file holds %d cells", len(f.Notebook.Cells))
+	}
+	eventually(t, "the saved content counted as saved", func() bool { return h.room.Info().UnsavedSince.IsZero() })
+	srv.SetSaveStatus("failed") // nothing more reaches the file
+	if _, err := h.room.ApplyDurable(ctx, durableInsert("after")); err != nil {
+		t.Fatal(err)
+	}
+	typeInto(t, srv, nbPath, "cell-b", " typed")
+	eventually(t, "the typing in the replica", func() bool {
+		var ok bool
+		_ = h.room.View(ctx, func(d *ydoc.Doc) error {
+			nb, _ := d.Notebook()
+			ok = len(nb.Cells) == 4 && nb.Cells[1].Source == "# Title typed"
+			return nil
+		})
+		return ok
+	})
+	srv.Restart(bridgetest.RestartOptions{})
+	notice := h.await("the rescue notice", kindIs(bridge.EventNotice)).Notice
+	if notice.Kind != "rescued" {
+		t.Fatalf("notice %+v", notice)
+	}
+	awaitServer(t, srv, "everything back", func() bool {
+		return srv.CountCell(nbPath, "after") == 1 && serverSource(t, srv, nbPath, "cell-b") == "# Title typed"
+	})
+	assertCellsOnce(t, srv, nbPath, "cell-a", "cell-b", "before", "after")
+}
+
 // A file changed outside Jupyter while the server was down wins: the agent's durable edits are
 // re-run on it, the human's lost typing is reported in a notice the manager keeps for agents.
 func TestNoRescueWhenFileChangedOutside(t *testing.T) {

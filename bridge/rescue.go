@@ -104,16 +104,40 @@ func (l *roomLoop) decideRescue(file *FileContent, ferr error) {
 		l.sess.NoRescue("the file was not read")
 	case known == "":
 		l.sess.NoRescue("the server had not reported saving the document, so whether the file changed cannot be checked")
+	case file.Hash != known && l.guard.unverified:
+		// A save asked for just before the loss may have written the file (jupyter-collaboration
+		// publishes no hash for a save a change cancelled mid-write) and its hash could not be
+		// read any more: the file is taken as that save.
+		l.log.Info().Msg("the file differs from the last hash known, but a save asked for just before the loss was not verified: taking the file as that save")
+		l.sess.RescueFrom(*file.Doc)
 	case file.Hash != known:
 		l.sess.NoRescue("the file changed on disk since jupyter-server last saved it (changed outside Jupyter): the file's content wins")
 	default:
 		l.sess.RescueFrom(*file.Doc)
 	}
+	l.guard.unverified = false
 	if file != nil && ferr == nil {
 		l.fileHash = file.Hash
 	}
-	l.log.Info().Bool("file_read", file != nil && ferr == nil).Bool("hash_known", known != "").
-		Bool("hash_matches", file != nil && known != "" && file.Hash == known).Msg("the server lost the room: deciding how to bring back the replica")
+	got := ""
+	if file != nil {
+		got = file.Hash
+	}
+	l.log.Info().Bool("file_read", file != nil && ferr == nil).Str("file_hash", short(got)).Str("last_saved_hash", short(known)).
+		Msg("the server lost the room: deciding how to bring back the replica")
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+// workAtRisk reports whether the replica holds changes the server has not saved (or edits it has
+// not confirmed): a server that died takes them with it.
+func (l *roomLoop) workAtRisk() bool {
+	return !l.guard.unsavedSince.IsZero() || l.sess.Unsaved() > 0 || l.sess.Pending() > 0
 }
 
 // noteSavedHash takes the hash the server published with a save marker as the file's.

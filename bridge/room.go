@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"crypto/rand"
+	mrand "math/rand/v2"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -104,6 +105,7 @@ type RoomOptions struct {
 
 	MinBackoff       time.Duration // first reconnect delay (250ms)
 	MaxBackoff       time.Duration // reconnect delay cap (30s)
+	AtRiskBackoff    time.Duration // reconnect delay cap while the replica holds changes the server has not saved (2s)
 	ResyncInterval   time.Duration // periodic sync step 1 to heal gaps (30s)
 	ResetAfter       time.Duration // rebuild the replica after being away this long (45s; the server cleans idle rooms after 60s)
 	PingInterval     time.Duration // websocket ping (15s)
@@ -133,6 +135,7 @@ func (o *RoomOptions) defaults() error {
 	}
 	def(&o.MinBackoff, 250*time.Millisecond)
 	def(&o.MaxBackoff, 30*time.Second)
+	def(&o.AtRiskBackoff, 2*time.Second)
 	def(&o.ResyncInterval, 30*time.Second)
 	def(&o.ResetAfter, 45*time.Second)
 	def(&o.PingInterval, 15*time.Second)
@@ -604,12 +607,15 @@ func (r *Room) Run(ctx context.Context) error {
 	} else {
 		close(saved)
 	}
+	l.life = ctx
 	err = l.run(ctx)
 	if ctx.Err() != nil && !isPermanent(err) {
 		err = nil
 	}
 	l.stop(err)
 	l.stopSaving()
+	cancel() // helpers end with the room
+	l.helpers.Wait()
 	if l.saveCh != nil {
 		l.queueSave()
 		close(l.saveCh)
@@ -693,6 +699,11 @@ type roomLoop struct {
 
 	guard    saveGuard // saves of the document by the server (saveguard.go)
 	fileHash string    // the file's hash as last known (rescue.go); "" unknown
+
+	// life is Run's context; helpers are the short-lived goroutines the loop starts (a hash read),
+	// waited for before Run returns.
+	life    context.Context
+	helpers sync.WaitGroup
 }
 
 func newRoomLoop(r *Room) (*roomLoop, error) {
@@ -844,6 +855,13 @@ func (l *roomLoop) run(ctx context.Context) error {
 			// The first reset after a healthy sync is a reason to come back quickly, not a fault;
 			// repeated ones back off like any failure.
 			delay = l.r.opts.MinBackoff
+		}
+		if atRisk := l.workAtRisk(); atRisk && delay > l.r.opts.AtRiskBackoff {
+			// The replica holds changes the server may have lost: a restarted server rebuilds
+			// the room from its file, and the sooner the sidecar is back, the likelier the file
+			// is still the server's last save (rescue.go), before a human's tab reconnects and
+			// the server saves the rebuilt room. JupyterLab's own tabs retry every 2.5 s at most.
+			delay = l.r.opts.AtRiskBackoff/2 + time.Duration(mrand.Int64N(int64(l.r.opts.AtRiskBackoff/2)+1))
 		}
 		l.lastErr = err
 		l.log.Warn().Err(err).Dur("retry_in", delay).Msg("room connection lost; reconnecting")

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -20,7 +21,10 @@ import (
 //
 // A save is known to have happened when the server says so in the room's state (a new hash, or
 // dirty turning false), not when it answers the request: jupyter-collaboration answers "success"
-// also when a change arriving meanwhile cancelled the save.
+// also when a change arriving meanwhile cancelled the save. Such a cancelled save may still have
+// written the file (the write itself is shielded from the cancellation) without publishing its
+// hash, and while other clients keep typing most saves end that way; so after each answer the
+// room reads the file's hash (rescue.go needs the file's latest hash, not the last published).
 //
 // The guard is a room capability: an engine whose rooms have no save message (or save by
 // themselves) runs its rooms with SaveInterval 0.
@@ -151,7 +155,17 @@ type saveGuard struct {
 	sentAt       time.Time
 	lastAsked    time.Time
 	unsavedSince time.Time // the oldest change the server has not saved (zero: none)
+	lastChange   time.Time // the latest change to the content
 	soon         bool      // ask without waiting for the interval (the session's unsaved bound)
+	markedAt     time.Time // the server last reported a save in the room's state
+	// hashGen counts hashes the server published; a hash read started before one of them is
+	// older than it and is dropped. hashReading: a read is under way.
+	hashGen     uint64
+	hashReading bool
+	// unverified: a save was asked for whose effect on the file is not known yet (no hash
+	// published or read since): if the server dies now, a file that differs from the last known
+	// hash was most likely written by that save (rescue.go).
+	unverified bool
 }
 
 // guarded reports whether this room asks for saves.
@@ -167,6 +181,7 @@ func (l *roomLoop) noteChanges(out ydoc.Output, now time.Time) {
 		if !contentChanged(c) || (!l.ready && !c.Local) {
 			continue
 		}
+		l.guard.lastChange = now
 		if l.guard.unsavedSince.IsZero() {
 			l.guard.unsavedSince = now
 			l.publishSaveInfo()
@@ -181,6 +196,12 @@ func (l *roomLoop) noteChanges(out ydoc.Output, now time.Time) {
 			l.guard.unsavedSince = now
 		}
 		l.noteSavedHash()
+		l.guard.hashGen++
+		l.guard.markedAt = now
+		if l.guard.inflight == 0 {
+			l.guard.unverified = false
+		}
+		l.log.Debug().Str("hash", short(l.fileHash)).Msg("the server saved the document")
 		l.r.mu.Lock()
 		l.r.info.LastSaved = now
 		l.r.mu.Unlock()
@@ -227,7 +248,9 @@ func (l *roomLoop) granted(now time.Time) {
 	}
 	l.saveSeq++
 	g.inflight, g.sentAt, g.lastAsked, g.soon = l.saveSeq, now, now, false
+	g.unverified = true
 	l.r.opts.Saves.count("asked")
+	l.log.Debug().Uint64("save", g.inflight).Msg("asking the server to save")
 	l.send(ydoc.EncodeSaveRequest(g.inflight))
 	l.r.mu.Lock()
 	l.r.info.SavesAsked++
@@ -243,11 +266,20 @@ func (l *roomLoop) saveAnswered(outcome string) {
 	if g.inflight == 0 {
 		return
 	}
+	sentAt := g.sentAt
 	g.inflight = 0
 	l.r.opts.Saves.count(outcome)
 	l.r.opts.Saves.release()
+	switch {
+	case outcome == "failed":
+		g.unverified = false // the server could not save: nothing written
+	case (outcome == "success" || outcome == "skipped") && !g.markedAt.After(sentAt):
+		l.readHashAfterSave(sentAt)
+	}
 	if outcome != "success" {
 		l.log.Info().Str("outcome", outcome).Msg("save request not done")
+	} else {
+		l.log.Debug().Msg("save request answered")
 	}
 	l.r.mu.Lock()
 	l.r.info.LastSaveStatus = outcome
@@ -272,6 +304,52 @@ func (l *roomLoop) stopSaving() {
 		l.guard.waiting = false
 		l.r.opts.Saves.cancel(l.guard.grant)
 	}
+}
+
+// readHashAfterSave reads the file's hash after a save request was answered without the server
+// publishing a hash (see above), on a goroutine the room owns. A new hash means the file was
+// written after the request was sent: the changes made before it are in it.
+func (l *roomLoop) readHashAfterSave(sentAt time.Time) {
+	reader := l.fileReader()
+	if reader == nil || l.guard.hashReading || l.life == nil {
+		return
+	}
+	l.guard.hashReading = true
+	gen, path, kind, ctx := l.guard.hashGen, l.r.opts.Path, l.r.opts.Kind, l.life
+	l.helpers.Add(1)
+	go func() {
+		defer l.helpers.Done()
+		rctx, cancel := context.WithTimeout(ctx, l.r.opts.SaveTimeout)
+		fc, err := reader.ReadFile(rctx, path, kind, false)
+		cancel()
+		_ = l.r.do(ctx, func(l *roomLoop) {
+			l.guard.hashReading = false
+			if err != nil {
+				l.log.Debug().Err(err).Msg("could not read the file's hash after a save")
+				return
+			}
+			if gen != l.guard.hashGen {
+				return // a published hash came meanwhile: it is at least as new
+			}
+			if l.guard.inflight == 0 {
+				l.guard.unverified = false
+			}
+			if fc.Hash == l.fileHash {
+				return // nothing was written
+			}
+			l.fileHash = fc.Hash
+			l.log.Debug().Str("hash", short(fc.Hash)).Msg("the file was written by a save the server did not report")
+			// Every change made before the request is in the file.
+			g := &l.guard
+			if !g.unsavedSince.IsZero() && g.unsavedSince.Before(sentAt) {
+				g.unsavedSince = time.Time{}
+				if g.lastChange.After(sentAt) || l.sess.InFlight() > 0 {
+					g.unsavedSince = sentAt
+				}
+				l.publishSaveInfo()
+			}
+		})
+	}()
 }
 
 func (l *roomLoop) publishSaveInfo() {

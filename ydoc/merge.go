@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"unicode"
 )
 
 // Three-way merges for the crash rescue: after jupyter-server lost a room and rebuilt it from its
@@ -27,7 +28,10 @@ func (m *MergeStats) lose(format string) {
 	}
 }
 
-// MergeText merges two descendants of base at character level.
+// MergeText merges two descendants of base. The diffs are taken over words (runs of letters and
+// digits; every other character is a word of its own), so that an edit never splits a word, and
+// each insert or delete that could sit at several places is slid to word and line boundaries:
+// otherwise two sides' inserts next to similar words can interleave their characters.
 func MergeText(base, ours, theirs string) (string, int) {
 	switch {
 	case ours == theirs, theirs == base:
@@ -35,15 +39,15 @@ func MergeText(base, ours, theirs string) (string, int) {
 	case ours == base:
 		return theirs, 0
 	}
-	b, o, t := []rune(base), []rune(ours), []rune(theirs)
-	eo, ok1 := runeEdits(b, o)
-	et, ok2 := runeEdits(b, t)
+	b, o, t := words(base), words(ours), words(theirs)
+	eo, ok1 := wordEdits(b, o)
+	et, ok2 := wordEdits(b, t)
 	if !ok1 || !ok2 {
-		// Too different to merge by character: theirs is the document people now see.
+		// Too different to merge: theirs is the document people now see.
 		return theirs, 1
 	}
 	type sided struct {
-		runeEdit
+		wordEdit
 		ours bool
 	}
 	all := make([]sided, 0, len(eo)+len(et))
@@ -72,28 +76,28 @@ func MergeText(base, ours, theirs string) (string, int) {
 		}
 		return 0
 	})
-	// Group into clusters of overlapping edits: two ranges overlap when they share a character;
-	// an insert overlaps a range it falls strictly inside; inserts never overlap each other (an
+	// Group into clusters of overlapping edits: two ranges overlap when they share a word; an
+	// insert overlaps a range it falls strictly inside; inserts never overlap each other (an
 	// insert at a range's start or end is next to it, not inside).
-	var chosen []runeEdit
+	var chosen []wordEdit
 	conflicts := 0
 	for i := 0; i < len(all); {
 		j := i + 1
 		end := all[i].end
 		// Sorted by start (inserts first at one position), an edit overlaps the cluster when it
-		// starts before the cluster's end: inside a range, or sharing characters with it.
+		// starts before the cluster's end: inside a range, or sharing words with it.
 		for j < len(all) && all[j].start < end {
 			end = max(end, all[j].end)
 			j++
 		}
 		cluster := all[i:j]
 		i = j
-		var mine, other []runeEdit
+		var mine, other []wordEdit
 		for _, e := range cluster {
 			if e.ours {
-				mine = append(mine, e.runeEdit)
+				mine = append(mine, e.wordEdit)
 			} else {
-				other = append(other, e.runeEdit)
+				other = append(other, e.wordEdit)
 			}
 		}
 		switch {
@@ -101,56 +105,68 @@ func MergeText(base, ours, theirs string) (string, int) {
 			chosen = append(chosen, mine...)
 		case len(mine) == 0:
 			chosen = append(chosen, other...)
-		case equalRuneEdits(mine, other):
+		case slices.Equal(mine, other):
 			chosen = append(chosen, other...)
 		default:
 			chosen = append(chosen, other...)
 			conflicts++
 		}
 	}
-	// Inserts at one point from both sides: identical ones are taken once.
-	var out []runeEdit
-	for _, e := range chosen {
-		if n := len(out); n > 0 && e.start == e.end && out[n-1].start == out[n-1].end && out[n-1].start == e.start && string(out[n-1].ins) == string(e.ins) {
-			continue
-		}
-		out = append(out, e)
-	}
 	var sb strings.Builder
 	pos := 0
-	for _, e := range out {
-		sb.WriteString(string(b[pos:e.start]))
-		sb.WriteString(string(e.ins))
+	var prev *wordEdit
+	for k := range chosen {
+		e := &chosen[k]
+		// Inserts at one point from both sides: an identical one is taken once.
+		if prev != nil && e.start == e.end && prev.start == prev.end && prev.start == e.start && prev.ins == e.ins {
+			continue
+		}
+		sb.WriteString(strings.Join(b[pos:e.start], ""))
+		sb.WriteString(e.ins)
 		pos = e.end
+		prev = e
 	}
-	sb.WriteString(string(b[pos:]))
+	sb.WriteString(strings.Join(b[pos:], ""))
 	return sb.String(), conflicts
 }
 
-func equalRuneEdits(a, b []runeEdit) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i].start != b[i].start || a[i].end != b[i].end || string(a[i].ins) != string(b[i].ins) {
-			return false
+// words splits a text into words: runs of letters and digits, and every other character alone.
+func words(s string) []string {
+	var out []string
+	start := -1
+	for i, r := range s {
+		word := unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_'
+		if word {
+			if start < 0 {
+				start = i
+			}
+			continue
 		}
+		if start >= 0 {
+			out = append(out, s[start:i])
+			start = -1
+		}
+		out = append(out, string(r))
 	}
-	return true
+	if start >= 0 {
+		out = append(out, s[start:])
+	}
+	return out
 }
 
-// runeEdit replaces a[start:end] with ins.
-type runeEdit struct {
+// wordEdit replaces the words a[start:end] with ins.
+type wordEdit struct {
 	start, end int
-	ins        []rune
+	ins        string
 }
 
-// maxMergeDistance bounds the edit distance runeEdits computes (its memory grows with its square).
+// maxMergeDistance bounds the edit distance wordEdits computes (its memory grows with its square).
 const maxMergeDistance = 4000
 
-// runeEdits is a shortest edit script from a to b (Myers' O(ND) algorithm), as replacements of
-// ranges of a; ok is false when the texts differ by more than maxMergeDistance characters.
-func runeEdits(a, b []rune) ([]runeEdit, bool) {
+// wordEdits is a shortest edit script from a to b (Myers' O(ND) algorithm over words), as
+// replacements of ranges of a, each pure insert or delete slid to the best boundary it can sit
+// at (alignEdit); ok is false when the texts differ by more than maxMergeDistance words.
+func wordEdits(a, b []string) ([]wordEdit, bool) {
 	// Common prefix and suffix cost nothing and keep the search small.
 	p := 0
 	for p < len(a) && p < len(b) && a[p] == b[p] {
@@ -162,12 +178,59 @@ func runeEdits(a, b []rune) ([]runeEdit, bool) {
 	}
 	am, bm := a[p:len(a)-s], b[p:len(b)-s]
 	n, m := len(am), len(bm)
-	if n == 0 && m == 0 {
+	var edits []wordEdit
+	switch {
+	case n == 0 && m == 0:
 		return nil, true
+	case n == 0 || m == 0:
+		edits = []wordEdit{{start: p, end: p + n, ins: strings.Join(bm, "")}}
+	default:
+		ops, ok := myersWords(am, bm)
+		if !ok {
+			return nil, false
+		}
+		// Fold into replacements: consecutive deletes and the inserts at their positions.
+		for i := 0; i < len(ops); {
+			start := ops[i].x
+			end := start
+			var ins strings.Builder
+			j := i
+			for j < len(ops) {
+				o := ops[j]
+				if o.del && o.x == end {
+					end++
+				} else if !o.del && o.x == end {
+					ins.WriteString(bm[o.y])
+				} else {
+					break
+				}
+				j++
+			}
+			edits = append(edits, wordEdit{start: p + start, end: p + end, ins: ins.String()})
+			i = j
+		}
 	}
-	if n == 0 || m == 0 {
-		return []runeEdit{{start: p, end: p + n, ins: slices.Clone(bm)}}, true
+	// Slide pure inserts and deletes to the best boundaries, keeping edits apart.
+	lo := 0
+	for i := range edits {
+		hi := len(a)
+		if i+1 < len(edits) {
+			hi = edits[i+1].start - 1
+		}
+		edits[i] = slideWords(a, words(edits[i].ins), edits[i], lo, hi)
+		lo = edits[i].end + 1
 	}
+	return edits, true
+}
+
+type myersOp struct {
+	x, y int  // position in a; for an insert, the word of b inserted
+	del  bool // delete a[x]; else insert b[y] before a[x]
+}
+
+// myersWords returns the operations of a shortest edit script from a to b, in order.
+func myersWords(am, bm []string) ([]myersOp, bool) {
+	n, m := len(am), len(bm)
 	maxD := min(n+m, maxMergeDistance)
 	off := maxD + 1
 	v := make([]int, 2*maxD+3)
@@ -197,13 +260,7 @@ func runeEdits(a, b []rune) ([]runeEdit, bool) {
 	if found < 0 {
 		return nil, false
 	}
-	// Walk back from (n, m), collecting deleted and inserted characters per position of a.
-	type op struct {
-		x   int  // position in am
-		del bool // delete am[x]; else insert ch before am[x]
-		ch  rune
-	}
-	var ops []op
+	var ops []myersOp
 	x, y := n, m
 	for d := found; d > 0; d-- {
 		prev := trace[d]
@@ -217,35 +274,55 @@ func runeEdits(a, b []rune) ([]runeEdit, bool) {
 		px := at(pk)
 		py := px - pk
 		if down {
-			ops = append(ops, op{x: px, ch: bm[py]})
+			ops = append(ops, myersOp{x: px, y: py})
 		} else {
-			ops = append(ops, op{x: px, del: true})
+			ops = append(ops, myersOp{x: px, del: true})
 		}
 		x, y = px, py
 	}
 	slices.Reverse(ops)
-	// Fold into replacements: consecutive deletes and the inserts at their positions.
-	var edits []runeEdit
-	for i := 0; i < len(ops); {
-		start := ops[i].x
-		end := start
-		var ins []rune
-		j := i
-		for j < len(ops) {
-			o := ops[j]
-			if o.del && o.x == end {
-				end++
-			} else if !o.del && o.x == end {
-				ins = append(ins, o.ch)
-			} else {
-				break
-			}
-			j++
-		}
-		edits = append(edits, runeEdit{start: p + start, end: p + end, ins: ins})
-		i = j
+	return ops, true
+}
+
+// slideWords moves a pure insert (its words ins) or a pure delete along the words of a where
+// the text around it allows, to where its ends fall on the best boundaries (boundaryScore),
+// starting at lo or later and ending at hi or earlier.
+func slideWords(a, ins []string, e wordEdit, lo, hi int) wordEdit {
+	pureIns, pureDel := e.start == e.end && len(ins) > 0, e.start < e.end && len(ins) == 0
+	if !pureIns && !pureDel {
+		return e
 	}
-	return edits, true
+	moved := ins
+	if pureDel {
+		moved = slices.Clone(a[e.start:e.end])
+	} else {
+		moved = slices.Clone(moved)
+	}
+	for e.start > lo && a[e.start-1] == moved[len(moved)-1] {
+		moved = append([]string{a[e.start-1]}, moved[:len(moved)-1]...)
+		e.start--
+	}
+	text := func(ws []string) string { return strings.Join(ws, "") }
+	best, bestScore, bestMoved := e.start, -1, slices.Clone(moved)
+	for at := e.start; ; {
+		after := at
+		if pureDel {
+			after = at + len(moved)
+		}
+		score := boundaryScore(text(a[:at]), text(moved)) + boundaryScore(text(moved), text(a[after:]))
+		if score >= bestScore {
+			best, bestScore, bestMoved = at, score, slices.Clone(moved)
+		}
+		if after >= len(a) || after >= hi || a[after] != moved[0] {
+			break
+		}
+		moved = append(moved[1:], a[after])
+		at++
+	}
+	if pureIns {
+		return wordEdit{start: best, end: best, ins: text(bestMoved)}
+	}
+	return wordEdit{start: best, end: best + len(bestMoved)}
 }
 
 // MergeNotebooks merges two descendants of base by cell id:

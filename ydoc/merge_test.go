@@ -8,20 +8,20 @@ import (
 	"testing"
 )
 
-func applyRuneEdits(a []rune, edits []runeEdit) string {
+func applyWordEdits(a []string, edits []wordEdit) string {
 	var sb strings.Builder
 	pos := 0
 	for _, e := range edits {
-		sb.WriteString(string(a[pos:e.start]))
-		sb.WriteString(string(e.ins))
+		sb.WriteString(strings.Join(a[pos:e.start], ""))
+		sb.WriteString(e.ins)
 		pos = e.end
 	}
-	sb.WriteString(string(a[pos:]))
+	sb.WriteString(strings.Join(a[pos:], ""))
 	return sb.String()
 }
 
 func randomText(r *rand.Rand, n int) string {
-	alphabet := []rune("ab\nxé😀")
+	alphabet := []rune("ab \nxé😀«»")
 	out := make([]rune, n)
 	for i := range out {
 		out[i] = alphabet[r.IntN(len(alphabet))]
@@ -29,11 +29,10 @@ func randomText(r *rand.Rand, n int) string {
 	return string(out)
 }
 
-// runeEdits is an edit script: applied to a it gives b, its edits are ordered and disjoint, and
-// for small changes it is small.
-func TestRuneEditsProperty(t *testing.T) {
+// wordEdits is an edit script: applied to a it gives b, and its edits are ordered and apart.
+func TestWordEditsProperty(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for i := 0; i < 2000; i++ {
+	for i := 0; i < 3000; i++ {
 		a := randomText(r, r.IntN(40))
 		b := []rune(a)
 		for k := r.IntN(4); k > 0; k-- { // a few random edits
@@ -44,20 +43,25 @@ func TestRuneEditsProperty(t *testing.T) {
 				b = slices.Insert(b, p, []rune(randomText(r, 1+r.IntN(3)))...)
 			}
 		}
-		edits, ok := runeEdits([]rune(a), b)
+		wa := words(a)
+		if strings.Join(wa, "") != a {
+			t.Fatalf("words(%q) = %q", a, wa)
+		}
+		edits, ok := wordEdits(wa, words(string(b)))
 		if !ok {
 			t.Fatalf("%q → %q: gave up", a, string(b))
 		}
-		if got := applyRuneEdits([]rune(a), edits); got != string(b) {
+		if got := applyWordEdits(wa, edits); got != string(b) {
 			t.Fatalf("%q → %q: edits %+v give %q", a, string(b), edits, got)
 		}
 		for k := 1; k < len(edits); k++ {
-			if edits[k].start < edits[k-1].end || (edits[k].start == edits[k-1].end && edits[k].start == edits[k].end) {
+			if edits[k].start <= edits[k-1].end {
 				t.Fatalf("%q → %q: edits overlap or touch: %+v", a, string(b), edits)
 			}
 		}
 	}
-	if _, ok := runeEdits([]rune(strings.Repeat("a", maxMergeDistance+10)), []rune(strings.Repeat("b", maxMergeDistance+10))); ok {
+	long := strings.Repeat("a ", maxMergeDistance+10)
+	if _, ok := wordEdits(words(long), words(strings.ReplaceAll(long, "a", "b"))); ok {
 		t.Error("an edit distance over the bound was computed")
 	}
 }
@@ -70,10 +74,11 @@ func TestMergeTextCases(t *testing.T) {
 		{"abc", "abc", "abXc", "abXc", 0},
 		{"abc", "aYbc", "abc", "aYbc", 0},
 		{"hello world", "hello big world", "hello world!", "hello big world!", 0},
-		{"x", "xA", "xB", "xAB", 0},                   // both appended: ours first, both kept
-		{"x", "xA", "xA", "xA", 0},                    // the same change on both sides: once
+		{"x", "x A", "x B", "x A B", 0},               // both appended: ours first, both kept
+		{"x", "x A", "x A", "x A", 0},                 // the same change on both sides: once
+		{"x", "xA", "xB", "xB", 1},                    // both changed the same word: theirs
 		{"one two", "one 2", "one TWO", "one TWO", 1}, // both rewrote the same word: theirs
-		{"abcdef", "aXcdef", "abcdeY", "aXcdeY", 0},
+		{"ab cd ef", "aX cd ef", "ab cd eY", "aX cd eY", 0},
 		{"", "ours", "", "ours", 0},
 		{"line1\nline2\n", "line1\nline2\nours\n", "theirs\nline1\nline2\n", "theirs\nline1\nline2\nours\n", 0},
 	} {
@@ -170,5 +175,46 @@ func TestNearJSON(t *testing.T) {
 	}
 	if !nearJSON([]any{1, "a"}, []any{1.0, "a"}) {
 		t.Error("int and float")
+	}
+}
+
+// Tokens that look alike (as keystrokes of the storm test do: «h0k00310», «h1k00034»): a merge
+// by characters could align one side's insert with the other's characters and interleave them;
+// by words, slid to boundaries, every token ends up whole and once.
+func TestMergeTextSimilarTokensProperty(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for round := 0; round < 3000; round++ {
+		seen := map[string]bool{}
+		var base []string
+		for i := r.IntN(8); i > 0; i-- {
+			tok := fmt.Sprintf("«h%dk%05d»", r.IntN(2), r.IntN(40))
+			if !seen[tok] {
+				seen[tok] = true
+				base = append(base, tok)
+			}
+		}
+		grow := func() ([]string, []string) {
+			toks := slices.Clone(base)
+			var typed []string
+			for i := r.IntN(5); i > 0; i-- {
+				tok := fmt.Sprintf("«h%dk%05d»", r.IntN(2), 40+r.IntN(1000))
+				if seen[tok] {
+					continue
+				}
+				seen[tok] = true
+				toks = slices.Insert(toks, r.IntN(len(toks)+1), tok)
+				typed = append(typed, tok)
+			}
+			return toks, typed
+		}
+		o, ot := grow()
+		th, tt := grow()
+		join := func(ts []string) string { return strings.Join(ts, "") }
+		got, _ := MergeText(join(base), join(o), join(th))
+		for _, tok := range append(append(slices.Clone(base), ot...), tt...) {
+			if n := strings.Count(got, tok); n != 1 {
+				t.Fatalf("base %q\nours %q\ntheirs %q\nmerge %q: %q %d times", join(base), join(o), join(th), got, tok, n)
+			}
+		}
 	}
 }

@@ -115,6 +115,9 @@ type Session struct {
 	// that never synced holds nothing worth keeping as lost).
 	everSynced bool
 	wantSave   bool // unsavedSaveAt reached: ask for a save in the next output
+	// rescueWaits counts step 2s that left the replica with pending structs while a lost
+	// replica waits to be brought back (the sync is held until it is whole, a few times at most).
+	rescueWaits int
 
 	serverSV      StateVector // inserts the server is known to hold
 	serverDeletes IDSet       // deletions the server is known to hold
@@ -276,10 +279,20 @@ func (s *Session) Receive(f Frame) (Output, error) {
 			out.Changes = append(out.Changes, change)
 		}
 		if f.Sync == SyncStep2 && !s.synced {
-			s.synced = true
-			s.everSynced = true
-			out.Synced = true
-			out.merge(s.afterSync())
+			if s.lost != nil && s.doc.HasPending() && s.rescueWaits < maxRescueWaits {
+				// The replica is not whole yet (y-crdt kept structs pending, and may have lost
+				// deletes of them): a merge against it would restore the wrong text. Heal first:
+				// the step 1 below makes the server send its state again.
+				s.rescueWaits++
+				s.pendingAsked = ""
+				s.log.Info().Int("attempt", s.rescueWaits).Msg("the replica has pending structs: healing before bringing back the lost replica")
+			} else {
+				s.rescueWaits = 0
+				s.synced = true
+				s.everSynced = true
+				out.Synced = true
+				out.merge(s.afterSync())
+			}
 		}
 		out.Done = append(out.Done, s.confirm()...)
 		out.SaveNow = out.SaveNow || s.takeWantSave()
@@ -424,6 +437,7 @@ func (s *Session) rescue(lost, file Snapshot, covered []*pendingEdit) (out Outpu
 			for range n {
 				merge.lose("part of the text, changed on both sides")
 			}
+			tx.byWords = true // others may be typing: see diffTextWords
 			return tx.RestoreText(target)
 		}
 		theirs := tx.d.readNotebook()
@@ -433,6 +447,7 @@ func (s *Session) rescue(lost, file Snapshot, covered []*pendingEdit) (out Outpu
 		}
 		target, st := MergeNotebooks(base, lost.Notebook, theirs)
 		merge = st
+		tx.byWords = true // others may be typing: see diffTextWords
 		stats, err := tx.RestoreNotebook(target)
 		report.Stats = stats
 		return err
@@ -504,6 +519,9 @@ func canonicalOrSelf(nb Notebook) Notebook {
 	}
 	return c
 }
+
+// maxRescueWaits bounds how many times a sync is held for a replica to heal before a rescue.
+const maxRescueWaits = 3
 
 // unsavedSaveAt is how many confirmed edits may wait for a save before the session asks for one
 // (and again at every further multiple): nothing is let go, the server is asked to save.

@@ -160,6 +160,7 @@ type Server struct {
 	holding      bool
 	held         []heldFrame
 	saveStatus   string
+	quietSaves   bool // saves write the file but publish nothing (as a save cancelled mid-write)
 	writeErr     error
 	stall        chan struct{} // non-nil: writes block until it is closed
 	onCloseNorm  func(*Conn)
@@ -588,6 +589,9 @@ func (s *Server) saveLocked(r *room) {
 	}
 	s.files[r.path] = f
 	s.saves[r.path]++
+	if s.quietSaves {
+		return
+	}
 	hash := fileHash(f)
 	for _, fn := range []func(*ydoc.Txn) error{
 		func(tx *ydoc.Txn) error { return tx.SetState("dirty", false) },
@@ -850,6 +854,10 @@ func (s *Server) Held() int {
 // EchoAwarenessToSender sets whether a client's awareness frames come back to it (true by
 // default, as pycrdt-websocket does it as a keep-alive).
 func (s *Server) EchoAwarenessToSender(on bool) { s.set(func() { s.echoToSender = on }) }
+
+// QuietSaves makes saves write the file without publishing dirty=false and the hash, as
+// jupyter-collaboration does when a change cancels a save during its (shielded) write.
+func (s *Server) QuietSaves(on bool) { s.set(func() { s.quietSaves = on }) }
 
 // SetSaveStatus sets the status save requests are answered with (success, skipped, failed).
 func (s *Server) SetSaveStatus(status string) { s.set(func() { s.saveStatus = status }) }
