@@ -3,10 +3,10 @@ package bridge
 import (
 	"context"
 	"crypto/rand"
-	mrand "math/rand/v2"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
