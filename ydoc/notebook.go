@@ -243,6 +243,9 @@ type Txn struct {
 	// byWords: text changes are diffed by words and placed at boundaries (diffTextWords), for
 	// a restore made while others type (the crash rescue).
 	byWords bool
+	// keepWeight: how much a restore should avoid moving a cell (a move re-creates the cell, and
+	// what someone types in it meanwhile is lost); nil: every cell alike.
+	keepWeight func(id string) int
 }
 
 // Kind returns the document model.

@@ -448,6 +448,26 @@ func (s *Session) rescue(lost, file Snapshot, covered []*pendingEdit) (out Outpu
 		target, st := MergeNotebooks(base, lost.Notebook, theirs)
 		merge = st
 		tx.byWords = true // others may be typing: see diffTextWords
+		// Cells being worked on since the restart, and big ones, are the last to be moved (a
+		// move re-creates a cell: typing in it meanwhile would be lost).
+		changed := map[string]bool{}
+		bIdx := cellIndex(base)
+		for _, c := range theirs.Cells {
+			if i, ok := bIdx[c.ID]; !ok || !sameCell(base.Cells[i], c) {
+				changed[c.ID] = true
+			}
+		}
+		size := map[string]int{}
+		for _, c := range theirs.Cells {
+			size[c.ID] = len(c.Source)
+		}
+		tx.keepWeight = func(id string) int {
+			w := 1 + size[id]/64
+			if changed[id] {
+				w += 1000
+			}
+			return w
+		}
 		stats, err := tx.RestoreNotebook(target)
 		report.Stats = stats
 		return err

@@ -629,9 +629,13 @@ func checkStorm(t *testing.T, led *stormLedger, kills []stormKill, final stormNo
 			lastPhase++
 			if counts[key.tok] != 1 {
 				lastPhaseLost++
-				t.Errorf("LOST: keystroke %s typed after the last reload", key.tok)
+				t.Errorf("LOST: keystroke %s typed at %s after the last reload (%s, connection %d)", key.tok,
+					key.at.Format("15:04:05.000"), led.lastConn[key.human].Format("15:04:05.000"), key.conn)
 			}
 		}
+	}
+	for k, kill := range kills {
+		t.Logf("kill %d at %s", k+1, kill.at.Format("15:04:05.000"))
 	}
 	var calls []string
 	tools := make([]string, 0, len(led.calls))
