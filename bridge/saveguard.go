@@ -168,10 +168,10 @@ type saveGuard struct {
 	unverified bool
 }
 
-// guarded reports whether this room asks for saves.
+// guarded reports whether this room asks for saves (not when the agent asked for no autosave).
 func (l *roomLoop) guarded() bool {
 	o := l.r.opts
-	return o.SaveInterval > 0 && o.Fork == "" && o.Transient == ""
+	return o.SaveInterval > 0 && !o.NoAutosave && o.Fork == "" && o.Transient == ""
 }
 
 // noteChanges records the document changes of a session output: local ones and remote ones

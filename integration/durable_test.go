@@ -262,3 +262,73 @@ func TestCrashAfterOutOfBandChange(t *testing.T) {
 		return count(ids(nb), "agent-cell") == 1 && nb.Cells[1].Source == "# edited outside Jupyter"
 	})
 }
+
+// jupyter-server dies before saving (it saves only when asked here): a human's typing and the
+// agent's cells that had reached the sidecar come back after the restart, once, for a human who
+// reloads and in the file.
+func TestCrashRescueRestoresUnsavedWork(t *testing.T) {
+	ctx := ctxT(t, 3*time.Minute)
+	srv, err := StartJupyter(ctx, ServerOptions{ExtraArgs: []string{"--YDocExtension.document_save_delay=600"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	const name = "rescue.ipynb"
+	if err := srv.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {
+		t.Fatal(err)
+	}
+	a := newAgentWith(t, srv, nil, nil)
+	a.ok(ctx, "batch_insert_notebook_cells", map[string]any{"path": name, "exec": false, "cells": []any{
+		map[string]any{"id": "agent-1", "cell_type": "markdown", "content": "agent cell one"},
+		map[string]any{"id": "agent-2", "cell_type": "markdown", "content": "agent cell two"},
+	}})
+	room := mustRoom(t, ctx, a, name)
+	target := replica(t, ctx, room).Cells[0].ID
+	a.ok(ctx, "move_notebook_cells", map[string]any{"path": name, "cell_ids": []any{"agent-2"}, "to_index": 0})
+	human := newPeer(t)
+	if err := human.Connect(ctx, srv, name, "notebook"); err != nil {
+		t.Fatal(err)
+	}
+	if err := human.Transact(ctx, `const c = cells.toArray().find(c => c.get('id') === args.id); c.get('source').insert(0, 'typed before the crash; ')`, map[string]any{"id": target}); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, ctx, "the typing in the replica", func() bool {
+		for _, c := range replica(t, ctx, room).Cells {
+			if c.ID == target {
+				return strings.HasPrefix(c.Source, "typed before the crash; ")
+			}
+		}
+		return false
+	})
+	before := replica(t, ctx, room)
+	sub := a.sc.manager.Subscribe(256)
+	srv.Kill()
+	if err := srv.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e := awaitEvent(t, ctx, sub, func(e bridge.Event) bool { return e.Kind == bridge.EventNotice })
+	if e.Notice.Kind != "rescued" {
+		t.Fatalf("notice %+v", e.Notice)
+	}
+	// A human who reloads sees the document as it was, once.
+	p := newPeer(t)
+	if err := p.Connect(ctx, srv, name, "notebook"); err != nil {
+		t.Fatal(err)
+	}
+	wantIDs, _ := json.Marshal(ids(before))
+	snap, err := p.WaitFor(ctx, fmt.Sprintf(`JSON.stringify(nb.cells.map(c => c.id)) === %q`, string(wantIDs)), 20000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range snap.Cells {
+		if c.Source != before.Cells[i].Source {
+			t.Errorf("cell %s after the rescue: %q, before the crash %q", c.ID, c.Source, before.Cells[i].Source)
+		}
+	}
+	if _, err := room.Save(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitDisk(t, srv, name, "the rescued document", func(nb ydoc.Notebook) bool {
+		return slices.Equal(ids(nb), ids(before)) && slices.Equal(sources(nb), sources(before))
+	})
+}
