@@ -127,6 +127,21 @@ func TestSaveGuardOff(t *testing.T) {
 	}
 }
 
+// An engine that saves by itself (jupyter-server-documents) gets no save request.
+func TestSaveGuardOffWhereTheServerSavesItself(t *testing.T) {
+	srv := newServer(t)
+	srv.SetEngine(bridge.Engine{Name: "jupyter-server-documents", SavesItself: true})
+	saves := bridge.NewSaves(1)
+	h := startSynced(t, srv, guardOn(5*time.Millisecond, saves))
+	if _, err := h.room.Edit(ctxT(t), insertCell("x")); err != nil {
+		t.Fatal(err)
+	}
+	awaitResyncs(t, srv, liveConn(t, srv), 3)
+	if st := saves.Stats(); st.Asked != 0 || srv.Saves(nbPath) != 0 {
+		t.Errorf("save requests on an engine that saves itself: %+v, %d saves", st, srv.Saves(nbPath))
+	}
+}
+
 // Outcomes other than success are counted and retried at the next interval.
 func TestSaveGuardFailedSaveRetried(t *testing.T) {
 	srv := newServer(t)
@@ -352,7 +367,7 @@ func TestNoRescueWhenFileChangedOutside(t *testing.T) {
 	srv.Restart(bridgetest.RestartOptions{})
 	srv.Up()
 	e := awaitEvent(t, sub, "the notice", kindIs(bridge.EventNotice))
-	if e.Notice.Kind != "not_restored" || !strings.Contains(e.Notice.Message, "changed on disk") ||
+	if e.Notice.Kind != "not_restored" || !strings.Contains(e.Notice.Message, "changed outside Jupyter") ||
 		!strings.Contains(strings.Join(e.Notice.Details, "\n"), "cell cell-b: source differs") {
 		t.Errorf("notice %+v", e.Notice)
 	}

@@ -111,7 +111,7 @@ func (l *roomLoop) decideRescue(file *FileContent, ferr error) {
 		l.log.Info().Msg("the file differs from the last hash known, but a save asked for just before the loss was not verified: taking the file as that save")
 		l.sess.RescueFrom(*file.Doc)
 	case file.Hash != known:
-		l.sess.NoRescue("the file changed on disk since jupyter-server last saved it (changed outside Jupyter): the file's content wins")
+		l.sess.NoRescue("the file changed since the sidecar last saw it saved (changed outside Jupyter, or saved by the server while the sidecar was away): the file's content wins")
 	default:
 		l.sess.RescueFrom(*file.Doc)
 	}

@@ -915,6 +915,7 @@ func (l *roomLoop) connectAndServe(ctx context.Context) error {
 		l.fileHash = file.Hash // the file as the room was (first) joined
 	}
 	l.ds = ds
+	l.sess.LaggingSaveMarkers(ds.Engine.SavesItself) // its periodic saves mark before they are done
 	l.r.mu.Lock()
 	l.r.info.RoomID, l.r.info.FileID, l.r.info.SessionID = ds.RoomID, ds.FileID, ds.SessionID
 	l.r.mu.Unlock()

@@ -168,10 +168,11 @@ type saveGuard struct {
 	unverified bool
 }
 
-// guarded reports whether this room asks for saves (not when the agent asked for no autosave).
+// guarded reports whether this room asks for saves: not when the agent asked for no autosave,
+// nor on an engine that saves by itself and has no save message (Engine.SavesItself).
 func (l *roomLoop) guarded() bool {
 	o := l.r.opts
-	return o.SaveInterval > 0 && !o.NoAutosave && o.Fork == "" && o.Transient == ""
+	return o.SaveInterval > 0 && !o.NoAutosave && o.Fork == "" && o.Transient == "" && !l.ds.Engine.SavesItself
 }
 
 // noteChanges records the document changes of a session output: local ones and remote ones

@@ -232,7 +232,7 @@ func TestCrashAfterOutOfBandChange(t *testing.T) {
 	// The next result tells the agent.
 	out := a.ok(ctx, "get_notebook", map[string]any{"path": name})
 	notices, _ := out["notices"].([]any)
-	if len(notices) != 1 || !strings.Contains(fmt.Sprint(notices[0]), "changed on disk") || !strings.Contains(fmt.Sprint(notices[0]), "source differs") {
+	if len(notices) != 1 || !strings.Contains(fmt.Sprint(notices[0]), "changed outside Jupyter") || !strings.Contains(fmt.Sprint(notices[0]), "source differs") {
 		t.Errorf("the agent was not told: notices %v", out["notices"])
 	}
 	// The file's content wins; the agent's cell is back once; the human's typing is not forced

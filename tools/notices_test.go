@@ -34,7 +34,7 @@ func TestNoticeOfLostWorkInNextResult(t *testing.T) {
 		t.Fatalf("notices in the next result: %v", out["notices"])
 	}
 	n := notices[0].(map[string]any)
-	if n["path"] != path || n["kind"] != "not_restored" || !strings.Contains(n["message"].(string), "changed on disk") {
+	if n["path"] != path || n["kind"] != "not_restored" || !strings.Contains(n["message"].(string), "changed outside Jupyter") {
 		t.Errorf("notice %v", n)
 	}
 	if again := e.ok("get_notebook", map[string]any{"path": path}); again["notices"] != nil {

@@ -80,6 +80,7 @@ type pendingEdit struct {
 	// confirmed with it. Only rescue edits (id 0) have them.
 	covers []*pendingEdit
 	rescue bool
+	marker uint64 // Session.markers when it was confirmed (unsaved edits)
 }
 
 // Session state.
@@ -102,6 +103,13 @@ type Session struct {
 	// change (the file a restarted server reloads holds none of those either), and not their
 	// number (reaching unsavedSaveAt asks the caller for a save instead).
 	unsaved []*pendingEdit
+	// markers counts save markers; an unsaved edit records the count when it was confirmed.
+	// With laggingMarkers (a server whose periodic saves mark the document saved although a save
+	// may have started before the last change it received: jupyter-server-documents), a marker
+	// proves saved only the edits confirmed before the previous marker (the save that set it
+	// started after that one was set).
+	markers        uint64
+	laggingMarkers bool
 	// rerunDurable: the last reset was for a lost server room (ResetServerLost).
 	rerunDurable bool
 	// lost is the replica as it was when the server lost the room (ResetServerLost), kept until
@@ -270,10 +278,18 @@ func (s *Session) Receive(f Frame) (Output, error) {
 		s.learn(meta)
 		if s.synced && s.savedMarker(change) {
 			out.Saved = true
-			if len(s.unsaved) > 0 {
-				s.log.Debug().Int("edits", len(s.unsaved)).Strs("state", change.State).Msg("confirmed edits saved by the server")
-				s.unsaved = nil
+			s.markers++
+			keep := s.unsaved[:0]
+			for _, e := range s.unsaved {
+				if s.laggingMarkers && e.marker+1 >= s.markers {
+					keep = append(keep, e)
+				}
 			}
+			if n := len(s.unsaved) - len(keep); n > 0 {
+				s.log.Debug().Int("edits", n).Strs("state", change.State).Msg("confirmed edits saved by the server")
+			}
+			clear(s.unsaved[len(keep):])
+			s.unsaved = keep
 		}
 		if !change.Empty() {
 			out.Changes = append(out.Changes, change)
@@ -551,6 +567,7 @@ func (s *Session) keepUnsaved(e *pendingEdit) {
 	if !e.durable {
 		return
 	}
+	e.marker = s.markers
 	s.unsaved = append(s.unsaved, e)
 	if len(s.unsaved)%unsavedSaveAt == 0 {
 		s.log.Info().Int("unsaved", len(s.unsaved)).Msg("confirmed edits are waiting for a save; asking for one")
@@ -581,6 +598,11 @@ func (s *Session) savedMarker(c Change) bool {
 	}
 	return false
 }
+
+// LaggingSaveMarkers says the server marks the document saved after periodic saves that may have
+// started before the last change it received (jupyter-server-documents): a marker then proves
+// saved only the edits confirmed before the previous one (see markers).
+func (s *Session) LaggingSaveMarkers(on bool) { s.laggingMarkers = on }
 
 // Unsaved returns how many confirmed edits wait for the server to save them.
 func (s *Session) Unsaved() int { return len(s.unsaved) }
