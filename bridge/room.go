@@ -794,18 +794,26 @@ func (l *roomLoop) dial(ctx context.Context) (DocSession, Conn, *FileContent, er
 			return
 		}
 		var d dialed
-		if reader != nil {
+		read := func() {
 			lost := lostPending || (prevSession != "" && ds.SessionID != prevSession)
-			if lost || !hashKnown {
-				fc, ferr := reader.ReadFile(dctx, path, kind, lost)
-				if ferr != nil {
-					d.ferr = fmt.Errorf("read %s: %w", path, ferr)
-				} else {
-					d.file = &fc
-				}
+			fc, ferr := reader.ReadFile(dctx, path, kind, lost)
+			if ferr != nil {
+				d.ferr = fmt.Errorf("read %s: %w", path, ferr)
+			} else {
+				d.file = &fc
 			}
 		}
+		var hashRead sync.WaitGroup
+		switch {
+		case reader == nil:
+		case lostPending || (prevSession != "" && ds.SessionID != prevSession):
+			read() // before joining: our join may rebuild the room from the file
+		case !hashKnown:
+			hashRead.Add(1) // the file's hash as the room is first joined, alongside the join
+			go func() { defer hashRead.Done(); read() }()
+		}
 		conn, err := l.r.opts.Server.DialRoom(dctx, ds.RoomID, ds.SessionID)
+		hashRead.Wait()
 		if err != nil {
 			resc <- dialed{err: fmt.Errorf("join room %s: %w", ds.RoomID, err)}
 			return
