@@ -18,6 +18,7 @@ const (
 	EventFailed                            // the room failed for good (Err set)
 	EventClosed                            // the room was closed
 	EventAwareness                         // collaborators joined, left or moved
+	EventNotice                            // something agents must be told (Notice set): work lost in a server crash, an edit that could not be re-applied
 )
 
 func (k EventKind) String() string {
@@ -36,6 +37,8 @@ func (k EventKind) String() string {
 		return "closed"
 	case EventAwareness:
 		return "awareness"
+	case EventNotice:
+		return "notice"
 	}
 	return "unknown"
 }
@@ -56,6 +59,7 @@ type Event struct {
 	Authors []string
 	Version Version // EventChanged: the room's version after the change
 	Err     error   // EventFailed, EventDisconnected
+	Notice  *Notice // EventNotice
 }
 
 // Subscription receives events on C until Close. A subscriber that falls behind by more than

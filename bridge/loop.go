@@ -53,6 +53,8 @@ func (l *roomLoop) serve(ctx context.Context) error {
 			l.outbox = l.outbox[1:]
 		case fn := <-l.r.reqs:
 			fn(l)
+		case <-l.guard.grant:
+			l.granted(l.r.opts.Now())
 		case <-tick.C:
 			if err := l.tick(l.r.opts.Now()); err != nil {
 				l.dropLink()
@@ -152,7 +154,9 @@ func (l *roomLoop) receive(in inbound) error {
 		}
 		switch msg.Type {
 		case "save":
-			if msg.ResponseTo != nil {
+			if msg.ResponseTo != nil && *msg.ResponseTo == l.guard.inflight {
+				l.saveAnswered(msg.Status)
+			} else if msg.ResponseTo != nil {
 				if c, ok := l.saves[*msg.ResponseTo]; ok {
 					delete(l.saves, *msg.ResponseTo)
 					c <- saveResult{status: msg.Status}
@@ -186,8 +190,14 @@ func (l *roomLoop) handle(out ydoc.Output) {
 		}
 		l.r.emit(Event{Path: l.r.opts.Path, Kind: EventChanged, Time: now, Change: c, Authors: authors, Version: l.hist.versionAt(seq)})
 	}
+	l.noteChanges(out, now) // before the sync below marks the replica ready: a load is no change
+	if out.Rescue != nil {
+		l.onRescue(out.Rescue, now)
+	}
 	for _, d := range out.Done {
-		l.finishEdit(d)
+		if !l.finishEdit(d) && d.Err != nil && out.Rescue == nil { // a rescue report lists its failures
+			l.reapplyFailed(d, now)
+		}
 	}
 	if len(out.Changes) > 0 || out.Synced {
 		l.sizeDirty = true
@@ -225,11 +235,15 @@ func (l *roomLoop) handle(out ydoc.Output) {
 	if len(out.Done) > 0 || len(out.Frames) > 0 {
 		l.publishPending()
 	}
+	if out.SaveNow {
+		l.maybeSave(now)
+	}
 }
 
 // finishEdit answers an edit's caller with its result and the version it produced (the current
-// version when it changed nothing).
-func (l *roomLoop) finishEdit(d ydoc.EditResult) {
+// version when it changed nothing). It reports false when nobody waits for it any more (an edit
+// confirmed earlier, run again after a reset).
+func (l *roomLoop) finishEdit(d ydoc.EditResult) bool {
 	seq, ok := l.versions[d.ID]
 	if !ok {
 		seq = l.hist.seq
@@ -238,7 +252,9 @@ func (l *roomLoop) finishEdit(d ydoc.EditResult) {
 	if w, ok := l.waiters[d.ID]; ok {
 		delete(l.waiters, d.ID)
 		w <- editOutcome{res: d, version: l.hist.versionAt(seq)}
+		return true
 	}
+	return false
 }
 
 // send queues a frame for the writer; frames produced while disconnected are dropped (the next
@@ -276,6 +292,7 @@ func (l *roomLoop) tick(now time.Time) error {
 		l.queueSave()
 	}
 	l.measure(now)
+	l.saveTick(now)
 	if l.sess.Synced() && now.Sub(l.lastSync) >= l.r.opts.ResyncInterval {
 		l.lastSync = now
 		l.handle(l.sess.Tick())
@@ -314,6 +331,7 @@ func (l *roomLoop) endLink(last [][]byte, graceful bool) {
 		delete(l.saves, id)
 		c <- saveResult{err: fmt.Errorf("disconnected before the server answered the save: %w", ErrNotSynced)}
 	}
+	l.stopSaving()
 	l.r.mu.Lock()
 	l.r.info.Reconnects++
 	l.r.mu.Unlock()
@@ -350,6 +368,8 @@ func (l *roomLoop) reset() error {
 	}
 	l.aw.Reset(uint64(id), l.r.opts.Now())
 	l.ready = false
+	l.guard.unsavedSince, l.guard.soon = time.Time{}, false // the next sync starts from the server's state
+	l.publishSaveInfo()
 	l.resetsNoSync++
 	l.log.Info().Str("reason", l.needReset).Msg("rebuilding the replica")
 	l.needReset = ""

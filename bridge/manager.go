@@ -29,6 +29,9 @@ type ManagerOptions struct {
 	// GlobalAwareness joins JupyterLab:globalAwareness, where JupyterLab's collaborators panel
 	// looks: the agent is listed with the document it works on.
 	GlobalAwareness bool
+	// SaveConcurrency bounds the save requests in flight at once across rooms (4), when
+	// Room.SaveInterval turns the save guard on.
+	SaveConcurrency int
 }
 
 // GlobalAwarenessRoom is the id of JupyterLab's awareness-only room.
@@ -70,6 +73,9 @@ type Manager struct {
 	forkBases map[string]ydoc.StateVector
 	current   string // the document the agent touched last, as JupyterLab names it
 	shown     string // the "current" last published (empty once that room closed)
+
+	saves   *Saves      // the rooms' save requests: bounded and counted
+	notices noticeBoard // what agents must be told (rescue.go)
 }
 
 type roomKey struct {
@@ -92,9 +98,27 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 	if opts.JoinTimeout <= 0 {
 		opts.JoinTimeout = 30 * time.Second
 	}
+	if opts.SaveConcurrency <= 0 {
+		opts.SaveConcurrency = 4
+	}
 	life, finish := context.WithCancel(context.Background())
 	return &Manager{opts: opts, log: opts.Logger, hub: newHub(), rooms: map[roomKey]*Room{}, life: life, finish: finish,
-		first: make(chan struct{}, 1)}, nil
+		first: make(chan struct{}, 1), saves: NewSaves(opts.SaveConcurrency)}, nil
+}
+
+// SaveStats counts the save requests the rooms made (saveguard.go).
+func (m *Manager) SaveStats() SaveStats { return m.saves.Stats() }
+
+// Notices returns what agents must be told that happened after seq (work lost in a server crash,
+// edits that could not be re-applied), and the seq to pass next time.
+func (m *Manager) Notices(seq uint64) ([]Notice, uint64) { return m.notices.since(seq, time.Now()) }
+
+// onRoomEvent keeps notices and publishes every room event.
+func (m *Manager) onRoomEvent(e Event) {
+	if e.Kind == EventNotice && e.Notice != nil {
+		m.notices.add(*e.Notice)
+	}
+	m.hub.publish(e)
 }
 
 // Run closes idle rooms until ctx ends, then closes every room (leaving them politely) and
@@ -315,7 +339,8 @@ func (m *Manager) start(key roomKey) (*Room, error) {
 	}
 	opts := m.opts.Room
 	opts.Path, opts.Kind, opts.Server, opts.Logger = key.path, key.kind, m.opts.Server, m.log
-	opts.OnEvent = m.hub.publish
+	opts.OnEvent = m.onRoomEvent
+	opts.Saves = m.saves
 	opts.Presence = m.presence
 	if key.fork != "" {
 		opts.Fork, opts.ForkAlive = key.fork, m.forkAlive(key)

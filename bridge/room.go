@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,9 +94,18 @@ type RoomOptions struct {
 	// set, keeps them on disk across restarts.
 	HistoryBudget int
 	HistoryDir    string
+	// SaveInterval: while the document holds changes the server has not saved, ask it to save
+	// (Jupyter's RAW save message) once the oldest is this old, and then at most this often
+	// (saveguard.go). 0 leaves saving to the server: for engines without a save message, or that
+	// save by themselves. Saves (shared by a manager's rooms) bounds the requests in flight at
+	// once across rooms; nil: no bound. A request unanswered after SaveTimeout (30s) is given up.
+	SaveInterval time.Duration
+	SaveTimeout  time.Duration
+	Saves        *Saves
 
 	MinBackoff       time.Duration // first reconnect delay (250ms)
 	MaxBackoff       time.Duration // reconnect delay cap (30s)
+	AtRiskBackoff    time.Duration // reconnect delay cap while the replica holds changes the server has not saved (2s)
 	ResyncInterval   time.Duration // periodic sync step 1 to heal gaps (30s)
 	ResetAfter       time.Duration // rebuild the replica after being away this long (45s; the server cleans idle rooms after 60s)
 	PingInterval     time.Duration // websocket ping (15s)
@@ -125,12 +135,14 @@ func (o *RoomOptions) defaults() error {
 	}
 	def(&o.MinBackoff, 250*time.Millisecond)
 	def(&o.MaxBackoff, 30*time.Second)
+	def(&o.AtRiskBackoff, 2*time.Second)
 	def(&o.ResyncInterval, 30*time.Second)
 	def(&o.ResetAfter, 45*time.Second)
 	def(&o.PingInterval, 15*time.Second)
 	def(&o.HandshakeTimeout, 15*time.Second)
 	def(&o.WriteTimeout, 10*time.Second)
 	def(&o.TickInterval, time.Second)
+	def(&o.SaveTimeout, 30*time.Second)
 	if err := checkPingInterval(o.Server, o.PingInterval); err != nil {
 		return fmt.Errorf("room %s: %w", o.Path, err)
 	}
@@ -205,6 +217,17 @@ type RoomInfo struct {
 	PendingEdits  int
 	Collaborators []Collaborator
 	Err           string
+	// Saving (saveguard.go): when the server last said it saved the document, when the save
+	// guard last asked it to and the answer, how many times it asked, and since when the room
+	// holds changes the server has not saved (zero: none).
+	LastSaved      time.Time
+	LastSaveAsked  time.Time
+	LastSaveStatus string
+	SavesAsked     int
+	UnsavedSince   time.Time
+	// LastRescue says what happened the last time the server lost the room (rescue.go).
+	LastRescue   *ydoc.RescueReport
+	LastRescueAt time.Time
 }
 
 // Room is a live document room.
@@ -584,11 +607,15 @@ func (r *Room) Run(ctx context.Context) error {
 	} else {
 		close(saved)
 	}
+	l.life = ctx
 	err = l.run(ctx)
 	if ctx.Err() != nil && !isPermanent(err) {
 		err = nil
 	}
 	l.stop(err)
+	l.stopSaving()
+	cancel() // helpers end with the room
+	l.helpers.Wait()
 	if l.saveCh != nil {
 		l.queueSave()
 		close(l.saveCh)
@@ -669,6 +696,14 @@ type roomLoop struct {
 
 	sizeDirty bool      // the replica changed since its size was last measured
 	sizedAt   time.Time // when it was
+
+	guard    saveGuard // saves of the document by the server (saveguard.go)
+	fileHash string    // the file's hash as last known (rescue.go); "" unknown
+
+	// life is Run's context; helpers are the short-lived goroutines the loop starts (a hash read),
+	// waited for before Run returns.
+	life    context.Context
+	helpers sync.WaitGroup
 }
 
 func newRoomLoop(r *Room) (*roomLoop, error) {
@@ -687,6 +722,7 @@ func newRoomLoop(r *Room) (*roomLoop, error) {
 		hist:     newHistory(),
 		versions: map[uint64]uint64{},
 		saves:    map[uint64]chan saveResult{},
+		guard:    saveGuard{grant: make(chan struct{}, 1)},
 	}
 	if r.opts.Transient == "" {
 		l.snaps = newSnapshotStore(r.opts.Kind, r.opts.HistoryBudget)
@@ -712,16 +748,23 @@ func newRoomLoop(r *Room) (*roomLoop, error) {
 
 // dial opens the document session and the websocket on a helper goroutine, serving requests
 // meanwhile: the room goroutine never blocks on the network, so callers can always withdraw.
-func (l *roomLoop) dial(ctx context.Context) (DocSession, Conn, error) {
+func (l *roomLoop) dial(ctx context.Context) (DocSession, Conn, *FileContent, error, error) {
 	type dialed struct {
 		ds   DocSession
 		conn Conn
 		err  error
+		file *FileContent
+		ferr error
 	}
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	resc := make(chan dialed, 1)
 	format, docType := l.format()
+	// What to read of the file (rescue.go): its content when the server may have lost the room
+	// (a 1003 close, or a new session id), so a rescue can be checked and merged; its hash when
+	// none is known yet. Read before joining: the room may be rebuilt by our join.
+	reader, lostPending, prevSession, hashKnown := l.fileReader(), l.serverLost, l.ds.SessionID, l.fileHash != ""
+	kind, path := l.r.opts.Kind, l.r.opts.Path
 	go func() {
 		if id := l.r.opts.Fork; id != "" {
 			if alive := l.r.opts.ForkAlive; alive != nil {
@@ -745,22 +788,43 @@ func (l *roomLoop) dial(ctx context.Context) (DocSession, Conn, error) {
 			resc <- dialed{ds: DocSession{RoomID: id}, conn: conn, err: err}
 			return
 		}
-		ds, err := l.r.opts.Server.OpenDocSession(dctx, l.r.opts.Path, format, docType)
+		ds, err := l.r.opts.Server.OpenDocSession(dctx, path, format, docType)
 		if err != nil {
 			resc <- dialed{err: fmt.Errorf("open document session: %w", err)}
 			return
 		}
+		var d dialed
+		read := func() {
+			lost := lostPending || (prevSession != "" && ds.SessionID != prevSession)
+			fc, ferr := reader.ReadFile(dctx, path, kind, lost)
+			if ferr != nil {
+				d.ferr = fmt.Errorf("read %s: %w", path, ferr)
+			} else {
+				d.file = &fc
+			}
+		}
+		var hashRead sync.WaitGroup
+		switch {
+		case reader == nil:
+		case lostPending || (prevSession != "" && ds.SessionID != prevSession):
+			read() // before joining: our join may rebuild the room from the file
+		case !hashKnown:
+			hashRead.Add(1) // the file's hash as the room is first joined, alongside the join
+			go func() { defer hashRead.Done(); read() }()
+		}
 		conn, err := l.r.opts.Server.DialRoom(dctx, ds.RoomID, ds.SessionID)
+		hashRead.Wait()
 		if err != nil {
 			resc <- dialed{err: fmt.Errorf("join room %s: %w", ds.RoomID, err)}
 			return
 		}
-		resc <- dialed{ds: ds, conn: conn}
+		d.ds, d.conn = ds, conn
+		resc <- d
 	}()
 	for {
 		select {
 		case d := <-resc:
-			return d.ds, d.conn, d.err
+			return d.ds, d.conn, d.file, d.ferr, d.err
 		case fn := <-l.r.reqs:
 			fn(l)
 		case <-ctx.Done():
@@ -768,7 +832,7 @@ func (l *roomLoop) dial(ctx context.Context) (DocSession, Conn, error) {
 			if d := <-resc; d.conn != nil {
 				_ = d.conn.Close()
 			}
-			return DocSession{}, nil, ctx.Err()
+			return DocSession{}, nil, nil, nil, ctx.Err()
 		}
 	}
 }
@@ -800,6 +864,13 @@ func (l *roomLoop) run(ctx context.Context) error {
 			// repeated ones back off like any failure.
 			delay = l.r.opts.MinBackoff
 		}
+		if atRisk := l.workAtRisk(); atRisk && delay > l.r.opts.AtRiskBackoff {
+			// The replica holds changes the server may have lost: a restarted server rebuilds
+			// the room from its file, and the sooner the sidecar is back, the likelier the file
+			// is still the server's last save (rescue.go), before a human's tab reconnects and
+			// the server saves the rebuilt room. JupyterLab's own tabs retry every 2.5 s at most.
+			delay = l.r.opts.AtRiskBackoff/2 + time.Duration(mrand.Int64N(int64(l.r.opts.AtRiskBackoff/2)+1))
+		}
 		l.lastErr = err
 		l.log.Warn().Err(err).Dur("retry_in", delay).Msg("room connection lost; reconnecting")
 		l.setStatus(StatusDisconnected, err)
@@ -826,7 +897,7 @@ func (l *roomLoop) wait(ctx context.Context, d time.Duration) error {
 }
 
 func (l *roomLoop) connectAndServe(ctx context.Context) error {
-	ds, conn, err := l.dial(ctx)
+	ds, conn, file, ferr, err := l.dial(ctx)
 	if err != nil {
 		return err
 	}
@@ -840,12 +911,19 @@ func (l *roomLoop) connectAndServe(ctx context.Context) error {
 		l.requestReset(fmt.Sprintf("away for %s, the server may have rebuilt the room", now.Sub(l.awayFrom).Round(time.Second)))
 	}
 	if l.needReset != "" {
+		lost := l.serverLost
 		if err := l.reset(); err != nil {
 			_ = conn.Close()
 			return err
 		}
+		if lost {
+			l.decideRescue(file, ferr)
+		}
+	} else if file != nil && l.fileHash == "" {
+		l.fileHash = file.Hash // the file as the room was (first) joined
 	}
 	l.ds = ds
+	l.sess.LaggingSaveMarkers(ds.Engine.SavesItself) // its periodic saves mark before they are done
 	l.r.mu.Lock()
 	l.r.info.RoomID, l.r.info.FileID, l.r.info.SessionID = ds.RoomID, ds.FileID, ds.SessionID
 	l.r.mu.Unlock()

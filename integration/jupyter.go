@@ -298,6 +298,16 @@ func (s *JupyterServer) waitReady(ctx context.Context, exit <-chan struct{}) err
 // Log returns everything the server printed.
 func (s *JupyterServer) Log() string { return s.log.String() }
 
+// Pid returns the server process id (0 before it started).
+func (s *JupyterServer) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Kill stops the server with SIGKILL (a crash) and waits for it to exit.
 func (s *JupyterServer) Kill() { s.kill() }
 

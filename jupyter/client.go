@@ -338,6 +338,7 @@ type Entry struct {
 	Created      time.Time       `json:"created"`
 	LastModified time.Time       `json:"last_modified"`
 	Content      json.RawMessage `json:"content,omitempty"`
+	Hash         string          `json:"hash,omitempty"` // with ContentsHashed: the hash jupyter-collaboration publishes after a save
 }
 
 // Contents fetches a file or directory model; content=false asks for metadata only (for a
@@ -351,6 +352,29 @@ func (c *Client) Contents(ctx context.Context, path string, content bool) (Entry
 	u.RawQuery = q.Encode()
 	var e Entry
 	_, err := c.do(ctx, http.MethodGet, u, nil, &e)
+	return e, err
+}
+
+// ContentsHashed fetches a file's model with its hash (?hash=1, jupyter-server ≥ 2.11: the
+// contents manager's hash of the file, the one jupyter-collaboration puts in a room's state after
+// saving it) and, when content is true, its content as docType ("notebook" as nbformat JSON,
+// "file" as text).
+func (c *Client) ContentsHashed(ctx context.Context, path, docType string, content bool) (Entry, error) {
+	u := c.endpoint("api", "contents", strings.Trim(path, "/"))
+	q := url.Values{"content": {"0"}, "hash": {"1"}}
+	if content {
+		q.Set("content", "1")
+		q.Set("type", docType)
+		if docType != "notebook" { // a notebook's only format is JSON, and naming it is refused
+			q.Set("format", "text")
+		}
+	}
+	u.RawQuery = q.Encode()
+	var e Entry
+	_, err := c.do(ctx, http.MethodGet, u, nil, &e)
+	if err == nil && e.Hash == "" {
+		err = fmt.Errorf("GET %s: the server gave no hash (jupyter-server older than 2.11?)", u.Path)
+	}
 	return e, err
 }
 

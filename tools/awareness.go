@@ -683,6 +683,26 @@ type sessionView struct {
 	RoomID       string   `json:"room_id,omitempty"`
 	Status       string   `json:"status,omitempty"`
 	Participants []string `json:"participants"`
+	// Save: for the rooms the sidecar has open, when jupyter-server last saved the document and
+	// whether changes wait for a save (the save guard, --save-interval).
+	Save *saveView `json:"save,omitempty"`
+	// LastRescue: what happened the last time jupyter-server lost the room (a crash).
+	LastRescue map[string]any `json:"last_rescue,omitempty"`
+}
+
+type saveView struct {
+	LastSaved    *time.Time `json:"last_saved"`              // the server last reported a save (null: not since the sidecar joined)
+	UnsavedSince *time.Time `json:"unsaved_since,omitempty"` // the oldest change not saved yet
+	LastAsked    *time.Time `json:"last_asked,omitempty"`    // the sidecar last asked for a save
+	LastStatus   string     `json:"last_status,omitempty"`   // the server's answer: success, skipped, failed, timeout, disconnected
+	Asked        int        `json:"asked"`                   // save requests made for this room
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }
 
 func (s *Server) getActiveSessions(ctx context.Context, raw map[string]any) (result, error) {
@@ -694,7 +714,12 @@ func (s *Server) getActiveSessions(ctx context.Context, raw map[string]any) (res
 	for _, r := range s.opts.Manager.Rooms() {
 		id := bridge.CurrentString(r.Path(), r.Kind())
 		info := r.Info()
-		v := &sessionView{SessionID: id, Path: r.Path(), Kind: r.Kind().String(), Open: true, RoomID: info.RoomID, Status: string(info.Status), Participants: []string{}}
+		v := &sessionView{SessionID: id, Path: r.Path(), Kind: r.Kind().String(), Open: true, RoomID: info.RoomID, Status: string(info.Status), Participants: []string{},
+			Save: &saveView{LastSaved: timePtr(info.LastSaved), UnsavedSince: timePtr(info.UnsavedSince), LastAsked: timePtr(info.LastSaveAsked),
+				LastStatus: info.LastSaveStatus, Asked: info.SavesAsked}}
+		if rep := info.LastRescue; rep != nil {
+			v.LastRescue = map[string]any{"at": info.LastRescueAt, "restored": rep.Restored, "summary": rep.Summary()}
+		}
 		for _, c := range collabOf(info).Collaborators {
 			v.Participants = append(v.Participants, c.Name)
 		}

@@ -35,7 +35,7 @@ func newMetrics(reg prometheus.Registerer, manager *bridge.Manager, events *even
 			Name: "jcm_tokens_served_total", Help: "Tokens (by the configured tokenizer) returned to models, by tool or resources/read.",
 		}, []string{"tool"}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jcm_room_events_total", Help: "Room state transitions: disconnected (each starts a reconnect), synced, reset, failed.",
+			Name: "jcm_room_events_total", Help: "Room state transitions: disconnected (each starts a reconnect), synced, reset, failed; notice: agents were told of work a server crash lost or that could not be restored.",
 		}, []string{"event"}),
 		resources: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jcm_resource_updates_total", Help: "notifications/resources/updated sent to subscribers.",
@@ -75,7 +75,7 @@ func (m *metrics) roomEvent(e bridge.Event) {
 		return
 	}
 	switch e.Kind {
-	case bridge.EventDisconnected, bridge.EventSynced, bridge.EventReset, bridge.EventFailed:
+	case bridge.EventDisconnected, bridge.EventSynced, bridge.EventReset, bridge.EventFailed, bridge.EventNotice:
 		m.events.WithLabelValues(e.Kind.String()).Inc()
 	}
 }
@@ -98,10 +98,13 @@ var (
 	descRecon = prometheus.NewDesc("jcm_room_reconnects", "Reconnects of the currently open rooms since each joined.", nil, nil)
 	descRepl  = prometheus.NewDesc("jcm_room_replica_bytes", "Encoded size of the open rooms' replicas (Yjs updates, tombstones included), as each room last measured it (at most every 5 s, after a change).", nil, nil)
 	descHist  = prometheus.NewDesc("jcm_room_history_bytes", "Content kept for restorable versions across open rooms (bounded by --history-budget-mb per room).", nil, nil)
+	descSaves = prometheus.NewDesc("jcm_room_save_requests_total", "Save requests the save guard sent (asked) and their answers: success, skipped, failed, timeout, disconnected.", []string{"outcome"}, nil)
+	descSaved = prometheus.NewDesc("jcm_room_saves_reported_total", "Saves jupyter-server reported in the rooms' state (its own autosaves and the ones asked for).", nil, nil)
+	descAge   = prometheus.NewDesc("jcm_room_unsaved_age_seconds", "Age of the oldest change jupyter-server has not saved, across open rooms (0 when everything is saved).", nil, nil)
 )
 
 func (c roomCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRooms, descPeers, descLag, descPend, descRecon, descRepl, descHist} {
+	for _, d := range []*prometheus.Desc{descRooms, descPeers, descLag, descPend, descRecon, descRepl, descHist, descSaves, descSaved, descAge} {
 		ch <- d
 	}
 }
@@ -110,7 +113,7 @@ func (c roomCollector) Collect(ch chan<- prometheus.Metric) {
 	type key struct{ kind, status string }
 	rooms := map[key]int{}
 	peers, pending, reconnects := 0, 0, 0
-	lag := 0.0
+	lag, unsaved := 0.0, 0.0
 	now := time.Now()
 	replica, history := 0, 0
 	for _, r := range c.manager.Rooms() {
@@ -125,7 +128,19 @@ func (c roomCollector) Collect(ch chan<- prometheus.Metric) {
 		if info.Status != bridge.StatusSynced && !info.SyncedAt.IsZero() {
 			lag = max(lag, now.Sub(info.SyncedAt).Seconds())
 		}
+		if !info.UnsavedSince.IsZero() {
+			unsaved = max(unsaved, now.Sub(info.UnsavedSince).Seconds())
+		}
 	}
+	st := c.manager.SaveStats()
+	for _, o := range []struct {
+		name string
+		n    int64
+	}{{"asked", st.Asked}, {"success", st.Success}, {"skipped", st.Skipped}, {"failed", st.Failed}, {"timeout", st.TimedOut}, {"disconnected", st.Disconnected}} {
+		ch <- prometheus.MustNewConstMetric(descSaves, prometheus.CounterValue, float64(o.n), o.name)
+	}
+	ch <- prometheus.MustNewConstMetric(descSaved, prometheus.CounterValue, float64(st.Marked))
+	ch <- prometheus.MustNewConstMetric(descAge, prometheus.GaugeValue, unsaved)
 	for k, n := range rooms {
 		ch <- prometheus.MustNewConstMetric(descRooms, prometheus.GaugeValue, float64(n), k.kind, k.status)
 	}

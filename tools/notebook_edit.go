@@ -463,21 +463,25 @@ func (s *Server) batchInsert(ctx context.Context, raw map[string]any) (result, e
 			switch {
 			case args.StartPosition != nil:
 				pos = *args.StartPosition
-				if pos > len(current) {
+				if pos > len(current) && !replaying {
 					return invalid([]any{"start_position"}, "is %d but the notebook has %d cells (use %d to append)", pos, len(current), len(current))
 				}
 			case args.AfterCellID != "":
 				i := tx.CellIndex(args.AfterCellID)
-				if i < 0 {
+				switch {
+				case i >= 0:
+					pos = i + 1
+				case !replaying:
 					return invalid([]any{"after_cell_id"}, "no cell with id %q (re-read the notebook for current ids)", args.AfterCellID)
-				}
-				pos = i + 1
+				} // run again after the room was rebuilt without the anchor: at the end, not lost
 			case args.BeforeCellID != "":
 				i := tx.CellIndex(args.BeforeCellID)
-				if i < 0 {
+				switch {
+				case i >= 0:
+					pos = i
+				case !replaying:
 					return invalid([]any{"before_cell_id"}, "no cell with id %q (re-read the notebook for current ids)", args.BeforeCellID)
 				}
-				pos = i
 			}
 			if pos > len(current) {
 				pos = len(current)
@@ -858,7 +862,9 @@ func (s *Server) moveCells(ctx context.Context, raw map[string]any) (result, err
 	busy := s.busyCells(ctx, room)
 	var warnings []string
 	var moved []movedCell
-	ed, err := room.Apply(ctx, func(tx *ydoc.Txn, h bridge.History, replaying bool) error {
+	// Durable: by cell id, and a cell already in place is left alone, so running it again after
+	// the server lost it moves nothing more (bridge.Room.ApplyDurable).
+	ed, err := room.ApplyDurable(ctx, func(tx *ydoc.Txn, h bridge.History, replaying bool) error {
 		tx.Undoable() // the agent may take it back (undo_last_edit)
 		indices, ids, _, err := resolve(tx, targetArgs{CellIDs: args.CellIDs})
 		if err != nil {
@@ -890,6 +896,9 @@ func (s *Server) moveCells(ctx context.Context, raw map[string]any) (result, err
 		default:
 			anchor := args.AfterCellID + args.BeforeCellID
 			ai := tx.CellIndex(anchor)
+			if ai < 0 && replaying {
+				return nil // run again after the room was rebuilt without the anchor: left in place
+			}
 			if ai < 0 {
 				name := "after_cell_id"
 				if args.BeforeCellID != "" {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"time"
@@ -125,16 +126,26 @@ func (s *Server) handler(op *operation) server.ToolHandlerFunc {
 			ctx = context.WithValue(ctx, forkKey{}, fork) // the tool works in a fork (forks.go)
 		}
 		res, err := op.Run(ctx, args)
+		notices := s.takeNotices(ctx) // work lost in a server crash, told once (notices.go)
 		if err != nil {
 			s.log.Debug().Str("tool", op.Name).Err(err).Msg("tool call failed")
 			outcome = "error"
-			out := s.failure(op, asToolError(err))
+			te := asToolError(err)
+			if len(notices) > 0 {
+				te.Extra = maps.Clone(te.Extra)
+				if te.Extra == nil {
+					te.Extra = map[string]any{}
+				}
+				te.Extra["notices"] = notices
+			}
+			out := s.failure(op, te)
 			s.account(op, args, out, nil)
 			return out, nil
 		}
 		if budgeted[op.Name] {
 			res = s.fitTokens(res, s.maxTokensOf(args))
 		}
+		res = addNotices(res, notices)
 		embed := includeSchema || s.opts.AlwaysEmbedSchema
 		out := s.success(op, res, embed)
 		saved := res.Saved

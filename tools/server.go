@@ -59,6 +59,7 @@ type Server struct {
 	subs      *subscriptions // resource subscriptions (subscriptions.go)
 	metrics   *metrics       // nil without Options.Metrics
 	events    *eventStore    // what HTTP clients may resume (eventstore.go)
+	noticed   noticeSeen     // per client session: the notices its results carried (notices.go)
 }
 
 // New builds the MCP server and registers every tool. It starts nothing.

@@ -167,6 +167,7 @@ func (s *Server) hooks() *server.Hooks {
 	})
 	h.AddOnUnregisterSession(func(_ context.Context, cs server.ClientSession) {
 		s.dropSession(cs.SessionID())
+		s.forgetNotices(cs.SessionID())
 	})
 	// Protocol 2026-07-28: the URIs come in the filter of a subscriptions/listen request, whose
 	// stream lasts as long as the request.

@@ -240,6 +240,12 @@ func outputsOf(raw any) []map[string]any {
 type Txn struct {
 	d  *Doc
 	tr *y.Transaction
+	// byWords: text changes are diffed by words and placed at boundaries (diffTextWords), for
+	// a restore made while others type (the crash rescue).
+	byWords bool
+	// keepWeight: how much a restore should avoid moving a cell (a move re-creates the cell, and
+	// what someone types in it meanwhile is lost); nil: every cell alike.
+	keepWeight func(id string) int
 }
 
 // Kind returns the document model.
@@ -565,7 +571,7 @@ func (tx *Txn) SetSource(i int, src string) error {
 		m.Set("source", y.NewYText(src))
 		return tx.markDirty()
 	}
-	if applyTextDiff(t, textString(t), src) {
+	if tx.applyTextDiff(t, textString(t), src) {
 		return tx.markDirty()
 	}
 	return nil
@@ -805,7 +811,7 @@ func (tx *Txn) SetStreamText(i, j int, text string) error {
 		out.Set("text", y.NewYText(text))
 		return tx.markDirty()
 	}
-	if applyTextDiff(t, textString(t), text) {
+	if tx.applyTextDiff(t, textString(t), text) {
 		return tx.markDirty()
 	}
 	return nil

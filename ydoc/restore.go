@@ -316,7 +316,15 @@ func (tx *Txn) restoreOrder(cur, order []string) (int, error) {
 		seq[i] = rank[id]
 	}
 	stays := make(map[string]bool, len(cur))
-	for i, in := range lisMask(seq) {
+	mask := lisMask
+	if tx.keepWeight != nil && len(seq) <= maxWeightedOrder {
+		w := make([]int, len(cur))
+		for i, id := range cur {
+			w[i] = tx.keepWeight(id)
+		}
+		mask = func(seq []int) []bool { return heaviestIncreasing(seq, w) }
+	}
+	for i, in := range mask(seq) {
 		if in {
 			stays[cur[i]] = true
 		}
@@ -358,6 +366,32 @@ func (tx *Txn) restoreOrder(cur, order []string) (int, error) {
 		return moved, fmt.Errorf("reorder ended in %v, want %v", cur, order)
 	}
 	return moved, nil
+}
+
+// maxWeightedOrder bounds the cells heaviestIncreasing orders (it is quadratic).
+const maxWeightedOrder = 3000
+
+// heaviestIncreasing marks a strictly increasing subsequence of seq of the largest total weight.
+func heaviestIncreasing(seq, w []int) []bool {
+	best := make([]int, len(seq))
+	prev := make([]int, len(seq))
+	end := -1
+	for i := range seq {
+		best[i], prev[i] = w[i], -1
+		for j := 0; j < i; j++ {
+			if seq[j] < seq[i] && best[j]+w[i] > best[i] {
+				best[i], prev[i] = best[j]+w[i], j
+			}
+		}
+		if end < 0 || best[i] > best[end] {
+			end = i
+		}
+	}
+	mask := make([]bool, len(seq))
+	for i := end; i >= 0; i = prev[i] {
+		mask[i] = true
+	}
+	return mask
 }
 
 // lisMask marks one longest strictly increasing subsequence of seq.

@@ -734,3 +734,15 @@ func idsOf(nb Notebook) []string {
 	}
 	return ids
 }
+
+func TestHeaviestIncreasing(t *testing.T) {
+	// 0 1 2 in place with weight 1 each, or the heavy 3 alone (weight 10): the heavy one stays.
+	got := heaviestIncreasing([]int{3, 0, 1, 2}, []int{10, 1, 1, 1})
+	if want := []bool{true, false, false, false}; !slices.Equal(got, want) {
+		t.Errorf("heavy: %v, want %v", got, want)
+	}
+	got = heaviestIncreasing([]int{3, 0, 1, 2}, []int{1, 1, 1, 1})
+	if want := []bool{false, true, true, true}; !slices.Equal(got, want) {
+		t.Errorf("equal weights: %v, want %v (the longest)", got, want)
+	}
+}

@@ -39,6 +39,14 @@ type Output struct {
 	Done     []EditResult // edits now confirmed (Err nil) or failed
 	Synced   bool         // the session became synced in this call
 	Resynced bool         // a step 1 was sent to heal pending structs
+	// Saved: the server said it saved the document (its state hash changed, or dirty turned
+	// false). Everything it had received before is in the file.
+	Saved bool
+	// SaveNow: confirmed edits are piling up without a save; the caller should ask for one.
+	SaveNow bool
+	// Rescue reports what the session did with the replica the server lost (after a sync that
+	// followed ResetServerLost).
+	Rescue *RescueReport
 }
 
 func (o *Output) merge(p Output) {
@@ -47,6 +55,11 @@ func (o *Output) merge(p Output) {
 	o.Done = append(o.Done, p.Done...)
 	o.Synced = o.Synced || p.Synced
 	o.Resynced = o.Resynced || p.Resynced
+	o.Saved = o.Saved || p.Saved
+	o.SaveNow = o.SaveNow || p.SaveNow
+	if p.Rescue != nil {
+		o.Rescue = p.Rescue
+	}
 }
 
 // ErrNotSynced is returned for calls that need a synced session.
@@ -63,6 +76,11 @@ type pendingEdit struct {
 	// durable edits are kept after the server confirmed them, until a save shows they reached
 	// the file (see unsaved).
 	durable bool
+	// covers are the edits a rescue edit brings back with the rest of the lost replica: they are
+	// confirmed with it. Only rescue edits (id 0) have them.
+	covers []*pendingEdit
+	rescue bool
+	marker uint64 // Session.markers when it was confirmed (unsaved edits)
 }
 
 // Session state.
@@ -77,16 +95,37 @@ type Session struct {
 	inflight []*pendingEdit // applied to the replica, not yet confirmed
 	replay   []*pendingEdit // applied to a discarded replica; checked and re-run after sync
 	// unsaved are durable edits the server confirmed but has not saved yet. A server killed
-	// before its autosave (which waits for a second of quiet) comes back with the file's older
-	// content; these are then re-run like unconfirmed edits. A save marker from the server
-	// (state hash, or dirty turning false) proves them saved: the save task that sets it was
-	// started after the last document change the server received (any change cancels a running
-	// one), so its content includes every edit the server had confirmed before. A change by
-	// anyone else ends them too: re-running an edit over a later one could undo it.
-	unsaved         []*pendingEdit
-	unsavedOverflow bool // maxUnsaved was reached since the last save (warned once)
+	// before it saved comes back with the file's older content; these are then re-run like
+	// unconfirmed edits (unless the whole lost replica is brought back, see lost). A save marker
+	// from the server (state hash, or dirty turning false) proves them saved: a save task that
+	// sets it saw every change the server had received (any change arriving while it runs
+	// cancels it before it sets the marker). Nothing else lets them go: not another peer's later
+	// change (the file a restarted server reloads holds none of those either), and not their
+	// number (reaching unsavedSaveAt asks the caller for a save instead).
+	unsaved []*pendingEdit
+	// markers counts save markers; an unsaved edit records the count when it was confirmed.
+	// With laggingMarkers (a server whose periodic saves mark the document saved although a save
+	// may have started before the last change it received: jupyter-server-documents), a marker
+	// proves saved only the edits confirmed before the previous marker (the save that set it
+	// started after that one was set).
+	markers        uint64
+	laggingMarkers bool
 	// rerunDurable: the last reset was for a lost server room (ResetServerLost).
 	rerunDurable bool
+	// lost is the replica as it was when the server lost the room (ResetServerLost), kept until
+	// the next sync decides what to do with it: rescueFile (the file the room was rebuilt from,
+	// holding exactly the server's last save) asks for a three-way merge back to it; without it
+	// only the edits are re-run and noRescue says why.
+	lost       *Snapshot
+	rescueFile *Snapshot
+	noRescue   string
+	// everSynced: the replica received the server's state since the last reset (a replica
+	// that never synced holds nothing worth keeping as lost).
+	everSynced bool
+	wantSave   bool // unsavedSaveAt reached: ask for a save in the next output
+	// rescueWaits counts step 2s that left the replica with pending structs while a lost
+	// replica waits to be brought back (the sync is held until it is whole, a few times at most).
+	rescueWaits int
 
 	serverSV      StateVector // inserts the server is known to hold
 	serverDeletes IDSet       // deletions the server is known to hold
@@ -113,6 +152,9 @@ func (s *Session) Synced() bool { return s.synced }
 // Pending returns the number of edits not yet confirmed (queued, in flight or awaiting replay).
 func (s *Session) Pending() int { return len(s.queued) + len(s.inflight) + len(s.replay) }
 
+// InFlight returns the number of edits applied to the replica and sent, not yet confirmed.
+func (s *Session) InFlight() int { return len(s.inflight) }
+
 // Connect starts the handshake on a fresh transport: it returns our sync step 1. The session is
 // not synced until the server's step 2 arrives.
 func (s *Session) Connect() Output {
@@ -131,31 +173,79 @@ func (s *Session) Reset(clientID uint32) error {
 	return s.reset(clientID, false)
 }
 
-// ResetServerLost is Reset after the server lost its room (it restarted): durable edits run
-// again even where the server holds their items, because a restarted server may have rebuilt the
-// room from its store and then reloaded an older file over it, deleting them. Re-running one
-// whose effect survived changes nothing. After other resets (a conflict, a broken replica) the
-// server's document is the one it had, and an item of ours it holds deleted was deleted by
-// someone: re-running the edit would undo their change.
+// ResetServerLost is Reset after the server lost its room (it restarted, or closed our session
+// with 1003): the room comes back rebuilt from the file, without whatever the server had not
+// saved. The replica as it is now is kept as the lost one: after the next sync it is brought
+// back (RescueFrom) or, failing that (NoRescue, or neither called), durable edits run again even
+// where the server holds their items, because a restarted server may have rebuilt the room from
+// its store and then reloaded an older file over it, deleting them (re-running one whose effect
+// survived changes nothing), and the sync's Output.Rescue reports what was not restored. After
+// other resets (a conflict, a broken replica) the server's document is the one it had, and an
+// item of ours it holds deleted was deleted by someone: re-running the edit would undo their
+// change.
 func (s *Session) ResetServerLost(clientID uint32) error {
 	return s.reset(clientID, true)
 }
 
 func (s *Session) reset(clientID uint32, serverLost bool) error {
+	if serverLost && s.everSynced && s.doc.Err() == nil {
+		snap, err := s.doc.Snapshot()
+		if err != nil {
+			s.log.Warn().Err(err).Msg("could not keep the replica the server lost")
+		} else {
+			s.lost, s.rescueFile, s.noRescue = &snap, nil, ""
+		}
+	}
 	doc, err := NewDoc(s.kind, clientID, s.log)
 	if err != nil {
 		return fmt.Errorf("reset session: %w", err)
 	}
-	s.replay = append(append(s.replay, s.unsaved...), s.inflight...)
+	// A rescue edit is not re-run (its merge belongs to the replica it was made on): the edits
+	// it brought back are, and the lost replica it restored is kept above.
+	var again []*pendingEdit
+	for _, e := range append(s.unsaved, s.inflight...) {
+		if e.rescue {
+			again = append(again, e.covers...)
+			continue
+		}
+		again = append(again, e)
+	}
+	s.replay = append(s.replay, again...)
 	slices.SortStableFunc(s.replay, func(a, b *pendingEdit) int { return cmp.Compare(a.id, b.id) }) // in the order they were made
 	s.unsaved = nil
 	s.inflight = nil
 	s.rerunDurable = s.rerunDurable || serverLost
 	s.doc = doc
 	s.synced = false
+	s.everSynced = false
 	s.serverSV = StateVector{}
 	s.serverDeletes = IDSet{}
 	return nil
+}
+
+// RescueFrom says that the file the server rebuilds the lost room from holds exactly what the
+// server last reported saved (the caller compared the file's hash with the last one the server
+// published). After the next sync the room is brought back to the replica as it was before the
+// loss, as one edit: a three-way merge (MergeNotebooks, MergeText) with file as the common
+// ancestor, so that changes made on the rebuilt room in the meantime stay. The edits in flight
+// or unsaved at the loss are in that replica and are confirmed with the merge instead of being
+// re-run. No effect unless a lost replica is pending (after ResetServerLost).
+func (s *Session) RescueFrom(file Snapshot) {
+	if s.lost == nil {
+		return
+	}
+	f := file
+	s.rescueFile, s.noRescue = &f, ""
+}
+
+// NoRescue says the lost replica cannot be brought back (the file changed outside the server,
+// or could not be checked): after the next sync only the agents' own edits are re-run, and the
+// report lists what the replica held that the room does not hold then.
+func (s *Session) NoRescue(reason string) {
+	if s.lost == nil {
+		return
+	}
+	s.rescueFile, s.noRescue = nil, reason
 }
 
 // Receive handles one sync frame from the server.
@@ -179,28 +269,49 @@ func (s *Session) Receive(f Frame) (Output, error) {
 		}
 		out.Frames = append(out.Frames, EncodeSync(SyncStep2, diff))
 		out.Done = append(out.Done, s.confirm()...)
+		out.SaveNow = s.takeWantSave()
 	case SyncStep2, SyncUpdate:
 		meta, change, err := s.doc.Apply(f.Payload)
 		if err != nil {
 			return out, fmt.Errorf("apply %s: %w", f.Sync, err)
 		}
 		s.learn(meta)
-		if s.synced && len(s.unsaved) > 0 {
-			if saved, other := s.savedMarker(change), documentChanged(change); saved || other {
-				s.log.Debug().Int("edits", len(s.unsaved)).Bool("saved", saved).Bool("superseded", other).
-					Strs("state", change.State).Msg("confirmed edits let go")
-				s.unsaved, s.unsavedOverflow = nil, false // saved, or superseded by someone else's edit
+		if s.synced && s.savedMarker(change) {
+			out.Saved = true
+			s.markers++
+			keep := s.unsaved[:0]
+			for _, e := range s.unsaved {
+				if s.laggingMarkers && e.marker+1 >= s.markers {
+					keep = append(keep, e)
+				}
 			}
+			if n := len(s.unsaved) - len(keep); n > 0 {
+				s.log.Debug().Int("edits", n).Strs("state", change.State).Msg("confirmed edits saved by the server")
+			}
+			clear(s.unsaved[len(keep):])
+			s.unsaved = keep
 		}
 		if !change.Empty() {
 			out.Changes = append(out.Changes, change)
 		}
 		if f.Sync == SyncStep2 && !s.synced {
-			s.synced = true
-			out.Synced = true
-			out.merge(s.afterSync())
+			if s.lost != nil && s.doc.HasPending() && s.rescueWaits < maxRescueWaits {
+				// The replica is not whole yet (y-crdt kept structs pending, and may have lost
+				// deletes of them): a merge against it would restore the wrong text. Heal first:
+				// the step 1 below makes the server send its state again.
+				s.rescueWaits++
+				s.pendingAsked = ""
+				s.log.Info().Int("attempt", s.rescueWaits).Msg("the replica has pending structs: healing before bringing back the lost replica")
+			} else {
+				s.rescueWaits = 0
+				s.synced = true
+				s.everSynced = true
+				out.Synced = true
+				out.merge(s.afterSync())
+			}
 		}
 		out.Done = append(out.Done, s.confirm()...)
+		out.SaveNow = out.SaveNow || s.takeWantSave()
 		if fp := s.doc.PendingFingerprint(); fp != "" && fp != s.pendingAsked {
 			// y-crdt loses deletes that arrive before their inserts; a step 1 makes the server
 			// send the missing structs and its full delete set again. Asked once per pending
@@ -244,8 +355,14 @@ func (s *Session) confirm() []EditResult {
 	kept := s.inflight[:0]
 	for _, e := range s.inflight {
 		if s.held(e) {
-			done = append(done, EditResult{ID: e.id, Change: e.change})
+			if !e.rescue {
+				done = append(done, EditResult{ID: e.id, Change: e.change})
+			}
 			s.keepUnsaved(e)
+			for _, c := range e.covers {
+				done = append(done, EditResult{ID: c.id, Change: c.change})
+				s.keepUnsaved(c)
+			}
 		} else {
 			kept = append(kept, e)
 		}
@@ -254,23 +371,55 @@ func (s *Session) confirm() []EditResult {
 	return done
 }
 
-// afterSync runs once the server's state has arrived: edits from a discarded replica are
-// confirmed if the server has them (a room rebuilt from its store keeps old client ids) or run
-// again (durable ones always run again), then queued edits run.
+// afterSync runs once the server's state has arrived: a replica the server lost is brought
+// back (RescueFrom) or its edits are checked; edits from a discarded replica are confirmed if
+// the server has them (a room rebuilt from its store keeps old client ids) or run again (after a
+// lost server room, durable ones always run again); then queued edits run.
 func (s *Session) afterSync() Output {
 	var out Output
 	replay := s.replay
 	s.replay = nil
 	defer func() { s.rerunDurable = false }()
-	for _, e := range replay {
-		// After a lost server room a durable edit runs again even when the server holds its
-		// items (see ResetServerLost).
-		if !(e.durable && s.rerunDurable) && len(e.structs)+len(e.deletes) > 0 && s.held(e) {
-			out.Done = append(out.Done, EditResult{ID: e.id, Change: e.change})
-			continue
+	lost, file, why := s.lost, s.rescueFile, s.noRescue
+	s.lost, s.rescueFile, s.noRescue = nil, nil, ""
+	rescued := false
+	if lost != nil && file != nil {
+		var res Output
+		res, rescued = s.rescue(*lost, *file, replay)
+		out.merge(res)
+		if !rescued {
+			why = res.Rescue.Reason
 		}
-		e.replayed = true
-		out.merge(s.apply(e))
+	}
+	var report *RescueReport
+	if lost != nil && !rescued {
+		report = &RescueReport{Reason: why}
+	}
+	if !rescued {
+		for _, e := range replay {
+			// After a lost server room a durable edit runs again even when the server holds its
+			// items (see ResetServerLost).
+			if !(e.durable && s.rerunDurable) && len(e.structs)+len(e.deletes) > 0 && s.held(e) {
+				out.Done = append(out.Done, EditResult{ID: e.id, Change: e.change})
+				continue
+			}
+			e.replayed = true
+			res := s.apply(e)
+			if report != nil {
+				report.Replayed++
+				for _, d := range res.Done {
+					if d.Err != nil {
+						report.Failed++
+						report.add(fmt.Sprintf("edit %d could not be re-applied: %v", d.ID, d.Err))
+					}
+				}
+			}
+			out.merge(res)
+		}
+	}
+	if report != nil {
+		report.compare(*lost, s.doc)
+		out.Rescue = report
 	}
 	queued := s.queued
 	s.queued = nil
@@ -280,21 +429,156 @@ func (s *Session) afterSync() Output {
 	return out
 }
 
-// maxUnsaved bounds the confirmed edits kept for a save; past it the oldest are let go.
-const maxUnsaved = 512
+// rescue brings the room back to the lost replica as one edit merged over what the room holds
+// now, the file being the common ancestor. ok is false when it could not (then nothing changed
+// and out.Rescue.Reason says why).
+func (s *Session) rescue(lost, file Snapshot, covered []*pendingEdit) (out Output, ok bool) {
+	report := &RescueReport{}
+	out.Rescue = report
+	if lost.Kind != s.kind || file.Kind != s.kind {
+		report.Reason = "internal: the snapshots are not of this document's kind"
+		return out, false
+	}
+	// nbformat < 4.5 keeps no cell ids in the file: the rebuilt room made new ones and nothing
+	// can be matched by id, so the lost replica comes back as it was (the rebuilt room as base).
+	noBase := s.kind == KindNotebook && !notebookHasIDs(file.Notebook)
+	var merge MergeStats
+	fn := func(tx *Txn, _ bool) error {
+		if s.kind == KindText {
+			theirs, err := tx.Text()
+			if err != nil {
+				return err
+			}
+			target, n := MergeText(file.Text, lost.Text, theirs)
+			for range n {
+				merge.lose("part of the text, changed on both sides")
+			}
+			tx.byWords = true // others may be typing: see diffTextWords
+			return tx.RestoreText(target)
+		}
+		theirs := tx.d.readNotebook()
+		base := canonicalOrSelf(file.Notebook)
+		if noBase {
+			base = theirs
+		}
+		target, st := MergeNotebooks(base, lost.Notebook, theirs)
+		merge = st
+		tx.byWords = true // others may be typing: see diffTextWords
+		// Cells being worked on since the restart, and big ones, are the last to be moved (a
+		// move re-creates a cell: typing in it meanwhile would be lost).
+		changed := map[string]bool{}
+		bIdx := cellIndex(base)
+		for _, c := range theirs.Cells {
+			if i, ok := bIdx[c.ID]; !ok || !sameCell(base.Cells[i], c) {
+				changed[c.ID] = true
+			}
+		}
+		size := map[string]int{}
+		for _, c := range theirs.Cells {
+			size[c.ID] = len(c.Source)
+		}
+		tx.keepWeight = func(id string) int {
+			w := 1 + size[id]/64
+			if changed[id] {
+				w += 1000
+			}
+			return w
+		}
+		stats, err := tx.RestoreNotebook(target)
+		report.Stats = stats
+		return err
+	}
+	e := &pendingEdit{fn: fn, rescue: true, covers: covered}
+	update, change, err := s.doc.Transact(func(tx *Txn) error { return e.fn(tx, false) })
+	if err != nil {
+		// A failed transaction may have left changes in the replica; they go to the server
+		// like any edit's, but the lost edits are re-run as without a rescue.
+		s.log.Error().Err(err).Msg("the rescue edit failed")
+		report.Reason = "bringing the replica back failed: " + err.Error()
+		if update != nil {
+			out.Frames = append(out.Frames, EncodeSync(SyncUpdate, update))
+			if !change.Empty() {
+				out.Changes = append(out.Changes, change)
+			}
+		}
+		return out, false
+	}
+	report.Restored = true
+	report.Changed = update != nil
+	report.Conflicts = merge.Conflicts
+	for _, l := range merge.Lost {
+		report.add(l)
+	}
+	if update == nil { // the room already holds it all
+		for _, c := range covered {
+			out.Done = append(out.Done, EditResult{ID: c.id, Change: c.change})
+			s.keepUnsaved(c)
+		}
+		return out, true
+	}
+	meta, perr := ParseUpdate(update)
+	out.Frames = append(out.Frames, EncodeSync(SyncUpdate, update))
+	if !change.Empty() {
+		out.Changes = append(out.Changes, change)
+	}
+	if perr != nil {
+		s.log.Error().Err(perr).Msg("local update does not parse")
+		for _, c := range covered {
+			out.Done = append(out.Done, EditResult{ID: c.id, Change: c.change, Err: fmt.Errorf("internal: the rescue update could not be tracked: %w", perr)})
+		}
+		return out, true
+	}
+	e.client = s.doc.ClientID()
+	e.structs, e.deletes, e.change = meta.Structs, meta.Deletes, change
+	s.inflight = append(s.inflight, e)
+	return out, true
+}
+
+func notebookHasIDs(nb Notebook) bool {
+	if nb.NBFormat == 4 && nb.NBFormatMinor < 5 {
+		return false
+	}
+	for _, c := range nb.Cells {
+		if c.ID == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// canonicalOrSelf is the notebook as the replica would read it back (values through the CRDT
+// conversion), or itself when it does not validate.
+func canonicalOrSelf(nb Notebook) Notebook {
+	c, err := canonicalNotebook(nb)
+	if err != nil {
+		return nb
+	}
+	return c
+}
+
+// maxRescueWaits bounds how many times a sync is held for a replica to heal before a rescue.
+const maxRescueWaits = 3
+
+// unsavedSaveAt is how many confirmed edits may wait for a save before the session asks for one
+// (and again at every further multiple): nothing is let go, the server is asked to save.
+const unsavedSaveAt = 256
 
 func (s *Session) keepUnsaved(e *pendingEdit) {
 	if !e.durable {
 		return
 	}
-	if len(s.unsaved) >= maxUnsaved {
-		if !s.unsavedOverflow { // once per stretch without a save, not once per edit
-			s.unsavedOverflow = true
-			s.log.Warn().Int("kept", maxUnsaved).Msg("the server has not saved for a long stream of edits; the oldest can no longer be re-applied if it dies")
-		}
-		s.unsaved = append(s.unsaved[:0], s.unsaved[1:]...)
-	}
+	e.marker = s.markers
 	s.unsaved = append(s.unsaved, e)
+	if len(s.unsaved)%unsavedSaveAt == 0 {
+		s.log.Info().Int("unsaved", len(s.unsaved)).Msg("confirmed edits are waiting for a save; asking for one")
+		s.wantSave = true
+	}
+}
+
+func (s *Session) takeWantSave() bool {
+	w := s.wantSave
+	s.wantSave = false
+	return w
 }
 
 // savedMarker reports a remote change that says the server saved the document.
@@ -315,10 +599,10 @@ func (s *Session) savedMarker(c Change) bool {
 	return false
 }
 
-// documentChanged reports a remote change to the content (not to state or awareness).
-func documentChanged(c Change) bool {
-	return !c.Local && (len(c.Inserted) > 0 || len(c.Deleted) > 0 || c.Moved || len(c.Cells) > 0 || c.Meta || c.Text)
-}
+// LaggingSaveMarkers says the server marks the document saved after periodic saves that may have
+// started before the last change it received (jupyter-server-documents): a marker then proves
+// saved only the edits confirmed before the previous one (see markers).
+func (s *Session) LaggingSaveMarkers(on bool) { s.laggingMarkers = on }
 
 // Unsaved returns how many confirmed edits wait for the server to save them.
 func (s *Session) Unsaved() int { return len(s.unsaved) }
@@ -415,7 +699,12 @@ func (s *Session) Abort() (notApplied, unconfirmed []EditResult) {
 	}
 	for _, list := range [][]*pendingEdit{s.inflight, s.replay} {
 		for _, e := range list {
-			unconfirmed = append(unconfirmed, EditResult{ID: e.id, Change: e.change})
+			if !e.rescue {
+				unconfirmed = append(unconfirmed, EditResult{ID: e.id, Change: e.change})
+			}
+			for _, c := range e.covers {
+				unconfirmed = append(unconfirmed, EditResult{ID: c.id, Change: c.change})
+			}
 		}
 	}
 	s.queued, s.inflight, s.replay, s.unsaved = nil, nil, nil, nil

@@ -73,7 +73,7 @@ func (tx *Txn) SetText(s string) error {
 	if tx.d.kind != KindText {
 		return ErrWrongKind
 	}
-	if applyTextDiff(tx.d.source, textString(tx.d.source), s) {
+	if tx.applyTextDiff(tx.d.source, textString(tx.d.source), s) {
 		return tx.markDirty()
 	}
 	return nil

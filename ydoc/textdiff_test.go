@@ -3,6 +3,7 @@ package ydoc
 import (
 	"fmt"
 	"math/rand"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf16"
@@ -312,5 +313,41 @@ func TestJSONEqual(t *testing.T) {
 		if got := jsonEqual(tc.a, tc.b); got != tc.want {
 			t.Errorf("jsonEqual(%#v, %#v) = %v", tc.a, tc.b, got)
 		}
+	}
+}
+
+// An insert or delete that could sit at several places (the text around it repeats) goes to word
+// and line boundaries, not inside a word: a collaborator typing at the boundary at the same time
+// must not see their text land inside the inserted word.
+func TestDiffTextWordsAlignsToBoundaries(t *testing.T) {
+	for _, tc := range []struct {
+		old, new string
+		want     textEdit
+	}{
+		{"«h1k00153»«h1k00202»", "«h1k00153»«h1k00250»«h1k00202»", textEdit{Pos: 10, Ins: "«h1k00250»"}},
+		{"«h1k00153»«h1k00250»«h1k00202»", "«h1k00153»«h1k00202»", textEdit{Pos: 10, Del: 10}},
+		{"foo bar", "foo bar bar", textEdit{Pos: 7, Ins: " bar"}},
+		{"x = 1\nx = 1\n", "x = 1\nx = 1\nx = 1\n", textEdit{Pos: 12, Ins: "x = 1\n"}},
+		{"aaa", "aaaa", textEdit{Pos: 3, Ins: "a"}}, // no boundary inside: where a minimal diff puts it
+	} {
+		got := diffTextWords(tc.old, tc.new)
+		if len(got) != 1 || got[0] != tc.want {
+			t.Errorf("diffTextWords(%q, %q) = %+v, want [%+v]", tc.old, tc.new, got, tc.want)
+		}
+	}
+}
+
+// Several changes in one line are several small edits, each at word boundaries, not one
+// replacement of everything between them.
+func TestDiffTextWordsSeveralChangesInALine(t *testing.T) {
+	old := "«h0k00087»«h1k00138»«h0k00002»«h1k00069»"
+	new := "«h0k00087»«h0k00277»«h1k00138»«h0k00002»«h1k00456»«h1k00069»"
+	got := diffTextWords(old, new)
+	want := []textEdit{{Pos: 10, Ins: "«h0k00277»"}, {Pos: 30, Ins: "«h1k00456»"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("diffTextWords = %+v, want %+v", got, want)
+	}
+	if got := diffTextWords("x = foo(a, b)", "x = fob(a, c)"); len(got) != 2 {
+		t.Errorf("two changed words: %+v", got)
 	}
 }

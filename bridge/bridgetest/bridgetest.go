@@ -7,14 +7,19 @@
 // table; on connect the server sends its SYNC step 1; it answers every step 1 with a step 2;
 // it applies updates from clients and broadcasts each one to all clients, the sender included;
 // it forwards awareness frames to all clients (the sender too, except a lone null state); it
-// answers RAW save requests. Test controls simulate restarts, close codes, refused tokens, an
-// unreachable server, slow or failing writes, held-back echoes and injected frames.
+// answers RAW save requests by writing the room's document to its file and publishing dirty=false
+// and the file's hash in the room's state, as jupyter-collaboration does after a save (it never
+// autosaves). Files are read with their hash (bridge.FileReader). Test controls simulate
+// restarts, close codes, refused tokens, an unreachable server, slow or failing writes,
+// held-back echoes, injected frames and files changed outside the server.
 //
 // The fake starts no goroutines. Every method is safe for concurrent use.
 package bridgetest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -155,6 +160,7 @@ type Server struct {
 	holding      bool
 	held         []heldFrame
 	saveStatus   string
+	quietSaves   bool // saves write the file but publish nothing (as a save cancelled mid-write)
 	writeErr     error
 	stall        chan struct{} // non-nil: writes block until it is closed
 	onCloseNorm  func(*Conn)
@@ -164,6 +170,7 @@ type Server struct {
 	openCalls, dialCalls int
 	conns                []*Conn // every conn ever dialled, in order
 	awareness            []AwarenessRecord
+	saves                map[string]int // path → saves written
 
 	changed chan struct{} // closed and replaced on every state change
 }
@@ -194,6 +201,7 @@ func New(files ...File) *Server {
 		saveStatus:   "success",
 		nextCID:      1000,
 		changed:      make(chan struct{}),
+		saves:        map[string]int{},
 	}
 	for _, f := range files {
 		s.files[f.Path] = f
@@ -202,7 +210,10 @@ func New(files ...File) *Server {
 	return s
 }
 
-var _ bridge.Server = (*Server)(nil)
+var (
+	_ bridge.Server     = (*Server)(nil)
+	_ bridge.FileReader = (*Server)(nil)
+)
 
 // ---- bridge.Server ----
 
@@ -547,10 +558,98 @@ func (s *Server) handle(c *Conn, data []byte) {
 		}
 	case ydoc.MsgRaw:
 		if f.Raw == "save" {
+			if s.saveStatus == "success" {
+				s.saveLocked(r)
+			}
 			msg := fmt.Sprintf(`{"type":"save","responseTo":%d,"status":%q}`, f.SaveID, s.saveStatus)
 			c.pushLocked(ydoc.EncodeRaw(msg))
 		}
 	}
+}
+
+// saveLocked writes the room's document to its file and publishes the save in the room's
+// state: dirty false, then the file's hash (two transactions, as the real server's setters).
+func (s *Server) saveLocked(r *room) {
+	f, ok := s.files[r.path]
+	if !ok {
+		return
+	}
+	if r.kind == ydoc.KindText {
+		t, err := r.doc.Text()
+		if err != nil {
+			return
+		}
+		f.Text = t
+	} else {
+		nb, err := r.doc.Notebook()
+		if err != nil {
+			return
+		}
+		f.Notebook = copyNotebook(nb)
+	}
+	s.files[r.path] = f
+	s.saves[r.path]++
+	if s.quietSaves {
+		return
+	}
+	hash := fileHash(f)
+	for _, fn := range []func(*ydoc.Txn) error{
+		func(tx *ydoc.Txn) error { return tx.SetState("dirty", false) },
+		func(tx *ydoc.Txn) error { return tx.SetState("hash", hash) },
+	} {
+		if update, _, err := r.doc.Transact(fn); err == nil && update != nil {
+			s.broadcastUpdateLocked(r, update)
+		}
+	}
+}
+
+// fileHash stands for the contents API's hash of the file.
+func fileHash(f File) string {
+	var b []byte
+	if f.Type == "notebook" {
+		b, _ = json.Marshal(f.Notebook.JSON())
+	} else {
+		b = []byte(f.Text)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func copyNotebook(nb ydoc.Notebook) ydoc.Notebook {
+	b, err := json.Marshal(nb.JSON())
+	if err != nil {
+		return nb
+	}
+	c, err := ydoc.ParseNBFormat(b)
+	if err != nil {
+		return nb
+	}
+	return c
+}
+
+// ReadFile implements bridge.FileReader.
+func (s *Server) ReadFile(ctx context.Context, p string, kind ydoc.Kind, content bool) (bridge.FileContent, error) {
+	if err := ctx.Err(); err != nil {
+		return bridge.FileContent{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return bridge.FileContent{}, ErrConnRefused
+	}
+	f, ok := s.files[p]
+	if !ok || f.Type == "directory" {
+		return bridge.FileContent{}, &Error{Status: 404, Msg: "No such file: " + p, Perm: true}
+	}
+	fc := bridge.FileContent{Hash: fileHash(f)}
+	if content {
+		snap := ydoc.Snapshot{Kind: kind, Text: f.Text}
+		if kind == ydoc.KindNotebook {
+			snap.Notebook = copyNotebook(f.Notebook)
+		}
+		fc.Doc = &snap
+	}
+	return fc, nil
 }
 
 // broadcastUpdateLocked sends an update to every client of the room, or holds it back.
@@ -633,6 +732,35 @@ func (s *Server) SetEngine(e bridge.Engine) { s.set(func() { s.engine = e }) }
 // StepTwoFirst switches to jupyter-server-documents' handshake: no step 1 on connect; a client's
 // step 1 is answered with the step 2 and then the server's own step 1.
 func (s *Server) StepTwoFirst(on bool) { s.set(func() { s.stepTwoFirst = on }) }
+
+// WriteFile replaces a file's content outside the server (an editor, git, a script): rooms are
+// not told (the real server would notice within its poll interval; a stopped one never).
+func (s *Server) WriteFile(f File) {
+	s.set(func() {
+		if f.Type == "notebook" {
+			f.Notebook = copyNotebook(f.Notebook)
+		}
+		s.files[f.Path] = f
+	})
+}
+
+// File returns a copy of a file as it is on "disk".
+func (s *Server) File(p string) (File, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, ok := s.files[p]
+	if ok && f.Type == "notebook" {
+		f.Notebook = copyNotebook(f.Notebook)
+	}
+	return f, ok
+}
+
+// Saves returns how many times the document at path was saved to its file.
+func (s *Server) Saves(p string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.saves[p]
+}
 
 // CloseWith closes every live connection with a websocket close code and reason.
 func (s *Server) CloseWith(code int, reason string) {
@@ -726,6 +854,10 @@ func (s *Server) Held() int {
 // EchoAwarenessToSender sets whether a client's awareness frames come back to it (true by
 // default, as pycrdt-websocket does it as a keep-alive).
 func (s *Server) EchoAwarenessToSender(on bool) { s.set(func() { s.echoToSender = on }) }
+
+// QuietSaves makes saves write the file without publishing dirty=false and the hash, as
+// jupyter-collaboration does when a change cancels a save during its (shielded) write.
+func (s *Server) QuietSaves(on bool) { s.set(func() { s.quietSaves = on }) }
 
 // SetSaveStatus sets the status save requests are answered with (success, skipped, failed).
 func (s *Server) SetSaveStatus(status string) { s.set(func() { s.saveStatus = status }) }

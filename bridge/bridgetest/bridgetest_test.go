@@ -223,9 +223,22 @@ func TestSyncEchoAwarenessAndSave(t *testing.T) {
 	if err := a.Write(ydoc.EncodeSaveRequest(9), time.Now().Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	f = read(t, a)
+	// A save writes the file and publishes dirty=false and the hash (two updates) before the reply.
+	updates := 0
+	for f = read(t, a); f.Type != ydoc.MsgRaw; f = read(t, a) {
+		if f.Type == ydoc.MsgSync && f.Sync == ydoc.SyncUpdate {
+			updates++
+		}
+	}
 	msg, err := ydoc.ParseRaw(f.Raw)
 	if err != nil || msg.Type != "save" || msg.ResponseTo == nil || *msg.ResponseTo != 9 || msg.Status != "success" {
 		t.Errorf("save reply %q: %+v, %v", f.Raw, msg, err)
+	}
+	if updates != 2 || s.Saves(NotebookPath) != 1 {
+		t.Errorf("save: %d state updates, %d saves; want 2 and 1", updates, s.Saves(NotebookPath))
+	}
+	fc, err := s.ReadFile(context.Background(), NotebookPath, ydoc.KindNotebook, true)
+	if room, _ := s.Notebook(NotebookPath); err != nil || fc.Doc == nil || fc.Hash == "" || len(fc.Doc.Notebook.Cells) != len(room.Cells) {
+		t.Errorf("ReadFile after the save: %+v, %v", fc, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	pathpkg "path"
+	"strings"
 	"sync"
 	"time"
 
@@ -159,6 +160,38 @@ func (s Server) Create(ctx context.Context, path string, kind ydoc.Kind, content
 func (s Server) CreateDir(ctx context.Context, path string) error {
 	_, err := s.C.SaveContents(ctx, path, "directory", "", nil)
 	return err
+}
+
+var _ bridge.FileReader = Server{}
+
+// ReadFile implements bridge.FileReader.
+func (s Server) ReadFile(ctx context.Context, path string, kind ydoc.Kind, content bool) (bridge.FileContent, error) {
+	docType := "file"
+	if kind == ydoc.KindNotebook {
+		docType = "notebook"
+	}
+	e, err := s.C.ContentsHashed(ctx, path, docType, content)
+	if err != nil {
+		return bridge.FileContent{}, err
+	}
+	fc := bridge.FileContent{Hash: e.Hash}
+	if !content {
+		return fc, nil
+	}
+	snap := ydoc.Snapshot{Kind: kind}
+	if kind == ydoc.KindNotebook {
+		if snap.Notebook, err = ydoc.ParseNBFormat(e.Content); err != nil {
+			return bridge.FileContent{}, fmt.Errorf("read %s: %w", path, err)
+		}
+	} else {
+		var text string
+		if err := json.Unmarshal(e.Content, &text); err != nil {
+			return bridge.FileContent{}, fmt.Errorf("read %s: content is not text: %w", path, err)
+		}
+		snap.Text = strings.ReplaceAll(text, "\r\n", "\n") // as jupyter-collaboration loads it
+	}
+	fc.Doc = &snap
+	return fc, nil
 }
 
 func fileInfo(e jupyter.Entry) bridge.FileInfo {

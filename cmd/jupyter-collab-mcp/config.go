@@ -37,6 +37,7 @@ type Config struct {
 	AgentInitials     string
 	AgentColor        string
 	NoAutosave        bool
+	SaveInterval      time.Duration
 	IdleTimeout       time.Duration
 	SessionIdleTTL    time.Duration
 	CallTimeout       time.Duration
@@ -169,6 +170,14 @@ func options() []option {
 		{"agent-color", "AGENT_COLOR", "#7c3aed", "cursor and avatar colour", "string", false, str(func(c *Config) *string { return &c.AgentColor })},
 		{"no-global-awareness", "NO_GLOBAL_AWARENESS", "false", "do not join JupyterLab's global awareness room (the agent then does not appear in the collaborators panel)", "bool", false, boolean(func(c *Config) *bool { return &c.NoGlobalAwareness })},
 		{"no-autosave", "NO_AUTOSAVE", "false", "do not ask the server to autosave (by default the agent asks, so edits reach the file)", "bool", false, boolean(func(c *Config) *bool { return &c.NoAutosave })},
+		{"save-interval", "SAVE_INTERVAL", "5s", "while a document holds changes jupyter-server has not saved, ask it to save at least this often (0: leave saving to the server, which waits for a second without changes)", "duration", false, func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				return fmt.Errorf("not a duration of 0 or more (like 5s; 0 turns the save guard off): %q", v)
+			}
+			c.SaveInterval = d
+			return nil
+		}},
 		{"idle-timeout", "ROOM_IDLE_TIMEOUT", "10m", "leave rooms nobody used for this long", "duration", false, duration(func(c *Config) *time.Duration { return &c.IdleTimeout })},
 		{"session-idle-ttl", "MCP_SESSION_IDLE_TTL", "30m", "free HTTP MCP sessions idle for this long", "duration", false, duration(func(c *Config) *time.Duration { return &c.SessionIdleTTL })},
 		{"call-timeout", "MCP_CALL_TIMEOUT", "2m", "upper bound of one tool call", "duration", false, duration(func(c *Config) *time.Duration { return &c.CallTimeout })},

@@ -82,6 +82,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 				Color:       cfg.AgentColor,
 			},
 			NoAutosave:    cfg.NoAutosave,
+			SaveInterval:  cfg.SaveInterval,
 			HistoryBudget: cfg.HistoryBudgetMB << 20,
 			HistoryDir:    cfg.StateDir,
 		},

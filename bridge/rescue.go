@@ -1,0 +1,184 @@
+package bridge
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
+)
+
+// The crash rescue. When jupyter-server loses a room (it restarted: a new session id, or it
+// closed our session with 1003), it rebuilds the room from the file, without whatever it had not
+// saved. The replica still holds all of that, so after the reconnect the room is brought back to
+// it (ydoc.Session.ResetServerLost, RescueFrom) — but only when the file holds exactly what the
+// server last said it saved: the file's hash, read before joining the rebuilt room, equals the
+// last hash the server published in the room's state (or the one read when the room was first
+// joined). A file changed outside Jupyter wins: then only the agents' own edits are re-run, and a
+// Notice says what was not restored and why.
+
+// FileReader reads a document's file as jupyter-server has it, with the hash the server
+// publishes in a room's state after saving it (the contents API's hash of the file). A Server
+// may implement it; without it a lost room's replica is not brought back (the agents' edits are
+// still re-run).
+type FileReader interface {
+	ReadFile(ctx context.Context, path string, kind ydoc.Kind, content bool) (FileContent, error)
+}
+
+// FileContent is a file's hash and, when asked for, its content.
+type FileContent struct {
+	Hash string
+	Doc  *ydoc.Snapshot // nil unless content was asked for
+}
+
+// Notice is something the agents must be told about a document, once: unsaved work a server
+// crash lost and that could not be restored, an edit confirmed earlier that could not be
+// re-applied after the room was rebuilt.
+type Notice struct {
+	Seq     uint64             `json:"-"`
+	Time    time.Time          `json:"time"`
+	Path    string             `json:"path"`
+	Kind    string             `json:"kind"` // rescued, not_restored, reapply_failed
+	Message string             `json:"message"`
+	Details []string           `json:"details,omitempty"`
+	Rescue  *ydoc.RescueReport `json:"-"`
+}
+
+// noticeBoard keeps a manager's recent notices (bounded in number and age).
+type noticeBoard struct {
+	mu   sync.Mutex
+	seq  uint64
+	list []Notice
+}
+
+const (
+	maxNotices   = 64
+	noticeMaxAge = time.Hour
+)
+
+func (b *noticeBoard) add(n Notice) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.seq++
+	n.Seq = b.seq
+	b.list = append(b.list, n)
+	if len(b.list) > maxNotices {
+		b.list = b.list[len(b.list)-maxNotices:]
+	}
+}
+
+// since returns the notices after seq (not older than noticeMaxAge) and the latest seq.
+func (b *noticeBoard) since(seq uint64, now time.Time) ([]Notice, uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []Notice
+	for _, n := range b.list {
+		if n.Seq > seq && now.Sub(n.Time) < noticeMaxAge {
+			out = append(out, n)
+		}
+	}
+	return out, b.seq
+}
+
+// fileReader is the server's FileReader for a document room (nil for forks, awareness-only rooms
+// and servers without one).
+func (l *roomLoop) fileReader() FileReader {
+	if l.r.opts.Fork != "" || l.r.opts.Transient != "" {
+		return nil
+	}
+	fr, _ := l.r.opts.Server.(FileReader)
+	return fr
+}
+
+// decideRescue tells the session, right after ResetServerLost, whether the lost replica can be
+// brought back: the file read before joining must hold the server's last save.
+func (l *roomLoop) decideRescue(file *FileContent, ferr error) {
+	known := l.fileHash
+	switch {
+	case l.fileReader() == nil:
+		l.sess.NoRescue("the server offers no file hash, so the file cannot be checked")
+	case ferr != nil:
+		l.sess.NoRescue("the file could not be read: " + ferr.Error())
+	case file == nil || file.Doc == nil:
+		l.sess.NoRescue("the file was not read")
+	case known == "":
+		l.sess.NoRescue("the server had not reported saving the document, so whether the file changed cannot be checked")
+	case file.Hash != known && l.guard.unverified:
+		// A save asked for just before the loss may have written the file (jupyter-collaboration
+		// publishes no hash for a save a change cancelled mid-write) and its hash could not be
+		// read any more: the file is taken as that save.
+		l.log.Info().Msg("the file differs from the last hash known, but a save asked for just before the loss was not verified: taking the file as that save")
+		l.sess.RescueFrom(*file.Doc)
+	case file.Hash != known:
+		l.sess.NoRescue("the file changed since the sidecar last saw it saved (changed outside Jupyter, or saved by the server while the sidecar was away): the file's content wins")
+	default:
+		l.sess.RescueFrom(*file.Doc)
+	}
+	l.guard.unverified = false
+	if file != nil && ferr == nil {
+		l.fileHash = file.Hash
+	}
+	got := ""
+	if file != nil {
+		got = file.Hash
+	}
+	l.log.Info().Bool("file_read", file != nil && ferr == nil).Str("file_hash", short(got)).Str("last_saved_hash", short(known)).
+		Msg("the server lost the room: deciding how to bring back the replica")
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+// workAtRisk reports whether the replica holds changes the server has not saved (or edits it has
+// not confirmed): a server that died takes them with it.
+func (l *roomLoop) workAtRisk() bool {
+	return !l.guard.unsavedSince.IsZero() || l.sess.Unsaved() > 0 || l.sess.Pending() > 0
+}
+
+// noteSavedHash takes the hash the server published with a save marker as the file's.
+func (l *roomLoop) noteSavedHash() {
+	h, _ := l.sess.Doc().State()["hash"].(string)
+	l.fileHash = h // "" when a reload from disk cleared it: unknown
+}
+
+// onRescue reports what the session did with a lost replica.
+func (l *roomLoop) onRescue(rep *ydoc.RescueReport, now time.Time) {
+	l.r.mu.Lock()
+	l.r.info.LastRescue, l.r.info.LastRescueAt = rep, now
+	l.r.mu.Unlock()
+	ev := l.log.Info()
+	kind := "rescued"
+	if !rep.Restored || !rep.Lossless() {
+		ev = l.log.Warn()
+		kind = "not_restored"
+	}
+	ev.Bool("restored", rep.Restored).Str("reason", rep.Reason).Int("inserted", rep.Stats.Inserted).
+		Int("deleted", rep.Stats.Deleted).Int("moved", rep.Stats.Moved).Int("changed", rep.Stats.Changed).
+		Int("conflicts", rep.Conflicts).Int("replayed", rep.Replayed).Int("failed", rep.Failed).
+		Strs("not_restored", rep.NotRestored).Msg(rep.Summary())
+	if rep.Restored && !rep.Changed && rep.Lossless() {
+		return // nothing was missing: nothing to tell
+	}
+	details := append([]string(nil), rep.NotRestored...)
+	if rep.Omitted > 0 {
+		details = append(details, fmt.Sprintf("and %d more", rep.Omitted))
+	}
+	l.r.emit(Event{Path: l.r.opts.Path, Kind: EventNotice, Time: now, Notice: &Notice{
+		Time: now, Path: l.r.opts.Path, Kind: kind, Message: rep.Summary(), Details: details, Rescue: rep,
+	}})
+}
+
+// reapplyFailed reports an edit whose caller was answered long ago (it was confirmed) and that
+// could not be applied again on a rebuilt room.
+func (l *roomLoop) reapplyFailed(d ydoc.EditResult, now time.Time) {
+	l.log.Warn().Uint64("edit", d.ID).Err(d.Err).Msg("an edit confirmed earlier could not be re-applied after the room was rebuilt")
+	l.r.emit(Event{Path: l.r.opts.Path, Kind: EventNotice, Time: now, Notice: &Notice{
+		Time: now, Path: l.r.opts.Path, Kind: "reapply_failed",
+		Message: "an edit confirmed earlier could not be applied again after jupyter-server rebuilt the room: " + d.Err.Error(),
+	}})
+}

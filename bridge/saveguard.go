@@ -1,0 +1,360 @@
+package bridge
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
+)
+
+// The save guard: jupyter-collaboration saves a document only after a second without any change
+// (document_save_delay), and every change restarts that wait, so a document that keeps changing
+// (a cell streaming output, a human typing, an agent editing) stays in the server's memory only,
+// and a crash loses all of it. While a room holds changes the server has not saved, the room asks
+// for a save (Jupyter's RAW save message) before the oldest of them is RoomOptions.SaveInterval
+// old, then about once per interval while changes keep coming: at most one request in flight
+// per room, none while nothing changed, and across rooms at most Saves' concurrency at once,
+// granted in the order asked.
+//
+// A save is known to have happened when the server says so in the room's state (a new hash, or
+// dirty turning false), not when it answers the request: jupyter-collaboration answers "success"
+// also when a change arriving meanwhile cancelled the save. Such a cancelled save may still have
+// written the file (the write itself is shielded from the cancellation) without publishing its
+// hash, and while other clients keep typing most saves end that way; so after each answer the
+// room reads the file's hash (rescue.go needs the file's latest hash, not the last published).
+//
+// The guard is a room capability: an engine whose rooms have no save message (or save by
+// themselves) runs its rooms with SaveInterval 0.
+
+// SaveStats counts save requests across a manager's rooms, by outcome.
+type SaveStats struct {
+	Asked        int64 `json:"asked"`
+	Success      int64 `json:"success"`      // the server answered success (see above: not proof of a save)
+	Skipped      int64 `json:"skipped"`      // a save or reload was already running
+	Failed       int64 `json:"failed"`       // the server could not save
+	TimedOut     int64 `json:"timed_out"`    // no answer within RoomOptions.SaveTimeout
+	Disconnected int64 `json:"disconnected"` // the connection dropped before the answer
+	Marked       int64 `json:"marked"`       // saves the servers reported in the rooms' state (theirs and ours)
+}
+
+// Saves is shared by a manager's rooms: it bounds how many save requests are in flight at once
+// across them and counts them. The zero value is not usable; a nil *Saves grants every request at
+// once and counts nothing.
+type Saves struct {
+	mu    sync.Mutex
+	limit int
+	busy  int
+	queue []chan struct{}
+
+	asked, success, skipped, failed, timedOut, disconnected, marked atomic.Int64
+}
+
+// NewSaves returns a limiter for at most concurrency save requests at once (1 when less).
+func NewSaves(concurrency int) *Saves {
+	return &Saves{limit: max(concurrency, 1)}
+}
+
+// request asks for a slot. It is granted by a send on grant (capacity 1), now or when a slot
+// frees up, in the order asked.
+func (s *Saves) request(grant chan struct{}) {
+	if s == nil {
+		grant <- struct{}{}
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.busy < s.limit {
+		s.busy++
+		grant <- struct{}{}
+		return
+	}
+	s.queue = append(s.queue, grant)
+}
+
+// release frees a slot, handing it to the oldest request waiting.
+func (s *Saves) release() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.queue) > 0 {
+		next := s.queue[0]
+		s.queue = s.queue[1:]
+		next <- struct{}{} // busy stays: the slot passes on
+		return
+	}
+	s.busy--
+}
+
+// cancel withdraws a request: still queued, it leaves the queue; already granted (the grant
+// unread in the channel), the slot is given back.
+func (s *Saves) cancel(grant chan struct{}) {
+	if s == nil {
+		select {
+		case <-grant:
+		default:
+		}
+		return
+	}
+	s.mu.Lock()
+	if i := slices.Index(s.queue, grant); i >= 0 {
+		s.queue = slices.Delete(s.queue, i, i+1)
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	select {
+	case <-grant:
+		s.release()
+	default:
+	}
+}
+
+func (s *Saves) count(outcome string) {
+	if s == nil {
+		return
+	}
+	switch outcome {
+	case "asked":
+		s.asked.Add(1)
+	case "success":
+		s.success.Add(1)
+	case "skipped":
+		s.skipped.Add(1)
+	case "timeout":
+		s.timedOut.Add(1)
+	case "disconnected":
+		s.disconnected.Add(1)
+	case "marked":
+		s.marked.Add(1)
+	default:
+		s.failed.Add(1)
+	}
+}
+
+// Stats returns the counts so far.
+func (s *Saves) Stats() SaveStats {
+	if s == nil {
+		return SaveStats{}
+	}
+	return SaveStats{
+		Asked: s.asked.Load(), Success: s.success.Load(), Skipped: s.skipped.Load(), Failed: s.failed.Load(),
+		TimedOut: s.timedOut.Load(), Disconnected: s.disconnected.Load(), Marked: s.marked.Load(),
+	}
+}
+
+// saveGuard is a room's save state, owned by the room goroutine.
+type saveGuard struct {
+	grant        chan struct{} // a slot from Saves
+	waiting      bool          // a slot was asked for and not yet used
+	inflight     uint64        // our save request waiting for its answer (0: none)
+	sentAt       time.Time
+	lastAsked    time.Time
+	unsavedSince time.Time // the oldest change the server has not saved (zero: none)
+	lastChange   time.Time // the latest change to the content
+	soon         bool      // ask without waiting for the interval (the session's unsaved bound)
+	markedAt     time.Time // the server last reported a save in the room's state
+	// hashGen counts hashes the server published; a hash read started before one of them is
+	// older than it and is dropped. hashReading: a read is under way.
+	hashGen     uint64
+	hashReading bool
+	// unverified: a save was asked for whose effect on the file is not known yet (no hash
+	// published or read since): if the server dies now, a file that differs from the last known
+	// hash was most likely written by that save (rescue.go).
+	unverified bool
+}
+
+// guarded reports whether this room asks for saves: not when the agent asked for no autosave,
+// nor on an engine that saves by itself and has no save message (Engine.SavesItself).
+func (l *roomLoop) guarded() bool {
+	o := l.r.opts
+	return o.SaveInterval > 0 && !o.NoAutosave && o.Fork == "" && o.Transient == "" && !l.ds.Engine.SavesItself
+}
+
+// noteChanges records the document changes of a session output: local ones and remote ones
+// after the initial load are unsaved until the server says it saved.
+func (l *roomLoop) noteChanges(out ydoc.Output, now time.Time) {
+	for _, c := range out.Changes {
+		if !contentChanged(c) || (!l.ready && !c.Local) {
+			continue
+		}
+		l.guard.lastChange = now
+		if l.guard.unsavedSince.IsZero() {
+			l.guard.unsavedSince = now
+			l.publishSaveInfo()
+		}
+	}
+	if out.Saved {
+		l.r.opts.Saves.count("marked")
+		// Every change the server had received is in the file: all but our edits still on
+		// their way to it.
+		l.guard.unsavedSince = time.Time{}
+		if l.sess.InFlight() > 0 {
+			l.guard.unsavedSince = now
+		}
+		l.noteSavedHash()
+		l.guard.hashGen++
+		l.guard.markedAt = now
+		if l.guard.inflight == 0 {
+			l.guard.unverified = false
+		}
+		l.log.Debug().Str("hash", short(l.fileHash)).Msg("the server saved the document")
+		l.r.mu.Lock()
+		l.r.info.LastSaved = now
+		l.r.mu.Unlock()
+		l.publishSaveInfo()
+	}
+	if out.SaveNow {
+		l.guard.soon = true
+	}
+}
+
+// contentChanged reports a change to what the file holds (cells, metadata, text), not to the
+// room's state map.
+func contentChanged(c ydoc.Change) bool {
+	return len(c.Inserted) > 0 || len(c.Deleted) > 0 || c.Moved || len(c.Cells) > 0 || c.Meta || c.Text
+}
+
+// maybeSave asks for a slot when a save is due.
+func (l *roomLoop) maybeSave(now time.Time) {
+	g := &l.guard
+	if !l.guarded() || l.link == nil || !l.sess.Synced() || g.inflight != 0 || g.waiting || g.unsavedSince.IsZero() {
+		return
+	}
+	due := g.unsavedSince
+	if g.lastAsked.After(due) {
+		due = g.lastAsked
+	}
+	// Checked every tick: ask on the last tick before the interval is over, so that no change
+	// waits longer than the interval for its save.
+	if !g.soon && now.Sub(due) < l.r.opts.SaveInterval-l.r.opts.TickInterval {
+		return
+	}
+	g.waiting = true
+	l.r.opts.Saves.request(g.grant)
+}
+
+// granted sends the save request with the slot just granted, or gives the slot back when the
+// save is no longer needed or possible.
+func (l *roomLoop) granted(now time.Time) {
+	g := &l.guard
+	g.waiting = false
+	if l.link == nil || !l.sess.Synced() || g.unsavedSince.IsZero() {
+		l.r.opts.Saves.release()
+		return
+	}
+	l.saveSeq++
+	g.inflight, g.sentAt, g.lastAsked, g.soon = l.saveSeq, now, now, false
+	g.unverified = true
+	l.r.opts.Saves.count("asked")
+	l.log.Debug().Uint64("save", g.inflight).Msg("asking the server to save")
+	l.send(ydoc.EncodeSaveRequest(g.inflight))
+	l.r.mu.Lock()
+	l.r.info.SavesAsked++
+	l.r.info.LastSaveAsked = now
+	l.r.info.LastSaveStatus = "pending"
+	l.r.mu.Unlock()
+}
+
+// saveAnswered ends the request in flight with an outcome (the server's status, timeout or
+// disconnected) and frees its slot.
+func (l *roomLoop) saveAnswered(outcome string) {
+	g := &l.guard
+	if g.inflight == 0 {
+		return
+	}
+	sentAt := g.sentAt
+	g.inflight = 0
+	l.r.opts.Saves.count(outcome)
+	l.r.opts.Saves.release()
+	switch {
+	case outcome == "failed":
+		g.unverified = false // the server could not save: nothing written
+	case (outcome == "success" || outcome == "skipped") && !g.markedAt.After(sentAt):
+		l.readHashAfterSave(sentAt)
+	}
+	if outcome != "success" {
+		l.log.Info().Str("outcome", outcome).Msg("save request not done")
+	} else {
+		l.log.Debug().Msg("save request answered")
+	}
+	l.r.mu.Lock()
+	l.r.info.LastSaveStatus = outcome
+	l.r.mu.Unlock()
+}
+
+// saveTick times a request out and asks for the next save when due.
+func (l *roomLoop) saveTick(now time.Time) {
+	g := &l.guard
+	if g.inflight != 0 && now.Sub(g.sentAt) >= l.r.opts.SaveTimeout {
+		l.saveAnswered("timeout")
+	}
+	l.maybeSave(now)
+	l.publishSaveInfo()
+}
+
+// stopSaving ends what the guard holds when the connection goes: the request in flight, a slot
+// asked for.
+func (l *roomLoop) stopSaving() {
+	l.saveAnswered("disconnected")
+	if l.guard.waiting {
+		l.guard.waiting = false
+		l.r.opts.Saves.cancel(l.guard.grant)
+	}
+}
+
+// readHashAfterSave reads the file's hash after a save request was answered without the server
+// publishing a hash (see above), on a goroutine the room owns. A new hash means the file was
+// written after the request was sent: the changes made before it are in it.
+func (l *roomLoop) readHashAfterSave(sentAt time.Time) {
+	reader := l.fileReader()
+	if reader == nil || l.guard.hashReading || l.life == nil {
+		return
+	}
+	l.guard.hashReading = true
+	gen, path, kind, ctx := l.guard.hashGen, l.r.opts.Path, l.r.opts.Kind, l.life
+	l.helpers.Add(1)
+	go func() {
+		defer l.helpers.Done()
+		rctx, cancel := context.WithTimeout(ctx, l.r.opts.SaveTimeout)
+		fc, err := reader.ReadFile(rctx, path, kind, false)
+		cancel()
+		_ = l.r.do(ctx, func(l *roomLoop) {
+			l.guard.hashReading = false
+			if err != nil {
+				l.log.Debug().Err(err).Msg("could not read the file's hash after a save")
+				return
+			}
+			if gen != l.guard.hashGen {
+				return // a published hash came meanwhile: it is at least as new
+			}
+			if l.guard.inflight == 0 {
+				l.guard.unverified = false
+			}
+			if fc.Hash == l.fileHash {
+				return // nothing was written
+			}
+			l.fileHash = fc.Hash
+			l.log.Debug().Str("hash", short(fc.Hash)).Msg("the file was written by a save the server did not report")
+			// Every change made before the request is in the file.
+			g := &l.guard
+			if !g.unsavedSince.IsZero() && g.unsavedSince.Before(sentAt) {
+				g.unsavedSince = time.Time{}
+				if g.lastChange.After(sentAt) || l.sess.InFlight() > 0 {
+					g.unsavedSince = sentAt
+				}
+				l.publishSaveInfo()
+			}
+		})
+	}()
+}
+
+func (l *roomLoop) publishSaveInfo() {
+	l.r.mu.Lock()
+	l.r.info.UnsavedSince = l.guard.unsavedSince
+	l.r.mu.Unlock()
+}
