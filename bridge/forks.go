@@ -30,7 +30,7 @@ func (e *ForkGoneError) Permanent() bool { return true }
 // ErrForkDiverged is returned by MergeFork when the document was rebuilt since the fork was made
 // (its room closed, or the server restarted): the fork's content would be added again instead of
 // merged.
-var ErrForkDiverged = errors.New("bridge: the document was reloaded since the fork was made, so a merge would duplicate its content; apply the fork's changes as edits instead (diff_fork shows them)")
+var ErrForkDiverged = errors.New("bridge: the document was reloaded since the fork was made, so a merge would duplicate its content")
 
 // Fork is a fork of a document.
 type Fork struct {

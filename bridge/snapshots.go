@@ -354,7 +354,7 @@ func (s *snapshotStore) find(v Version) (*snapshot, error) {
 			return sn, nil
 		}
 	}
-	return nil, fmt.Errorf("%w %q (versions are kept within a memory budget; list them with get_document_history)", ErrNoSuchVersion, v)
+	return nil, fmt.Errorf("%w %q", ErrNoSuchVersion, v)
 }
 
 // notebook rebuilds a notebook from a snapshot.

@@ -60,6 +60,7 @@ type Server struct {
 	metrics   *metrics       // nil without Options.Metrics
 	events    *eventStore    // what HTTP clients may resume (eventstore.go)
 	noticed   noticeSeen     // per client session: the notices its results carried (notices.go)
+	uses      roomUses       // which MCP sessions use which rooms (door.go)
 }
 
 // New builds the MCP server and registers every tool. It starts nothing.
@@ -172,8 +173,9 @@ type HTTPOptions struct {
 	TLSCertFile, TLSKeyFile string
 }
 
-// ServeHTTP serves Streamable HTTP on /mcp until ctx ends, then shuts down gracefully.
-func (s *Server) ServeHTTP(ctx context.Context, opts HTTPOptions) error {
+// ServeStreamableHTTP serves MCP over Streamable HTTP on /mcp until ctx ends, then shuts down
+// gracefully. (It is not an http.Handler: it owns the listener and the http.Server.)
+func (s *Server) ServeStreamableHTTP(ctx context.Context, opts HTTPOptions) error {
 	if opts.Listener == nil {
 		return errors.New("tools: a listener is required")
 	}

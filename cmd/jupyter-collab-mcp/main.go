@@ -143,7 +143,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			return err
 		}
 		opts.Listener = l
-		return mcpServer.ServeHTTP(gctx, opts)
+		return mcpServer.ServeStreamableHTTP(gctx, opts)
 	})
 	err = g.Wait()
 	stopSubs()
