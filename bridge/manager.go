@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/logfield"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -32,6 +33,9 @@ type ManagerOptions struct {
 	// SaveConcurrency bounds the save requests in flight at once across rooms (4), when
 	// Room.SaveInterval turns the save guard on.
 	SaveConcurrency int
+	// Now is the clock of idle closing, and of every room whose Room.Now is not set (time.Now
+	// by default).
+	Now func() time.Time
 }
 
 // GlobalAwarenessRoom is the id of JupyterLab's awareness-only room.
@@ -100,6 +104,12 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 	}
 	if opts.SaveConcurrency <= 0 {
 		opts.SaveConcurrency = 4
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Room.Now == nil {
+		opts.Room.Now = opts.Now
 	}
 	life, finish := context.WithCancel(context.Background())
 	return &Manager{opts: opts, log: opts.Logger, hub: newHub(), rooms: map[roomKey]*Room{}, life: life, finish: finish,
@@ -355,7 +365,7 @@ func (m *Manager) start(key roomKey) (*Room, error) {
 	go func() {
 		defer m.wg.Done()
 		if err := room.Run(m.life); err != nil {
-			m.log.Warn().Err(err).Str("room_path", key.path).Msg("room failed")
+			m.log.Warn().Err(err).Str(logfield.Path, key.path).Msg("room failed")
 		}
 		m.mu.Lock()
 		if m.rooms[key] == room {
@@ -430,7 +440,7 @@ func (m *Manager) closeIdle() {
 	if m.opts.IdleTimeout < 0 {
 		return
 	}
-	cutoff := time.Now().Add(-m.opts.IdleTimeout)
+	cutoff := m.opts.Now().Add(-m.opts.IdleTimeout)
 	var idle []*Room
 	m.mu.Lock()
 	hasForks := map[roomKey]bool{} // a document stays joined while a fork of it is: forks are checked against it
@@ -447,7 +457,7 @@ func (m *Manager) closeIdle() {
 	}
 	m.mu.Unlock()
 	for _, r := range idle {
-		m.log.Info().Str("room_path", r.Path()).Msg("closing idle room")
+		m.log.Info().Str(logfield.Path, r.Path()).Msg("closing idle room")
 		r.Close()
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/logfield"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -258,7 +259,7 @@ func NewRoom(opts RoomOptions) (*Room, error) {
 	}
 	r := &Room{
 		opts:   opts,
-		log:    opts.Logger.With().Str("room_path", opts.Path).Str("kind", opts.Kind.String()).Logger(),
+		log:    opts.Logger.With().Str(logfield.Path, opts.Path).Str(logfield.Kind, opts.Kind.String()).Logger(),
 		hub:    newHub(),
 		reqs:   make(chan func(*roomLoop)),
 		done:   make(chan struct{}),
@@ -297,7 +298,7 @@ func (r *Room) Done() <-chan struct{} { return r.done }
 // Subscribe receives this room's events.
 func (r *Room) Subscribe(buffer int) *Subscription { return r.hub.subscribe(buffer) }
 
-func (r *Room) touch() { r.lastUsed.Store(time.Now().UnixNano()) }
+func (r *Room) touch() { r.lastUsed.Store(r.opts.Now().UnixNano()) }
 
 // LastUsed returns when a caller last used the room.
 func (r *Room) LastUsed() time.Time { return time.Unix(0, r.lastUsed.Load()) }
@@ -359,23 +360,40 @@ func (r *Room) do(ctx context.Context, fn func(*roomLoop)) error {
 	}
 }
 
-// View runs fn on the replica in the room goroutine, once the replica holds the server's state
-// (after the first sync, and again after a reset). fn must not keep the doc.
-func (r *Room) View(ctx context.Context, fn func(*ydoc.Doc) error) error {
-	return r.Read(ctx, func(d *ydoc.Doc, _ History) error { return fn(d) })
+// call is a request with an answer: it hands fn to the room goroutine and waits for what fn
+// returns, the room's end, or ctx's. fn runs on the room goroutine: it must be short and must
+// not call Room or Manager methods.
+func call[T any](ctx context.Context, r *Room, fn func(*roomLoop) (T, error)) (T, error) {
+	type answer struct {
+		v   T
+		err error
+	}
+	res := make(chan answer, 1)
+	var zero T
+	if err := r.do(ctx, func(l *roomLoop) { v, err := fn(l); res <- answer{v, err} }); err != nil {
+		return zero, err
+	}
+	select {
+	case a := <-res:
+		return a.v, a.err
+	case <-r.done:
+		select {
+		case a := <-res:
+			return a.v, a.err
+		default:
+			return zero, r.stoppedErr()
+		}
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
 }
 
-// Read is View with the room's change history (the replica's version, what changed since an
-// earlier one). fn must not keep either.
-//
-// fn (like every callback handed to a room: View, Apply, OnEvent) runs on the room goroutine,
-// Apply's with the CRDT engine locked for all rooms: it must be short and must not call any
-// Room or Manager method, or it deadlocks. A panic in fn is returned as an error.
-func (r *Room) Read(ctx context.Context, fn func(*ydoc.Doc, History) error) error {
-	r.touch()
+// whenReady is call for requests that need the replica to hold the server's state: fn runs
+// after the first sync (and again after a reset). The caller may give up until fn starts —
+// then fn never runs, so it may write the caller's variables — and waits for it once it has.
+func (r *Room) whenReady(ctx context.Context, fn func(*roomLoop) error) error {
 	rc := &readCall{fn: fn, errc: make(chan error, 1)}
-	err := r.do(ctx, func(l *roomLoop) { l.whenReady(rc) })
-	if err != nil {
+	if err := r.do(ctx, func(l *roomLoop) { l.whenReady(rc) }); err != nil {
 		return err
 	}
 	select {
@@ -396,9 +414,27 @@ func (r *Room) Read(ctx context.Context, fn func(*ydoc.Doc, History) error) erro
 	}
 }
 
-// readCall is a Read waiting on the room goroutine; the caller may cancel it until it starts.
+// View runs fn on the replica in the room goroutine, once the replica holds the server's state
+// (after the first sync, and again after a reset). fn must not keep the doc.
+func (r *Room) View(ctx context.Context, fn func(*ydoc.Doc) error) error {
+	return r.Read(ctx, func(d *ydoc.Doc, _ History) error { return fn(d) })
+}
+
+// Read is View with the room's change history (the replica's version, what changed since an
+// earlier one). fn must not keep either.
+//
+// fn (like every callback handed to a room: View, Apply, OnEvent) runs on the room goroutine,
+// Apply's with the CRDT engine locked for all rooms: it must be short and must not call any
+// Room or Manager method, or it deadlocks. A panic in fn is returned as an error.
+func (r *Room) Read(ctx context.Context, fn func(*ydoc.Doc, History) error) error {
+	r.touch()
+	return r.whenReady(ctx, func(l *roomLoop) error { return fn(l.sess.Doc(), History{l.hist}) })
+}
+
+// readCall is a request waiting on the room goroutine for the replica to be ready (whenReady);
+// the caller may cancel it until it starts.
 type readCall struct {
-	fn    func(*ydoc.Doc, History) error
+	fn    func(*roomLoop) error
 	state atomic.Int32
 	errc  chan error
 }
@@ -422,7 +458,7 @@ func (rc *readCall) run(l *roomLoop, cause error) {
 					err = fmt.Errorf("bridge: read callback panicked: %v", p)
 				}
 			}()
-			return rc.fn(l.sess.Doc(), History{l.hist})
+			return rc.fn(l)
 		}()
 	}
 	rc.errc <- err
@@ -872,7 +908,7 @@ func (l *roomLoop) run(ctx context.Context) error {
 			delay = l.r.opts.AtRiskBackoff/2 + time.Duration(mrand.Int64N(int64(l.r.opts.AtRiskBackoff/2)+1))
 		}
 		l.lastErr = err
-		l.log.Warn().Err(err).Dur("retry_in", delay).Msg("room connection lost; reconnecting")
+		l.log.Warn().Err(err).Dur(logfield.RetryIn, delay).Msg("room connection lost; reconnecting")
 		l.setStatus(StatusDisconnected, err)
 		if err := l.wait(ctx, delay); err != nil {
 			return err
@@ -927,10 +963,10 @@ func (l *roomLoop) connectAndServe(ctx context.Context) error {
 	l.r.mu.Lock()
 	l.r.info.RoomID, l.r.info.FileID, l.r.info.SessionID = ds.RoomID, ds.FileID, ds.SessionID
 	l.r.mu.Unlock()
-	l.link = startLink(conn, linkTimings{writeTimeout: l.r.opts.WriteTimeout, pingInterval: l.r.opts.PingInterval}, l.log)
+	l.link = startLink(conn, linkTimings{writeTimeout: l.r.opts.WriteTimeout, pingInterval: l.r.opts.PingInterval, now: l.r.opts.Now}, l.log)
 	l.connectedAt, l.handshakeAsked = l.r.opts.Now(), false
 	l.serverStepOne, l.held = false, nil
-	l.log.Info().Str("room_id", ds.RoomID).Str("file_id", ds.FileID).Str("engine", ds.Engine.Name).Msg("joined room")
+	l.log.Info().Str(logfield.RoomID, ds.RoomID).Str(logfield.FileID, ds.FileID).Str(logfield.Engine, ds.Engine.Name).Msg("joined room")
 	l.handle(l.sess.Connect())
 	if aw := l.aw.Current(); aw != nil {
 		l.send(ydoc.EncodeAwarenessFrame(aw))

@@ -1,6 +1,8 @@
-// Package logfield names the fields of the sidecar's structured logs, once for every package, so
-// that a log query for a document, a room or a tool finds every line about it whatever package
-// wrote it. It holds constants only and imports nothing; every package may import it.
+// Package logfield names the fields of the sidecar's structured logs, once, so that a log query
+// for a document, a room or a tool finds every line about it whatever package wrote it. It holds
+// constants only and imports nothing. bridge, tools, execution and cmd use it; jupyter, ydoc and
+// auth, whose only imports are the standard library and their one protocol library, write the
+// same names as literals.
 package logfield
 
 // Field names. A document is always "path" (root-relative), never "room_path" or "doc".
@@ -24,4 +26,9 @@ const (
 	Who       = "who"        // the caller of an audited call (token name, jupyter:<user>, stdio)
 	Scope     = "scope"      // the scope an audited call needed
 	RetryIn   = "retry_in"   // the delay before a reconnect
+	Reason    = "reason"     // why something happens (a replica rebuilt)
+	Sync      = "sync"       // a Yjs sync message type
+	Jupyter   = "jupyter"    // the jupyter-server base URL (never with a token)
+	User      = "jupyter_user"
+	Engine    = "engine" // the server's collaboration engine
 )

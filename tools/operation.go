@@ -15,6 +15,7 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/logfield"
 )
 
 // operation is one tool: its documentation, input schema, annotations, the document it works on
@@ -152,7 +153,7 @@ func (s *Server) handler(op *operation) server.ToolHandlerFunc {
 		res, err := op.Run(ctx, &call{doc: d, args: args, budget: s.maxTokensOf(args)})
 		notices := s.takeNotices(ctx) // work lost in a server crash, told once (notices.go)
 		if err != nil {
-			s.log.Debug().Str("tool", op.Name).Err(err).Msg("tool call failed")
+			s.log.Debug().Str(logfield.Tool, op.Name).Err(err).Msg("tool call failed")
 			outcome = "error"
 			te := asToolError(err)
 			if len(notices) > 0 {

@@ -20,6 +20,7 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/logfield"
 )
 
 // Options configure the MCP server.
@@ -146,7 +147,7 @@ func limitBody(max int64, next http.Handler) http.Handler {
 // ServeStdio serves one client over stdin/stdout until ctx ends or input closes.
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	ss := server.NewStdioServer(s.mcp)
-	ss.SetErrorLogger(log.New(s.log.With().Str("transport", "stdio").Logger(), "", 0))
+	ss.SetErrorLogger(log.New(s.log.With().Str(logfield.Transport, "stdio").Logger(), "", 0))
 	err := ss.Listen(ctx, in, out)
 	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, io.EOF)) {
 		return nil
@@ -185,7 +186,7 @@ func (s *Server) ServeStreamableHTTP(ctx context.Context, opts HTTPOptions) erro
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 16 << 20
 	}
-	hlog := s.log.With().Str("transport", "http").Logger()
+	hlog := s.log.With().Str(logfield.Transport, "http").Logger()
 	mcpHTTP := server.NewStreamableHTTPServer(s.mcp,
 		server.WithEndpointPath("/mcp"),
 		server.WithStateful(true),                      // a made-up session id must not run tools
@@ -230,7 +231,7 @@ func (s *Server) ServeStreamableHTTP(ctx context.Context, opts HTTPOptions) erro
 	} else {
 		go func() { errc <- srv.Serve(opts.Listener) }()
 	}
-	hlog.Info().Str("addr", opts.Listener.Addr().String()).Str("scheme", scheme).Msg("serving MCP over Streamable HTTP on /mcp")
+	hlog.Info().Str(logfield.Addr, opts.Listener.Addr().String()).Str(logfield.Scheme, scheme).Msg("serving MCP over Streamable HTTP on /mcp")
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve http: %w", err)

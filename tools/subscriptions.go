@@ -14,6 +14,7 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/logfield"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -137,7 +138,7 @@ func (s *Server) subscribe(ctx context.Context, session, uri string) {
 	defer cancel()
 	r, err := s.readURI(ctx, session, uri)
 	if err != nil {
-		s.log.Info().Str("uri", uri).Err(err).Msg("subscription to an unreadable resource: not followed")
+		s.log.Info().Str(logfield.URI, uri).Err(err).Msg("subscription to an unreadable resource: not followed")
 		return
 	}
 	s.subs.mu.Lock()
@@ -600,7 +601,7 @@ func (s *Server) readAndNotify(ctx context.Context, j readJob) {
 		s.subs.mu.Unlock()
 		for _, session := range notify {
 			if err := s.notifyUpdated(session, j.uri); err != nil {
-				s.log.Debug().Str("uri", j.uri).Err(err).Msg("resource update not delivered")
+				s.log.Debug().Str(logfield.URI, j.uri).Err(err).Msg("resource update not delivered")
 			}
 		}
 		s.subs.mu.Lock()
@@ -690,7 +691,7 @@ func (s *Server) pin(ctx context.Context, k docKey) {
 	room, err := s.opts.Manager.Open(octx, k.path, k.kind)
 	cancel()
 	if err != nil {
-		s.log.Debug().Str("path", k.path).Err(err).Msg("cannot keep a subscribed document joined")
+		s.log.Debug().Str(logfield.Path, k.path).Err(err).Msg("cannot keep a subscribed document joined")
 		return
 	}
 	sub := room.Subscribe(1) // a pin: events come from the manager's stream; this one only holds the room

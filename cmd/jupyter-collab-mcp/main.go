@@ -26,6 +26,7 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/jupyterserver"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/jupyter"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/logfield"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/tools"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
@@ -130,7 +131,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}()
 	g.Go(func() error {
 		if cfg.Listen == "" {
-			log.Info().Str("jupyter", client.BaseURL()).Msg("serving MCP over stdio")
+			log.Info().Str(logfield.Jupyter, client.BaseURL()).Msg("serving MCP over stdio")
 			return mcpServer.ServeStdio(gctx, stdin, stdout)
 		}
 		l, err := net.Listen("tcp", cfg.Listen)
@@ -167,7 +168,7 @@ func httpOptions(cfg Config, client *jupyter.Client, mcpServer *tools.Server, re
 	var authn auth.Authenticator
 	switch {
 	case cfg.InsecureNoAuth:
-		log.Warn().Str("addr", cfg.Listen).Msg("HTTP endpoint is open without authentication (--insecure-no-auth, loopback only)")
+		log.Warn().Str(logfield.Addr, cfg.Listen).Msg("HTTP endpoint is open without authentication (--insecure-no-auth, loopback only)")
 	case cfg.Auth == "jupyter":
 		authn = auth.NewJupyterAuthenticator(jupyterLookup(client), cfg.AuthCacheTTL)
 	default:
@@ -183,7 +184,7 @@ func httpOptions(cfg Config, client *jupyter.Client, mcpServer *tools.Server, re
 	}
 	host, _, _ := net.SplitHostPort(cfg.Listen)
 	if cfg.TLSCert == "" && !isLoopback(host) {
-		log.Warn().Str("addr", cfg.Listen).Msg("serving plain HTTP on a non-loopback address: bearer tokens travel in clear unless a proxy terminates TLS (--tls-cert/--tls-key)")
+		log.Warn().Str(logfield.Addr, cfg.Listen).Msg("serving plain HTTP on a non-loopback address: bearer tokens travel in clear unless a proxy terminates TLS (--tls-cert/--tls-key)")
 	}
 	authenticate := func(h http.Handler) http.Handler {
 		if authn == nil {
@@ -251,16 +252,16 @@ func checkJupyter(ctx context.Context, c *jupyter.Client, s jupyterserver.Server
 	defer cancel()
 	id, _, err := c.Me(ctx, nil)
 	if err != nil {
-		log.Warn().Err(err).Str("jupyter", c.BaseURL()).Msg("jupyter-server is not reachable yet, or refused the token")
+		log.Warn().Err(err).Str(logfield.Jupyter, c.BaseURL()).Msg("jupyter-server is not reachable yet, or refused the token")
 		return
 	}
 	engine, err := s.JupyterEngine(ctx)
 	if err != nil {
 		// Not fatal: tools report it per call, and the server may get an engine and a restart.
-		log.Error().Err(err).Str("jupyter", c.BaseURL()).Msg("cannot join collaboration rooms")
+		log.Error().Err(err).Str(logfield.Jupyter, c.BaseURL()).Msg("cannot join collaboration rooms")
 		return
 	}
-	log.Info().Str("jupyter", c.BaseURL()).Str("jupyter_user", id.Username).Str("engine", engine.Package()).Msg("connected to jupyter-server")
+	log.Info().Str(logfield.Jupyter, c.BaseURL()).Str(logfield.User, id.Username).Str(logfield.Engine, engine.Package()).Msg("connected to jupyter-server")
 }
 
 func newLogger(cfg Config, w io.Writer) zerolog.Logger {
