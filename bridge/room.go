@@ -17,9 +17,6 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
-// Room is one live collaboration room: a replica kept in sync with the server by one goroutine
-// (Run), shared by every caller. Public methods hand closures to that goroutine.
-
 // Close codes the Jupyter collaboration server uses.
 const (
 	closeSessionProblem = 1003 // JSON reason: unknown_session, version_mismatch, initialization_error
@@ -231,7 +228,22 @@ type RoomInfo struct {
 	LastRescueAt time.Time
 }
 
-// Room is a live document room.
+// Room is one live collaboration room: a replica of a document (or of a fork of one, or the
+// awareness-only global room) kept in sync with jupyter-server, shared by every caller.
+//
+// Run's goroutine owns everything that changes: the ydoc.Session with its replica, the
+// connection (one reader and one writer goroutine per websocket), the history of changes and
+// the restorable versions, the agent's awareness state. Public methods hand requests to that
+// goroutine (do, call, whenReady) and wait for the answer, the room's end or their context; the
+// functions they pass (View, Read, Apply) run on it — Apply's with the CRDT engine locked for
+// every room — so they must be short and must not call back into a Room or the Manager. The goroutine never blocks on the
+// network: dialling happens on a helper goroutine while requests are served, so a caller can
+// always withdraw an edit it stopped waiting for.
+//
+// An edit returns once the server holds it (confirmed), or says it was withdrawn (nothing
+// changed) or is still on its way (UnconfirmedError). Every change, local or remote, is
+// published as an Event to the room's and the manager's subscribers, never blocking the room.
+// Create rooms with NewRoom (nothing starts) and make them live with Run; Close leaves politely.
 type Room struct {
 	opts RoomOptions
 	log  zerolog.Logger

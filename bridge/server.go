@@ -1,5 +1,3 @@
-// Package bridge keeps live replicas of Jupyter collaboration rooms: it joins them, stays in
-// sync, reconnects and resyncs, confirms edits with the server, and publishes change events.
 package bridge
 
 import (

@@ -1,5 +1,3 @@
-// Package tools is the MCP surface: tools, resources and prompts over the live rooms that
-// bridge keeps. Tools act through bridge, never around it.
 package tools
 
 import (
