@@ -439,16 +439,6 @@ func (s *Server) broadcastUserActivity(ctx context.Context, c *call, a presenceA
 	})
 }
 
-// activityView is the agent's announced activity as the tools show it.
-type activityView struct {
-	Type        string         `json:"type"`
-	Description string         `json:"description"`
-	Document    string         `json:"document,omitempty"`
-	Metadata    map[string]any `json:"metadata,omitempty"`
-	Since       time.Time      `json:"since"`
-	OnBehalfOf  string         `json:"on_behalf_of,omitempty"`
-}
-
 // renderPresence is the agent's presence after set_user_presence or broadcast_user_activity.
 func (s *Server) renderPresence(c *call, a presenceArgs, p bridge.Presence) result {
 	shown := bridge.DisplayName(s.opts.AgentName, p)
@@ -457,7 +447,16 @@ func (s *Server) renderPresence(c *call, a presenceArgs, p bridge.Presence) resu
 	}
 	out := map[string]any{"activity": nil, "shown_as": shown}
 	if act := p.Activity; act != nil {
-		out["activity"] = activityView{Type: act.Type, Description: act.Description, Document: act.Document, Metadata: act.Metadata, Since: act.Since, OnBehalfOf: act.OnBehalfOf}
+		view := map[string]any{"type": act.Type, "description": act.Description, "since": act.Since}
+		for k, v := range map[string]string{"document": act.Document, "on_behalf_of": act.OnBehalfOf} {
+			if v != "" {
+				view[k] = v
+			}
+		}
+		if len(act.Metadata) > 0 {
+			view["metadata"] = act.Metadata
+		}
+		out["activity"] = view
 	}
 	return result{Data: out}
 }
