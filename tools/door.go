@@ -489,21 +489,21 @@ func (u *roomUses) forget(session string) {
 }
 
 // leaveDoc ends the caller's use of a document's room and closes the room when no other MCP
-// session uses it (nor subscriptions hold it). It reports whether the room was open, and
-// whether it is still.
-func (s *Server) leaveDoc(ctx context.Context, d doc) (open, stays bool, err error) {
+// session uses it (nor subscriptions hold it). It reports whether the room was open, whether
+// the caller was using it, and whether it stays open.
+func (s *Server) leaveDoc(ctx context.Context, d doc) (open, was, stays bool, err error) {
 	if err := mayUse(ctx, d.Path); err != nil {
-		return false, false, &toolError{Message: err.Error()}
+		return false, false, false, &toolError{Message: err.Error()}
 	}
 	room := s.opts.Manager.Get(d.Path, d.Kind)
 	if room == nil {
-		return false, false, nil
+		return false, false, false, nil
 	}
 	key := docKey{room.Path(), d.Kind}
-	_, others := s.uses.drop(key, sessionKey(ctx))
+	was, others := s.uses.drop(key, sessionKey(ctx))
 	if len(others) > 0 || s.pinned(key) {
-		return true, true, nil
+		return true, was, true, nil
 	}
 	room.Close()
-	return true, false, nil
+	return true, was, false, nil
 }

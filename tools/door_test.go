@@ -503,8 +503,12 @@ func TestDoorEveryResourceTemplateCompletionAndPrompt(t *testing.T) {
 // A room stays open while another MCP session uses it: leave_session ends only the caller's use.
 func TestDoorLeaveSessionIsPerClient(t *testing.T) {
 	d := newDoorEnv(t)
-	d.callOK(d.limited, "join_session", map[string]any{"session_id": "notebook:" + allowedNB})
 	body := d.callOK(d.limited, "leave_session", map[string]any{"session_id": "notebook:" + allowedNB})
+	if body["left"] != false || !strings.Contains(str(body["note"]), "was not using") {
+		t.Errorf("leave by a client that never used the room: %s", compact(body))
+	}
+	d.callOK(d.limited, "join_session", map[string]any{"session_id": "notebook:" + allowedNB})
+	body = d.callOK(d.limited, "leave_session", map[string]any{"session_id": "notebook:" + allowedNB})
 	if body["left"] != true || !strings.Contains(str(body["note"]), "stays open") {
 		t.Errorf("leave while another client uses the room: %s", compact(body))
 	}

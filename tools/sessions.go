@@ -179,23 +179,28 @@ func renderJoined(c *call, _ presenceArgs, info bridge.RoomInfo) result {
 // another MCP session still uses it.
 type left struct {
 	open  bool // the room was open
-	stays bool // …and stays open for other sessions
+	was   bool // …and the caller was using it
+	stays bool // …and it stays open for other sessions
 }
 
 func (s *Server) leaveSession(ctx context.Context, c *call, _ presenceArgs) (left, error) {
-	open, stays, err := s.leaveDoc(ctx, c.doc)
-	return left{open: open, stays: stays}, err
+	open, was, stays, err := s.leaveDoc(ctx, c.doc)
+	return left{open: open, was: was, stays: stays}, err
 }
 
 func renderLeft(c *call, _ presenceArgs, l left) result {
+	id := bridge.CurrentString(c.Path, c.Kind)
 	switch {
 	case !l.open:
 		return result{Data: map[string]any{"session_id": c.args["session_id"], "left": false, "note": "the sidecar was not in that session"}}
-	case l.stays:
-		return result{Data: map[string]any{"session_id": bridge.CurrentString(c.Path, c.Kind), "left": true,
+	case l.stays && l.was:
+		return result{Data: map[string]any{"session_id": id, "left": true,
 			"note": "this client no longer uses the room; it stays open because other clients of the sidecar still work in it"}}
+	case l.stays:
+		return result{Data: map[string]any{"session_id": id, "left": false,
+			"note": "this client was not using the room; it stays open because other clients of the sidecar work in it"}}
 	}
-	return result{Data: map[string]any{"session_id": bridge.CurrentString(c.Path, c.Kind), "left": true}}
+	return result{Data: map[string]any{"session_id": id, "left": true}}
 }
 
 // busyWindow is how recently a cursor must have moved for its cell to count as being edited:
