@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -363,20 +364,10 @@ func (s *Server) renderJob(j jobRun) result {
 	} else {
 		out["elapsed_ms"] = time.Since(v.Created).Milliseconds()
 	}
-	if n := joinNote(v.Note, note); n != "" {
+	if n := strings.Join(slices.DeleteFunc([]string{v.Note, note}, func(s string) bool { return s == "" }), "; "); n != "" {
 		out["note"] = n
 	}
 	return result{Data: out, Extra: extra}
-}
-
-func joinNote(a, b string) string {
-	switch {
-	case a == "":
-		return b
-	case b == "":
-		return a
-	}
-	return a + "; " + b
 }
 
 // renderRun renders one cell's run; image outputs become image content in extra.

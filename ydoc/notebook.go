@@ -63,26 +63,19 @@ func NewCellID() string {
 }
 
 // Notebook returns a copy of the whole notebook.
-func (d *Doc) Notebook() (Notebook, error) {
-	if d.kind != KindNotebook {
-		return Notebook{}, ErrWrongKind
-	}
-	var nb Notebook
-	err := d.run(func() error {
-		nb = d.readNotebook()
-		return nil
-	})
-	return nb, err
-}
+func (d *Doc) Notebook() (Notebook, error) { return d.readNotebookWith(d.readNotebook) }
 
 // Header returns the notebook without its cells (nbformat versions and metadata).
-func (d *Doc) Header() (Notebook, error) {
+func (d *Doc) Header() (Notebook, error) { return d.readNotebookWith(d.readNotebookHeader) }
+
+// readNotebookWith runs a notebook reader under the engine lock.
+func (d *Doc) readNotebookWith(read func() Notebook) (Notebook, error) {
 	if d.kind != KindNotebook {
 		return Notebook{}, ErrWrongKind
 	}
 	var nb Notebook
 	err := d.run(func() error {
-		nb = d.readNotebookHeader()
+		nb = read()
 		return nil
 	})
 	return nb, err

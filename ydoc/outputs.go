@@ -121,17 +121,25 @@ func (tx *Txn) ClearOutputs(i int) error {
 	return nil
 }
 
-// AppendOutput adds an output to a code cell. A stream output whose name matches the last
-// output's is merged into it by appending to its text, as JupyterLab does.
-func (tx *Txn) AppendOutput(i int, out map[string]any) error {
+// outputsOfCell checks an output and returns the outputs array of the code cell it goes to.
+func (tx *Txn) outputsOfCell(i int, out map[string]any) (*y.YArray, error) {
 	if _, err := toAny(out); err != nil {
-		return fmt.Errorf("output: %w", err)
+		return nil, fmt.Errorf("output: %w", err)
 	}
 	m, err := tx.codeCell(i)
 	if err != nil {
+		return nil, err
+	}
+	return tx.outputsArray(m), nil
+}
+
+// AppendOutput adds an output to a code cell. A stream output whose name matches the last
+// output's is merged into it by appending to its text, as JupyterLab does.
+func (tx *Txn) AppendOutput(i int, out map[string]any) error {
+	outs, err := tx.outputsOfCell(i, out)
+	if err != nil {
 		return err
 	}
-	outs := tx.outputsArray(m)
 	items := arrayItems(outs)
 	if out["output_type"] == "stream" && len(items) > 0 {
 		if last, ok := items[len(items)-1].(*y.YMap); ok {
@@ -154,14 +162,10 @@ func (tx *Txn) AppendOutput(i int, out map[string]any) error {
 // InsertOutput appends an output to a code cell without merging streams (the executor merges
 // itself, as JupyterLab's output area does).
 func (tx *Txn) InsertOutput(i int, out map[string]any) error {
-	if _, err := toAny(out); err != nil {
-		return fmt.Errorf("output: %w", err)
-	}
-	m, err := tx.codeCell(i)
+	outs, err := tx.outputsOfCell(i, out)
 	if err != nil {
 		return err
 	}
-	outs := tx.outputsArray(m)
 	if err := tx.insertOutputs(outs, outs.GetLength(), []map[string]any{out}); err != nil {
 		return err
 	}
@@ -170,14 +174,10 @@ func (tx *Txn) InsertOutput(i int, out map[string]any) error {
 
 // ReplaceOutput replaces output j of a code cell (update_display_data).
 func (tx *Txn) ReplaceOutput(i, j int, out map[string]any) error {
-	if _, err := toAny(out); err != nil {
-		return fmt.Errorf("output: %w", err)
-	}
-	m, err := tx.codeCell(i)
+	outs, err := tx.outputsOfCell(i, out)
 	if err != nil {
 		return err
 	}
-	outs := tx.outputsArray(m)
 	if j < 0 || j >= outs.GetLength() {
 		return fmt.Errorf("output %d of %d: %w", j, outs.GetLength(), ErrOutOfRange)
 	}

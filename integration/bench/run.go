@@ -219,11 +219,8 @@ func (r *Runner) edits(ctx context.Context) {
 		{"edit-lost", "edits that never reached the peer", "edits", "lower"},
 	}
 	r.op(ctx, "edits", rows, func(ctx context.Context, t *Target, put func(string, float64)) error {
-		path, err := r.file(t, "edit", notebookJSON([]string{"bench-edit"}, []string{"x = 0"}))
+		path, err := r.smallNotebook(ctx, t, "edit", "bench-edit", "x = 0")
 		if err != nil {
-			return err
-		}
-		if err := r.openSmall(ctx, t, path); err != nil {
 			return err
 		}
 		p, err := r.peer(ctx, path)
@@ -276,11 +273,8 @@ func (r *Runner) sustained(ctx context.Context) {
 		{"sustained-missed", "  … of which the peer never saw", "edits", "lower"},
 	}
 	r.op(ctx, "sustained", rows, func(ctx context.Context, t *Target, put func(string, float64)) error {
-		path, err := r.file(t, "sustained", notebookJSON([]string{"bench-sustained"}, []string{"x = 0"}))
+		path, err := r.smallNotebook(ctx, t, "sustained", "bench-sustained", "x = 0")
 		if err != nil {
-			return err
-		}
-		if err := r.openSmall(ctx, t, path); err != nil {
 			return err
 		}
 		p, err := r.peer(ctx, path)
@@ -351,11 +345,8 @@ func (r *Runner) inserts(ctx context.Context) {
 		var callMs, peerMs []float64
 		calls := 0
 		for b := 0; b < r.Cfg.InsertBatches; b++ {
-			path, err := r.file(t, "insert", notebookJSON([]string{"bench-first"}, []string{"# first"}))
+			path, err := r.smallNotebook(ctx, t, "insert", "bench-first", "# first")
 			if err != nil {
-				return err
-			}
-			if err := r.openSmall(ctx, t, path); err != nil {
 				return err
 			}
 			p, err := r.peer(ctx, path)
@@ -524,11 +515,8 @@ func (r *Runner) executes(ctx context.Context) {
 		{"exec-p99", "execute a trivial cell p99", "ms", "lower"},
 	}
 	r.op(ctx, "executes", rows, func(ctx context.Context, t *Target, put func(string, float64)) error {
-		path, err := r.file(t, "exec", notebookJSON([]string{"bench-exec"}, []string{"1 + 1"}))
+		path, err := r.smallNotebook(ctx, t, "exec", "bench-exec", "1 + 1")
 		if err != nil {
-			return err
-		}
-		if err := r.openSmall(ctx, t, path); err != nil {
 			return err
 		}
 		var times []float64
@@ -701,6 +689,15 @@ func (r *Runner) kernelNote(ctx context.Context) {
 }
 
 // openSmall opens one of the run's 1-cell notebooks and keeps the time it took.
+// smallNotebook writes a one-cell notebook for an operation and opens it on the target.
+func (r *Runner) smallNotebook(ctx context.Context, t *Target, what, cellID, source string) (string, error) {
+	path, err := r.file(t, what, notebookJSON([]string{cellID}, []string{source}))
+	if err != nil {
+		return "", err
+	}
+	return path, r.openSmall(ctx, t, path)
+}
+
 func (r *Runner) openSmall(ctx context.Context, t *Target, path string) error {
 	start := time.Now()
 	n, err := t.Adapter.Open(ctx, path)
