@@ -370,6 +370,11 @@ func (tx *Txn) InsertCells(index int, cells []Cell) error {
 		}
 		existing[cells[i].ID] = true
 	}
+	return tx.insertCellMaps(index, cells)
+}
+
+// insertCellMaps integrates empty cell maps at index and fills them with validated cells.
+func (tx *Txn) insertCellMaps(index int, cells []Cell) error {
 	maps := make(y.ArrayAny, len(cells))
 	for i := range cells {
 		maps[i] = y.NewYMap(nil)
@@ -472,17 +477,7 @@ func (tx *Txn) MoveCells(from, count, to int) error {
 		clones[i] = readCell(maps[from+i])
 	}
 	tx.deleteCells(from, count)
-	fresh := make(y.ArrayAny, count)
-	for i := range fresh {
-		fresh[i] = y.NewYMap(nil)
-	}
-	tx.d.cells.Insert(tx.rawIndex(to), fresh)
-	for i := range clones {
-		if err := tx.fillCell(fresh[i].(*y.YMap), clones[i]); err != nil {
-			return err
-		}
-	}
-	return tx.markDirty()
+	return tx.insertCellMaps(to, clones)
 }
 
 // SetSource replaces the source of cell i with a minimal diff, so other users' cursors in the

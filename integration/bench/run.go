@@ -193,6 +193,12 @@ func (r *Runner) peer(ctx context.Context, path string) (*integration.Peer, erro
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // pct is the nearest-rank percentile of samples (sorted in place).
+// putPercentiles reports a measure's p50 and p99 as <name>-p50 and <name>-p99.
+func putPercentiles(put func(string, float64), name string, samples []float64) {
+	put(name+"-p50", pct(samples, .5))
+	put(name+"-p99", pct(samples, .99))
+}
+
 func pct(samples []float64, p float64) float64 {
 	slices.Sort(samples)
 	if len(samples) == 0 {
@@ -255,12 +261,10 @@ func (r *Runner) edits(ctx context.Context) {
 			}
 			seen = append(seen, ms(peerAt.Sub(start)))
 		}
-		put("edit-rt-p50", pct(rt, .5))
-		put("edit-rt-p99", pct(rt, .99))
+		putPercentiles(put, "edit-rt", rt)
 		put("edit-lost", float64(lost))
 		if len(seen) > 0 {
-			put("edit-peer-p50", pct(seen, .5))
-			put("edit-peer-p99", pct(seen, .99))
+			putPercentiles(put, "edit-peer", seen)
 		}
 		return nil
 	})
@@ -541,8 +545,7 @@ func (r *Runner) executes(ctx context.Context) {
 		if _, err := p.WaitFor(ctx, `nb.cells[0].execution_count != null && JSON.stringify(nb.cells[0].outputs).includes('"2"')`, int(r.Cfg.PeerTimeout.Milliseconds())); err != nil {
 			return fmt.Errorf("the peer never saw the output 2 in the notebook: %w", err)
 		}
-		put("exec-p50", pct(times, .5))
-		put("exec-p99", pct(times, .99))
+		putPercentiles(put, "exec", times)
 		return nil
 	})
 }
