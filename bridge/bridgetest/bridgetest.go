@@ -804,22 +804,24 @@ func (s *Server) Up() { s.set(func() { s.down = false }) }
 
 // BlockOpen makes OpenDocSession block (until UnblockOpen or its context ends), as a server
 // that accepts TCP but never answers would.
-func (s *Server) BlockOpen() {
-	s.set(func() {
-		if s.openGate == nil {
-			s.openGate = make(chan struct{})
-		}
-	})
-}
+func (s *Server) BlockOpen() { s.set(func() { shut(&s.openGate) }) }
 
 // UnblockOpen releases OpenDocSession calls blocked by BlockOpen.
-func (s *Server) UnblockOpen() {
-	s.set(func() {
-		if s.openGate != nil {
-			close(s.openGate)
-			s.openGate = nil
-		}
-	})
+func (s *Server) UnblockOpen() { s.set(func() { open(&s.openGate) }) }
+
+// shut closes a gate: a nil channel is an open one; waiters block on a shut one until open.
+func shut(gate *chan struct{}) {
+	if *gate == nil {
+		*gate = make(chan struct{})
+	}
+}
+
+// open opens a gate, releasing whoever waits at it.
+func open(gate *chan struct{}) {
+	if *gate != nil {
+		close(*gate)
+		*gate = nil
+	}
 }
 
 // BlockedOpens returns how many OpenDocSession calls are blocked by BlockOpen right now.
@@ -867,23 +869,10 @@ func (s *Server) FailWrites(err error) { s.set(func() { s.writeErr = err }) }
 
 // StallWrites makes Write and Ping block until ResumeWrites, their deadline, or the conn
 // closes, like a socket whose peer stopped reading.
-func (s *Server) StallWrites() {
-	s.set(func() {
-		if s.stall == nil {
-			s.stall = make(chan struct{})
-		}
-	})
-}
+func (s *Server) StallWrites() { s.set(func() { shut(&s.stall) }) }
 
 // ResumeWrites releases stalled writes.
-func (s *Server) ResumeWrites() {
-	s.set(func() {
-		if s.stall != nil {
-			close(s.stall)
-			s.stall = nil
-		}
-	})
-}
+func (s *Server) ResumeWrites() { s.set(func() { open(&s.stall) }) }
 
 // OnCloseNormal installs a hook called at the start of every Conn.CloseNormal, without locks
 // held; it may block to hold the closing client at that point.
@@ -1040,8 +1029,13 @@ func (s *Server) Changed() <-chan struct{} {
 // Await waits until cond holds, re-evaluating it after every state change, or ctx ends.
 // cond must not be called with the fake's lock held, so it may use the accessors.
 func (s *Server) Await(ctx context.Context, cond func() bool) error {
+	return await(ctx, s.Changed, cond)
+}
+
+// await waits until cond holds, re-evaluating it whenever changed's channel closes, or ctx ends.
+func await(ctx context.Context, changed func() <-chan struct{}, cond func() bool) error {
 	for {
-		ch := s.Changed()
+		ch := changed()
 		if cond() {
 			return nil
 		}

@@ -504,17 +504,7 @@ func (ks *Kernels) Changed() <-chan struct{} {
 // Await waits until cond holds, re-evaluating it after every state change, or ctx ends. cond
 // may use the accessors.
 func (ks *Kernels) Await(ctx context.Context, cond func() bool) error {
-	for {
-		ch := ks.Changed()
-		if cond() {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return await(ctx, ks.Changed, cond)
 }
 
 func (ks *Kernels) set(fn func()) {
