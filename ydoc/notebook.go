@@ -538,11 +538,17 @@ func (tx *Txn) SetCellMetadata(i int, md map[string]any) error {
 	if err != nil {
 		return err
 	}
-	raw, _ := mapGet(m, "metadata")
+	return tx.replaceMetadata(m, md)
+}
+
+// replaceMetadata makes the "metadata" map of parent (a cell, or the notebook's meta) hold
+// exactly md, key by key, and marks the document dirty when that changed something.
+func (tx *Txn) replaceMetadata(parent *y.YMap, md map[string]any) error {
+	raw, _ := mapGet(parent, "metadata")
 	ymd, ok := raw.(*y.YMap)
 	if !ok {
 		ymd = y.NewYMap(nil)
-		m.Set("metadata", ymd)
+		parent.Set("metadata", ymd)
 	}
 	changed, err := tx.replaceMap(ymd, md)
 	if err != nil {
@@ -585,20 +591,7 @@ func (tx *Txn) SetNotebookMetadata(md map[string]any) error {
 			return fmt.Errorf("metadata %q: %w", k, err)
 		}
 	}
-	raw, _ := mapGet(tx.d.meta, "metadata")
-	ymd, ok := raw.(*y.YMap)
-	if !ok {
-		ymd = y.NewYMap(nil)
-		tx.d.meta.Set("metadata", ymd)
-	}
-	changed, err := tx.replaceMap(ymd, md)
-	if err != nil {
-		return err
-	}
-	if changed {
-		return tx.markDirty()
-	}
-	return nil
+	return tx.replaceMetadata(tx.d.meta, md)
 }
 
 // DeleteCellMetadataKey removes one metadata key of a cell (no-op when absent).
