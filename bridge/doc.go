@@ -11,7 +11,7 @@
 // global awareness, and manages forks.
 //
 // What it may import: ydoc, logfield, the standard library and zerolog. What it needs from
-// jupyter-server it declares itself (Server, ForkServer, Conn), and bridge/jupyterserver
+// jupyter-server it declares itself (Jupyter, ForkServer, EngineServer, Conn), and bridge/jupyterserver
 // implements that with the jupyter package; bridge/bridgetest is an in-memory fake of it for
 // tests. What it must never do: import jupyter, know of MCP or tools (its results are plain Go
 // values, its errors name no tool), or block a room goroutine on the network.

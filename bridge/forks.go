@@ -41,7 +41,7 @@ type Fork struct {
 }
 
 func (m *Manager) forks() (ForkServer, error) {
-	fs, ok := m.opts.Server.(ForkServer)
+	fs, ok := m.opts.Jupyter.(ForkServer)
 	if !ok {
 		return nil, ErrNoForks
 	}

@@ -18,9 +18,9 @@ import (
 
 // ManagerOptions configure a Manager. Zero values get defaults.
 type ManagerOptions struct {
-	Server Server
-	Logger zerolog.Logger
-	// Room carries the identity and timings given to every room (Path, Kind, Server, Logger and
+	Jupyter Jupyter
+	Logger  zerolog.Logger
+	// Room carries the identity and timings given to every room (Path, Kind, Jupyter, Logger and
 	// OnEvent are set by the manager).
 	Room RoomOptions
 	// IdleTimeout closes rooms nobody used for this long (10 min; negative: never).
@@ -90,13 +90,13 @@ type roomKey struct {
 
 // NewManager validates options. It starts nothing; Run does.
 func NewManager(opts ManagerOptions) (*Manager, error) {
-	if opts.Server == nil {
+	if opts.Jupyter == nil {
 		return nil, errors.New("manager: server is required")
 	}
 	if opts.IdleTimeout == 0 {
 		opts.IdleTimeout = 10 * time.Minute
 	}
-	if err := checkPingInterval(opts.Server, opts.Room.PingInterval); err != nil {
+	if err := checkPingInterval(opts.Jupyter, opts.Room.PingInterval); err != nil {
 		return nil, fmt.Errorf("manager: rooms: %w", err)
 	}
 	if opts.JoinTimeout <= 0 {
@@ -272,7 +272,7 @@ func (m *Manager) createFile(ctx context.Context, path string, kind ydoc.Kind, c
 		if m.Get(path, ydoc.KindNotebook) != nil || m.Get(path, ydoc.KindText) != nil {
 			return fmt.Errorf("create %s: %w", path, ErrExists)
 		}
-		if _, err := m.opts.Server.Stat(ctx, path); err == nil {
+		if _, err := m.opts.Jupyter.Stat(ctx, path); err == nil {
 			return fmt.Errorf("create %s: %w", path, ErrExists)
 		} else if !IsNotFound(err) {
 			return fmt.Errorf("create %s: %w", path, err)
@@ -288,7 +288,7 @@ func (m *Manager) createFile(ctx context.Context, path string, kind ydoc.Kind, c
 	if err := exists(); err != nil {
 		return err
 	}
-	if _, err := m.opts.Server.Create(ctx, path, kind, content); err != nil {
+	if _, err := m.opts.Jupyter.Create(ctx, path, kind, content); err != nil {
 		return fmt.Errorf("create %s: %w", path, err)
 	}
 	return nil
@@ -299,7 +299,7 @@ func (m *Manager) mkdirAll(ctx context.Context, dir string) error {
 	if dir == "." || dir == "" {
 		return nil
 	}
-	fi, err := m.opts.Server.Stat(ctx, dir)
+	fi, err := m.opts.Jupyter.Stat(ctx, dir)
 	switch {
 	case err == nil && fi.Type == "directory":
 		return nil
@@ -311,7 +311,7 @@ func (m *Manager) mkdirAll(ctx context.Context, dir string) error {
 	if err := m.mkdirAll(ctx, pathpkg.Dir(dir)); err != nil {
 		return err
 	}
-	if err := m.opts.Server.CreateDir(ctx, dir); err != nil {
+	if err := m.opts.Jupyter.CreateDir(ctx, dir); err != nil {
 		return fmt.Errorf("create directory %s: %w", dir, err)
 	}
 	return nil
@@ -320,7 +320,7 @@ func (m *Manager) mkdirAll(ctx context.Context, dir string) error {
 // checkFile makes sure the path is a document of the requested kind before joining, so the
 // caller gets a clear error instead of a room that closes with 4404 or 4400.
 func (m *Manager) checkFile(ctx context.Context, path string, kind ydoc.Kind) error {
-	fi, err := m.opts.Server.Stat(ctx, path)
+	fi, err := m.opts.Jupyter.Stat(ctx, path)
 	if err != nil {
 		if IsNotFound(err) {
 			return fmt.Errorf("open %s: no such file: %w", path, err)
@@ -348,7 +348,7 @@ func (m *Manager) start(key roomKey) (*Room, error) {
 		return nil, ErrManagerStopped
 	}
 	opts := m.opts.Room
-	opts.Path, opts.Kind, opts.Server, opts.Logger = key.path, key.kind, m.opts.Server, m.log
+	opts.Path, opts.Kind, opts.Jupyter, opts.Logger = key.path, key.kind, m.opts.Jupyter, m.log
 	opts.OnEvent = m.onRoomEvent
 	opts.Saves = m.saves
 	opts.Presence = m.presence
@@ -424,7 +424,7 @@ func (m *Manager) Stat(ctx context.Context, path string) (FileInfo, error) {
 	if err != nil {
 		return FileInfo{}, err
 	}
-	return m.opts.Server.Stat(ctx, path)
+	return m.opts.Jupyter.Stat(ctx, path)
 }
 
 // List returns a directory's entries.
@@ -433,7 +433,7 @@ func (m *Manager) List(ctx context.Context, dir string) ([]FileInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	return m.opts.Server.List(ctx, dir)
+	return m.opts.Jupyter.List(ctx, dir)
 }
 
 func (m *Manager) closeIdle() {
@@ -471,7 +471,7 @@ func (m *Manager) startGlobal() {
 		defer m.wg.Done()
 		for m.life.Err() == nil {
 			opts := m.opts.Room
-			opts.Path, opts.Kind, opts.Server, opts.Logger = GlobalAwarenessRoom, ydoc.KindText, m.opts.Server, m.log
+			opts.Path, opts.Kind, opts.Jupyter, opts.Logger = GlobalAwarenessRoom, ydoc.KindText, m.opts.Jupyter, m.log
 			opts.Transient = GlobalAwarenessRoom
 			m.mu.Lock()
 			opts.Presence = m.presence
@@ -665,7 +665,7 @@ func (m *Manager) FileID(ctx context.Context, path string, kind ydoc.Kind) (stri
 	if kind == ydoc.KindText {
 		format, docType = "text", "file"
 	}
-	ds, err := m.opts.Server.OpenDocSession(ctx, path, format, docType)
+	ds, err := m.opts.Jupyter.OpenDocSession(ctx, path, format, docType)
 	if err != nil {
 		return "", fmt.Errorf("file id of %s: %w", path, err)
 	}

@@ -20,7 +20,7 @@ import (
 // newManager returns a manager over srv with fast room timings, closed when the test ends.
 func newManager(t *testing.T, srv *bridgetest.Server, mod func(*bridge.ManagerOptions)) *bridge.Manager {
 	t.Helper()
-	opts := bridge.ManagerOptions{Server: srv, Logger: zerolog.Nop(), Room: fastOptions(), JoinTimeout: waitLimit}
+	opts := bridge.ManagerOptions{Jupyter: srv, Logger: zerolog.Nop(), Room: fastOptions(), JoinTimeout: waitLimit}
 	if mod != nil {
 		mod(&opts)
 	}

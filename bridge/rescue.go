@@ -19,7 +19,7 @@ import (
 // Notice says what was not restored and why.
 
 // FileReader reads a document's file as jupyter-server has it, with the hash the server
-// publishes in a room's state after saving it (the contents API's hash of the file). A Server
+// publishes in a room's state after saving it (the contents API's hash of the file). A Jupyter
 // may implement it; without it a lost room's replica is not brought back (the agents' edits are
 // still re-run).
 type FileReader interface {
@@ -87,7 +87,7 @@ func (l *roomLoop) fileReader() FileReader {
 	if l.r.opts.Fork != "" || l.r.opts.Transient != "" {
 		return nil
 	}
-	fr, _ := l.r.opts.Server.(FileReader)
+	fr, _ := l.r.opts.Jupyter.(FileReader)
 	return fr
 }
 

@@ -69,10 +69,10 @@ func (e *RoomError) Permanent() bool { return true }
 
 // RoomOptions configure a room. Zero values get defaults.
 type RoomOptions struct {
-	Path   string
-	Kind   ydoc.Kind
-	Server Server
-	Logger zerolog.Logger
+	Path    string
+	Kind    ydoc.Kind
+	Jupyter Jupyter
+	Logger  zerolog.Logger
 	// User is how the sidecar appears to collaborators (awareness "user").
 	User ydoc.AwarenessUser
 	// NoAutosave publishes autosave:false in awareness. By default the sidecar asks for
@@ -123,7 +123,7 @@ func (o *RoomOptions) defaults() error {
 	if o.Kind != ydoc.KindNotebook && o.Kind != ydoc.KindText {
 		return fmt.Errorf("room %s: unknown document kind", o.Path)
 	}
-	if o.Server == nil {
+	if o.Jupyter == nil {
 		return fmt.Errorf("room %s: server is required", o.Path)
 	}
 	def := func(d *time.Duration, v time.Duration) {
@@ -141,7 +141,7 @@ func (o *RoomOptions) defaults() error {
 	def(&o.WriteTimeout, 10*time.Second)
 	def(&o.TickInterval, time.Second)
 	def(&o.SaveTimeout, 30*time.Second)
-	if err := checkPingInterval(o.Server, o.PingInterval); err != nil {
+	if err := checkPingInterval(o.Jupyter, o.PingInterval); err != nil {
 		return fmt.Errorf("room %s: %w", o.Path, err)
 	}
 	if o.HistoryBudget <= 0 {
@@ -821,7 +821,7 @@ func (l *roomLoop) dial(ctx context.Context) (DocSession, Conn, *FileContent, er
 					return
 				}
 			}
-			conn, err := l.r.opts.Server.DialRoom(dctx, id, "")
+			conn, err := l.r.opts.Jupyter.DialRoom(dctx, id, "")
 			if err != nil {
 				err = fmt.Errorf("join fork room %s: %w", id, err)
 			}
@@ -829,14 +829,14 @@ func (l *roomLoop) dial(ctx context.Context) (DocSession, Conn, *FileContent, er
 			return
 		}
 		if id := l.r.opts.Transient; id != "" { // awareness only: no document session
-			conn, err := l.r.opts.Server.DialRoom(dctx, id, "")
+			conn, err := l.r.opts.Jupyter.DialRoom(dctx, id, "")
 			if err != nil {
 				err = fmt.Errorf("join room %s: %w", id, err)
 			}
 			resc <- dialed{ds: DocSession{RoomID: id}, conn: conn, err: err}
 			return
 		}
-		ds, err := l.r.opts.Server.OpenDocSession(dctx, path, format, docType)
+		ds, err := l.r.opts.Jupyter.OpenDocSession(dctx, path, format, docType)
 		if err != nil {
 			resc <- dialed{err: fmt.Errorf("open document session: %w", err)}
 			return
@@ -860,7 +860,7 @@ func (l *roomLoop) dial(ctx context.Context) (DocSession, Conn, *FileContent, er
 			hashRead.Add(1) // the file's hash as the room is first joined, alongside the join
 			go func() { defer hashRead.Done(); read() }()
 		}
-		conn, err := l.r.opts.Server.DialRoom(dctx, ds.RoomID, ds.SessionID)
+		conn, err := l.r.opts.Jupyter.DialRoom(dctx, ds.RoomID, ds.SessionID)
 		hashRead.Wait()
 		if err != nil {
 			resc <- dialed{err: fmt.Errorf("join room %s: %w", ds.RoomID, err)}

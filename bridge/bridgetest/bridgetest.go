@@ -1,5 +1,5 @@
 // Package bridgetest is an in-memory fake of the Jupyter collaboration server for tests of
-// package bridge. It implements bridge.Server without any network: OpenDocSession and DialRoom
+// package bridge. It implements bridge.Jupyter without any network: OpenDocSession and DialRoom
 // are plain calls, and a room websocket is a pair of in-memory queues.
 //
 // The fake behaves like jupyter-collaboration on top of pycrdt-websocket (see
@@ -211,13 +211,13 @@ func New(files ...File) *Server {
 }
 
 var (
-	_ bridge.Server     = (*Server)(nil)
+	_ bridge.Jupyter    = (*Server)(nil)
 	_ bridge.FileReader = (*Server)(nil)
 )
 
-// ---- bridge.Server ----
+// ---- bridge.Jupyter ----
 
-// OpenDocSession implements bridge.Server. Like the real server it succeeds for a path that
+// OpenDocSession implements bridge.Jupyter. Like the real server it succeeds for a path that
 // does not exist (the websocket then closes with 4404).
 func (s *Server) OpenDocSession(ctx context.Context, p, format, docType string) (bridge.DocSession, error) {
 	s.mu.Lock()
@@ -257,7 +257,7 @@ func (s *Server) OpenDocSession(ctx context.Context, p, format, docType string) 
 	return bridge.DocSession{FileID: id, SessionID: s.session, RoomID: format + ":" + docType + ":" + id, Engine: s.engine}, nil
 }
 
-// DialRoom implements bridge.Server. The returned conn has already received the server's
+// DialRoom implements bridge.Jupyter. The returned conn has already received the server's
 // step 1, or is already closed with the close code the real server would use.
 func (s *Server) DialRoom(ctx context.Context, roomID, sessionID string) (bridge.Conn, error) {
 	if err := ctx.Err(); err != nil {
@@ -325,7 +325,7 @@ func (s *Server) DialRoom(ctx context.Context, roomID, sessionID string) (bridge
 	return c, nil
 }
 
-// Stat implements bridge.Server.
+// Stat implements bridge.Jupyter.
 func (s *Server) Stat(ctx context.Context, p string) (bridge.FileInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return bridge.FileInfo{}, err
@@ -345,7 +345,7 @@ func (s *Server) Stat(ctx context.Context, p string) (bridge.FileInfo, error) {
 	return fileInfo(f), nil
 }
 
-// Create implements bridge.Server: the file joins the table (notebooks from nbformat JSON).
+// Create implements bridge.Jupyter: the file joins the table (notebooks from nbformat JSON).
 func (s *Server) Create(ctx context.Context, p string, kind ydoc.Kind, content []byte) (bridge.FileInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return bridge.FileInfo{}, err
@@ -373,7 +373,7 @@ func (s *Server) Create(ctx context.Context, p string, kind ydoc.Kind, content [
 	return fileInfo(f), nil
 }
 
-// CreateDir implements bridge.Server.
+// CreateDir implements bridge.Jupyter.
 func (s *Server) CreateDir(ctx context.Context, p string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -396,7 +396,7 @@ func (s *Server) CreateDir(ctx context.Context, p string) error {
 	return nil
 }
 
-// List implements bridge.Server.
+// List implements bridge.Jupyter.
 func (s *Server) List(ctx context.Context, dir string) ([]bridge.FileInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -66,11 +66,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if err != nil {
 		return err
 	}
-	server := jupyterserver.NewWithEngine(client, cfg.Engine)
-	checkJupyter(ctx, client, server, log)
+	adapter := jupyterserver.NewWithEngine(client, cfg.Engine)
+	checkJupyter(ctx, client, adapter, log)
 
 	manager, err := bridge.NewManager(bridge.ManagerOptions{
-		Server:          server,
+		Jupyter:         adapter,
 		Logger:          log,
 		IdleTimeout:     cfg.IdleTimeout,
 		GlobalAwareness: !cfg.NoGlobalAwareness,
@@ -93,7 +93,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	executor, err := execution.NewClientEngine(execution.ClientOptions{
 		Manager:  manager,
-		Kernels:  jupyterserver.Kernels{C: client, Username: cfg.AgentUsername, Server: &server},
+		Kernels:  jupyterserver.Kernels{C: client, Username: cfg.AgentUsername, Adapter: &adapter},
 		Logger:   log,
 		Username: cfg.AgentUsername,
 	})
@@ -247,7 +247,7 @@ func jupyterLookup(client *jupyter.Client) auth.JupyterLookup {
 
 // checkJupyter reports early whether the server answers and accepts the token. It does not
 // fail: in a pod the server may start after the sidecar, and tools report errors per call.
-func checkJupyter(ctx context.Context, c *jupyter.Client, s jupyterserver.Server, log zerolog.Logger) {
+func checkJupyter(ctx context.Context, c *jupyter.Client, s jupyterserver.Adapter, log zerolog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	id, _, err := c.Me(ctx, nil)
