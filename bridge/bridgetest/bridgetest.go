@@ -1,6 +1,7 @@
-// Package bridgetest is an in-memory fake of the Jupyter collaboration server for tests of
-// package bridge. It implements bridge.Jupyter without any network: OpenDocSession and DialRoom
-// are plain calls, and a room websocket is a pair of in-memory queues.
+// Package bridgetest is an in-memory fake of the Jupyter collaboration server for the unit tests
+// of bridge, execution and tools (never for code that ships). It implements bridge.Jupyter
+// without any network: OpenDocSession and DialRoom are plain calls, and a room websocket is a
+// pair of in-memory queues; Kernels fakes execution.Kernels the same way.
 //
 // The fake behaves like jupyter-collaboration on top of pycrdt-websocket (see
 // jupyter-rtc-protocol.md §2, §3): each room keeps a server-side ydoc.Doc built from the file
