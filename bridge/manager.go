@@ -121,7 +121,7 @@ func (m *Manager) SaveStats() SaveStats { return m.saves.Stats() }
 
 // Notices returns what agents must be told that happened after seq (work lost in a server crash,
 // edits that could not be re-applied), and the seq to pass next time.
-func (m *Manager) Notices(seq uint64) ([]Notice, uint64) { return m.notices.since(seq, time.Now()) }
+func (m *Manager) Notices(seq uint64) ([]Notice, uint64) { return m.notices.since(seq, m.opts.Now()) }
 
 // onRoomEvent keeps notices and publishes every room event.
 func (m *Manager) onRoomEvent(e Event) {

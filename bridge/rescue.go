@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/logfield"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -123,7 +124,7 @@ func (l *roomLoop) decideRescue(file *FileContent, ferr error) {
 	if file != nil {
 		got = file.Hash
 	}
-	l.log.Info().Bool("file_read", file != nil && ferr == nil).Str("file_hash", short(got)).Str("last_saved_hash", short(known)).
+	l.log.Info().Bool("file_read", file != nil && ferr == nil).Str(logfield.FileHash, short(got)).Str("last_saved_hash", short(known)).
 		Msg("the server lost the room: deciding how to bring back the replica")
 }
 
@@ -157,7 +158,7 @@ func (l *roomLoop) onRescue(rep *ydoc.RescueReport, now time.Time) {
 		ev = l.log.Warn()
 		kind = "not_restored"
 	}
-	ev.Bool("restored", rep.Restored).Str("reason", rep.Reason).Int("inserted", rep.Stats.Inserted).
+	ev.Bool("restored", rep.Restored).Str(logfield.Reason, rep.Reason).Int("inserted", rep.Stats.Inserted).
 		Int("deleted", rep.Stats.Deleted).Int("moved", rep.Stats.Moved).Int("changed", rep.Stats.Changed).
 		Int("conflicts", rep.Conflicts).Int("replayed", rep.Replayed).Int("failed", rep.Failed).
 		Strs("not_restored", rep.NotRestored).Msg(rep.Summary())

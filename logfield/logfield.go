@@ -30,5 +30,7 @@ const (
 	Sync      = "sync"       // a Yjs sync message type
 	Jupyter   = "jupyter"    // the jupyter-server base URL (never with a token)
 	User      = "jupyter_user"
-	Engine    = "engine" // the server's collaboration engine
+	Engine    = "engine"    // the server's collaboration engine
+	FileHash  = "file_hash" // the hash of a document's file, as the contents API gives it
+	Outcome   = "outcome"   // how a request to the server ended (saves: success, skipped, failed, …)
 )
