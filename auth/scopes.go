@@ -98,6 +98,41 @@ func (id Identity) MayAccess(p string) bool {
 	return false
 }
 
+// MayEnter reports whether a (cleaned, root-relative) directory can hold documents within the
+// identity's globs: listings descend into it and completions offer it. A directory outside every
+// glob is as invisible as the documents in it.
+func (id Identity) MayEnter(dir string) bool {
+	if len(id.paths) == 0 {
+		return true
+	}
+	dir = strings.Trim(dir, "/")
+	if dir == "" {
+		return true
+	}
+	segs := strings.Split(dir, "/")
+	for _, g := range id.paths {
+		tree, isTree := strings.CutSuffix(g, "/**")
+		gsegs := strings.Split(tree, "/")
+		if !isTree && len(segs) >= len(gsegs) {
+			continue // the glob names files at depth len(gsegs): only directories above them hold some
+		}
+		ok := true
+		for i, seg := range segs {
+			if i >= len(gsegs) {
+				break // inside the tree
+			}
+			if m, _ := path.Match(gsegs[i], seg); !m {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
 // Restricted reports whether the identity is confined to some paths.
 func (id Identity) Restricted() bool { return len(id.paths) > 0 }
 

@@ -56,6 +56,14 @@ func TestPathGlobs(t *testing.T) {
 			t.Errorf("MayAccess(%q) = %v, want %v", p, got, want)
 		}
 	}
+	for dir, want := range map[string]bool{
+		"": true, "reports": true, "reports/deep": true, "analysis": true, "analysis/sub": false,
+		"other": false, "reportsX": false, "top.md": false,
+	} {
+		if got := id.MayEnter(dir); got != want {
+			t.Errorf("MayEnter(%q) = %v, want %v", dir, got, want)
+		}
+	}
 	if _, err := NewIdentity("t", []Scope{ScopeRead}, []string{"bad[glob"}); err == nil {
 		t.Error("a malformed glob is accepted")
 	}

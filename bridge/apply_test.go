@@ -52,7 +52,7 @@ func TestApplyVersions(t *testing.T) {
 // Create writes a new document and opens it; an existing path is refused.
 func TestManagerCreate(t *testing.T) {
 	srv := newServer(t)
-	m, err := bridge.NewManager(bridge.ManagerOptions{Server: srv, Room: fastOptions()})
+	m, err := bridge.NewManager(bridge.ManagerOptions{Jupyter: srv, Room: fastOptions()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -334,7 +334,7 @@ func TestRescueAfterUnreportedSaves(t *testing.T) {
 // re-run on it, the human's lost typing is reported in a notice the manager keeps for agents.
 func TestNoRescueWhenFileChangedOutside(t *testing.T) {
 	srv := newServer(t)
-	m, err := bridge.NewManager(bridge.ManagerOptions{Server: srv, Room: fastOptions()})
+	m, err := bridge.NewManager(bridge.ManagerOptions{Jupyter: srv, Room: fastOptions()})
 	if err != nil {
 		t.Fatal(err)
 	}

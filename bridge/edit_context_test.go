@@ -67,7 +67,7 @@ func TestEditDuringShutdownReturns(t *testing.T) {
 		srv := bridgetest.New()
 		srv.EchoAwarenessToSender(false)
 		opts := fastOptions()
-		opts.Path, opts.Kind, opts.Server = nbPath, ydoc.KindNotebook, srv
+		opts.Path, opts.Kind, opts.Jupyter = nbPath, ydoc.KindNotebook, srv
 		room, err := bridge.NewRoom(opts)
 		if err != nil {
 			t.Fatal(err)

@@ -30,7 +30,7 @@ func (e *ForkGoneError) Permanent() bool { return true }
 // ErrForkDiverged is returned by MergeFork when the document was rebuilt since the fork was made
 // (its room closed, or the server restarted): the fork's content would be added again instead of
 // merged.
-var ErrForkDiverged = errors.New("bridge: the document was reloaded since the fork was made, so a merge would duplicate its content; apply the fork's changes as edits instead (diff_fork shows them)")
+var ErrForkDiverged = errors.New("bridge: the document was reloaded since the fork was made, so a merge would duplicate its content")
 
 // Fork is a fork of a document.
 type Fork struct {
@@ -41,7 +41,7 @@ type Fork struct {
 }
 
 func (m *Manager) forks() (ForkServer, error) {
-	fs, ok := m.opts.Server.(ForkServer)
+	fs, ok := m.opts.Jupyter.(ForkServer)
 	if !ok {
 		return nil, ErrNoForks
 	}
@@ -71,22 +71,35 @@ func (m *Manager) forkAlive(key roomKey) func(context.Context) error {
 	}
 }
 
-// CreateFork forks a document's live room (joining the document first) and joins the fork.
-func (m *Manager) CreateFork(ctx context.Context, path string, kind ydoc.Kind, info ForkInfo) (*Room, error) {
+// forkRoot returns the fork API and the document's room (joined: forks are named by its room id).
+func (m *Manager) forkRoot(ctx context.Context, path string, kind ydoc.Kind) (ForkServer, *Room, error) {
 	fs, err := m.forks()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	root, err := m.Open(ctx, path, kind)
+	return fs, root, err
+}
+
+// stateVector reads a room's state vector.
+func stateVector(ctx context.Context, r *Room) (ydoc.StateVector, error) {
+	var sv ydoc.StateVector
+	err := r.View(ctx, func(d *ydoc.Doc) error {
+		sv = d.StateVector()
+		return nil
+	})
+	return sv, err
+}
+
+// CreateFork forks a document's live room (joining the document first) and joins the fork.
+func (m *Manager) CreateFork(ctx context.Context, path string, kind ydoc.Kind, info ForkInfo) (*Room, error) {
+	fs, root, err := m.forkRoot(ctx, path, kind)
 	if err != nil {
 		return nil, err
 	}
 	// What the root holds now: at merge time the root must still contain it, or it was rebuilt.
-	var base ydoc.StateVector
-	if err := root.View(ctx, func(d *ydoc.Doc) error {
-		base = d.StateVector()
-		return nil
-	}); err != nil {
+	base, err := stateVector(ctx, root)
+	if err != nil {
 		return nil, err
 	}
 	info.RootRoomID = root.Info().RoomID
@@ -138,11 +151,7 @@ func (m *Manager) OpenFork(ctx context.Context, path string, kind ydoc.Kind, for
 
 // Forks lists the forks of a document (joining it to learn its room id).
 func (m *Manager) Forks(ctx context.Context, path string, kind ydoc.Kind) ([]Fork, error) {
-	fs, err := m.forks()
-	if err != nil {
-		return nil, err
-	}
-	root, err := m.Open(ctx, path, kind)
+	fs, root, err := m.forkRoot(ctx, path, kind)
 	if err != nil {
 		return nil, err
 	}
@@ -165,11 +174,7 @@ func (m *Manager) Forks(ctx context.Context, path string, kind ydoc.Kind) ([]For
 // CloseFork deletes a fork on the server, merging it into the document first when merge is set,
 // and leaves its room.
 func (m *Manager) CloseFork(ctx context.Context, path string, kind ydoc.Kind, forkID string, merge bool) error {
-	fs, err := m.forks()
-	if err != nil {
-		return err
-	}
-	root, err := m.Open(ctx, path, kind)
+	fs, root, err := m.forkRoot(ctx, path, kind)
 	if err != nil {
 		return err
 	}
@@ -185,11 +190,8 @@ func (m *Manager) CloseFork(ctx context.Context, path string, kind ydoc.Kind, fo
 		base, known := m.forkBases[forkID]
 		m.mu.Unlock()
 		if known {
-			var now ydoc.StateVector
-			if err := root.View(ctx, func(d *ydoc.Doc) error {
-				now = d.StateVector()
-				return nil
-			}); err != nil {
+			now, err := stateVector(ctx, root)
+			if err != nil {
 				return err
 			}
 			for client, clock := range base {

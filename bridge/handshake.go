@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/logfield"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -52,7 +53,7 @@ func (l *roomLoop) receiveSync(f ydoc.Frame) error {
 		if reason := l.divergence(f.Payload); reason != "" {
 			l.held = nil
 			l.requestResetServerLost(reason)
-			l.log.Info().Str("reason", reason).Msg("the server has a new document; dropping the replica")
+			l.log.Info().Str(logfield.Reason, reason).Msg("the server has a new document; dropping the replica")
 			return &leaveError{last: [][]byte{ydoc.EncodeSync(ydoc.SyncStep2, emptyUpdate)}, err: errReconnect}
 		}
 		if err := l.releaseHeld(); err != nil {
@@ -125,7 +126,7 @@ func (l *roomLoop) applySync(f ydoc.Frame) error {
 			l.requestReset("the local replica broke: " + err.Error())
 			return errReconnect
 		}
-		l.log.Warn().Err(err).Str("sync", f.Sync.String()).Msg("bad sync message from server; resyncing")
+		l.log.Warn().Err(err).Str(logfield.Sync, f.Sync.String()).Msg("bad sync message from server; resyncing")
 		l.handle(l.sess.Resync())
 		return nil
 	}

@@ -73,7 +73,7 @@ func (h *harness) runResult() error {
 func startRoom(t *testing.T, srv *bridgetest.Server, path string, kind ydoc.Kind, mod func(*bridge.RoomOptions)) *harness {
 	t.Helper()
 	opts := fastOptions()
-	opts.Path, opts.Kind, opts.Server = path, kind, srv
+	opts.Path, opts.Kind, opts.Jupyter = path, kind, srv
 	if mod != nil {
 		mod(&opts)
 	}

@@ -22,7 +22,8 @@ type link struct {
 	wdone  chan struct{} // closed when the writer exited
 	wg     sync.WaitGroup
 	closed bool
-	recv   atomic.Int64 // unix nanos of the last frame read
+	recv   atomic.Int64     // unix nanos of the last frame read, by now
+	now    func() time.Time // the room's clock; write deadlines are the conn's business, in wall time
 }
 
 // lastReceived is when the last frame arrived (zero if none did).
@@ -42,6 +43,7 @@ type inbound struct {
 type linkTimings struct {
 	writeTimeout time.Duration
 	pingInterval time.Duration
+	now          func() time.Time // the room's clock (RoomOptions.Now), for lastReceived
 }
 
 func startLink(conn Conn, t linkTimings, log zerolog.Logger) *link {
@@ -52,6 +54,10 @@ func startLink(conn Conn, t linkTimings, log zerolog.Logger) *link {
 		errc:  make(chan error, 2),
 		stop:  make(chan struct{}),
 		wdone: make(chan struct{}),
+		now:   t.now,
+	}
+	if k.now == nil {
+		k.now = time.Now
 	}
 	k.wg.Add(2)
 	go k.read()
@@ -67,7 +73,7 @@ func (k *link) read() {
 			k.errc <- err
 			return
 		}
-		k.recv.Store(time.Now().UnixNano())
+		k.recv.Store(k.now().UnixNano())
 		f, derr := ydoc.DecodeFrame(b)
 		select {
 		case k.in <- inbound{frame: f, err: derr}:

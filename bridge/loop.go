@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/logfield"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -229,7 +230,7 @@ func (l *roomLoop) handle(out ydoc.Output) {
 		}
 		l.r.mu.Unlock()
 		l.setStatus(StatusSynced, nil)
-		l.log.Info().Str("room_id", l.ds.RoomID).Msg("room synced")
+		l.log.Info().Str(logfield.RoomID, l.ds.RoomID).Msg("room synced")
 		l.r.emit(Event{Path: l.r.opts.Path, Kind: EventSynced, Time: now})
 	}
 	if len(out.Done) > 0 || len(out.Frames) > 0 {
@@ -371,7 +372,7 @@ func (l *roomLoop) reset() error {
 	l.guard.unsavedSince, l.guard.soon = time.Time{}, false // the next sync starts from the server's state
 	l.publishSaveInfo()
 	l.resetsNoSync++
-	l.log.Info().Str("reason", l.needReset).Msg("rebuilding the replica")
+	l.log.Info().Str(logfield.Reason, l.needReset).Msg("rebuilding the replica")
 	l.needReset = ""
 	l.r.mu.Lock()
 	l.r.info.Resets++

@@ -12,14 +12,15 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/logfield"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
 // ManagerOptions configure a Manager. Zero values get defaults.
 type ManagerOptions struct {
-	Server Server
-	Logger zerolog.Logger
-	// Room carries the identity and timings given to every room (Path, Kind, Server, Logger and
+	Jupyter Jupyter
+	Logger  zerolog.Logger
+	// Room carries the identity and timings given to every room (Path, Kind, Jupyter, Logger and
 	// OnEvent are set by the manager).
 	Room RoomOptions
 	// IdleTimeout closes rooms nobody used for this long (10 min; negative: never).
@@ -32,6 +33,9 @@ type ManagerOptions struct {
 	// SaveConcurrency bounds the save requests in flight at once across rooms (4), when
 	// Room.SaveInterval turns the save guard on.
 	SaveConcurrency int
+	// Now is the clock of idle closing, and of every room whose Room.Now is not set (time.Now
+	// by default).
+	Now func() time.Time
 }
 
 // GlobalAwarenessRoom is the id of JupyterLab's awareness-only room.
@@ -86,13 +90,13 @@ type roomKey struct {
 
 // NewManager validates options. It starts nothing; Run does.
 func NewManager(opts ManagerOptions) (*Manager, error) {
-	if opts.Server == nil {
+	if opts.Jupyter == nil {
 		return nil, errors.New("manager: server is required")
 	}
 	if opts.IdleTimeout == 0 {
 		opts.IdleTimeout = 10 * time.Minute
 	}
-	if err := checkPingInterval(opts.Server, opts.Room.PingInterval); err != nil {
+	if err := checkPingInterval(opts.Jupyter, opts.Room.PingInterval); err != nil {
 		return nil, fmt.Errorf("manager: rooms: %w", err)
 	}
 	if opts.JoinTimeout <= 0 {
@@ -100,6 +104,12 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 	}
 	if opts.SaveConcurrency <= 0 {
 		opts.SaveConcurrency = 4
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Room.Now == nil {
+		opts.Room.Now = opts.Now
 	}
 	life, finish := context.WithCancel(context.Background())
 	return &Manager{opts: opts, log: opts.Logger, hub: newHub(), rooms: map[roomKey]*Room{}, life: life, finish: finish,
@@ -111,7 +121,7 @@ func (m *Manager) SaveStats() SaveStats { return m.saves.Stats() }
 
 // Notices returns what agents must be told that happened after seq (work lost in a server crash,
 // edits that could not be re-applied), and the seq to pass next time.
-func (m *Manager) Notices(seq uint64) ([]Notice, uint64) { return m.notices.since(seq, time.Now()) }
+func (m *Manager) Notices(seq uint64) ([]Notice, uint64) { return m.notices.since(seq, m.opts.Now()) }
 
 // onRoomEvent keeps notices and publishes every room event.
 func (m *Manager) onRoomEvent(e Event) {
@@ -262,7 +272,7 @@ func (m *Manager) createFile(ctx context.Context, path string, kind ydoc.Kind, c
 		if m.Get(path, ydoc.KindNotebook) != nil || m.Get(path, ydoc.KindText) != nil {
 			return fmt.Errorf("create %s: %w", path, ErrExists)
 		}
-		if _, err := m.opts.Server.Stat(ctx, path); err == nil {
+		if _, err := m.opts.Jupyter.Stat(ctx, path); err == nil {
 			return fmt.Errorf("create %s: %w", path, ErrExists)
 		} else if !IsNotFound(err) {
 			return fmt.Errorf("create %s: %w", path, err)
@@ -278,7 +288,7 @@ func (m *Manager) createFile(ctx context.Context, path string, kind ydoc.Kind, c
 	if err := exists(); err != nil {
 		return err
 	}
-	if _, err := m.opts.Server.Create(ctx, path, kind, content); err != nil {
+	if _, err := m.opts.Jupyter.Create(ctx, path, kind, content); err != nil {
 		return fmt.Errorf("create %s: %w", path, err)
 	}
 	return nil
@@ -289,7 +299,7 @@ func (m *Manager) mkdirAll(ctx context.Context, dir string) error {
 	if dir == "." || dir == "" {
 		return nil
 	}
-	fi, err := m.opts.Server.Stat(ctx, dir)
+	fi, err := m.opts.Jupyter.Stat(ctx, dir)
 	switch {
 	case err == nil && fi.Type == "directory":
 		return nil
@@ -301,7 +311,7 @@ func (m *Manager) mkdirAll(ctx context.Context, dir string) error {
 	if err := m.mkdirAll(ctx, pathpkg.Dir(dir)); err != nil {
 		return err
 	}
-	if err := m.opts.Server.CreateDir(ctx, dir); err != nil {
+	if err := m.opts.Jupyter.CreateDir(ctx, dir); err != nil {
 		return fmt.Errorf("create directory %s: %w", dir, err)
 	}
 	return nil
@@ -310,7 +320,7 @@ func (m *Manager) mkdirAll(ctx context.Context, dir string) error {
 // checkFile makes sure the path is a document of the requested kind before joining, so the
 // caller gets a clear error instead of a room that closes with 4404 or 4400.
 func (m *Manager) checkFile(ctx context.Context, path string, kind ydoc.Kind) error {
-	fi, err := m.opts.Server.Stat(ctx, path)
+	fi, err := m.opts.Jupyter.Stat(ctx, path)
 	if err != nil {
 		if IsNotFound(err) {
 			return fmt.Errorf("open %s: no such file: %w", path, err)
@@ -338,7 +348,7 @@ func (m *Manager) start(key roomKey) (*Room, error) {
 		return nil, ErrManagerStopped
 	}
 	opts := m.opts.Room
-	opts.Path, opts.Kind, opts.Server, opts.Logger = key.path, key.kind, m.opts.Server, m.log
+	opts.Path, opts.Kind, opts.Jupyter, opts.Logger = key.path, key.kind, m.opts.Jupyter, m.log
 	opts.OnEvent = m.onRoomEvent
 	opts.Saves = m.saves
 	opts.Presence = m.presence
@@ -355,7 +365,7 @@ func (m *Manager) start(key roomKey) (*Room, error) {
 	go func() {
 		defer m.wg.Done()
 		if err := room.Run(m.life); err != nil {
-			m.log.Warn().Err(err).Str("room_path", key.path).Msg("room failed")
+			m.log.Warn().Err(err).Str(logfield.Path, key.path).Msg("room failed")
 		}
 		m.mu.Lock()
 		if m.rooms[key] == room {
@@ -414,7 +424,7 @@ func (m *Manager) Stat(ctx context.Context, path string) (FileInfo, error) {
 	if err != nil {
 		return FileInfo{}, err
 	}
-	return m.opts.Server.Stat(ctx, path)
+	return m.opts.Jupyter.Stat(ctx, path)
 }
 
 // List returns a directory's entries.
@@ -423,14 +433,14 @@ func (m *Manager) List(ctx context.Context, dir string) ([]FileInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	return m.opts.Server.List(ctx, dir)
+	return m.opts.Jupyter.List(ctx, dir)
 }
 
 func (m *Manager) closeIdle() {
 	if m.opts.IdleTimeout < 0 {
 		return
 	}
-	cutoff := time.Now().Add(-m.opts.IdleTimeout)
+	cutoff := m.opts.Now().Add(-m.opts.IdleTimeout)
 	var idle []*Room
 	m.mu.Lock()
 	hasForks := map[roomKey]bool{} // a document stays joined while a fork of it is: forks are checked against it
@@ -447,7 +457,7 @@ func (m *Manager) closeIdle() {
 	}
 	m.mu.Unlock()
 	for _, r := range idle {
-		m.log.Info().Str("room_path", r.Path()).Msg("closing idle room")
+		m.log.Info().Str(logfield.Path, r.Path()).Msg("closing idle room")
 		r.Close()
 	}
 }
@@ -461,7 +471,7 @@ func (m *Manager) startGlobal() {
 		defer m.wg.Done()
 		for m.life.Err() == nil {
 			opts := m.opts.Room
-			opts.Path, opts.Kind, opts.Server, opts.Logger = GlobalAwarenessRoom, ydoc.KindText, m.opts.Server, m.log
+			opts.Path, opts.Kind, opts.Jupyter, opts.Logger = GlobalAwarenessRoom, ydoc.KindText, m.opts.Jupyter, m.log
 			opts.Transient = GlobalAwarenessRoom
 			m.mu.Lock()
 			opts.Presence = m.presence
@@ -655,7 +665,7 @@ func (m *Manager) FileID(ctx context.Context, path string, kind ydoc.Kind) (stri
 	if kind == ydoc.KindText {
 		format, docType = "text", "file"
 	}
-	ds, err := m.opts.Server.OpenDocSession(ctx, path, format, docType)
+	ds, err := m.opts.Jupyter.OpenDocSession(ctx, path, format, docType)
 	if err != nil {
 		return "", fmt.Errorf("file id of %s: %w", path, err)
 	}

@@ -20,7 +20,7 @@ import (
 // newManager returns a manager over srv with fast room timings, closed when the test ends.
 func newManager(t *testing.T, srv *bridgetest.Server, mod func(*bridge.ManagerOptions)) *bridge.Manager {
 	t.Helper()
-	opts := bridge.ManagerOptions{Server: srv, Logger: zerolog.Nop(), Room: fastOptions(), JoinTimeout: waitLimit}
+	opts := bridge.ManagerOptions{Jupyter: srv, Logger: zerolog.Nop(), Room: fastOptions(), JoinTimeout: waitLimit}
 	if mod != nil {
 		mod(&opts)
 	}
@@ -202,6 +202,40 @@ func (w *blockingWriter) Write(p []byte) (int, error) {
 }
 
 func (w *blockingWriter) Release() { w.relOnce.Do(func() { close(w.release) }) }
+
+// Idle closing reads the manager's clock (and rooms record their use by it): while the clock
+// stands still a room is not idle however long the test runs; once it moves past the timeout the
+// room closes.
+func TestManagerIdleClosingFollowsItsClock(t *testing.T) {
+	srv := newServer(t)
+	var mu sync.Mutex
+	now := time.Unix(1_700_000_000, 0)
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	m := newManager(t, srv, func(o *bridge.ManagerOptions) {
+		o.IdleTimeout, o.Now, o.Room.Now = 40*time.Millisecond, clock, nil
+	})
+	room := openRoom(t, m, nbPath, ydoc.KindNotebook)
+	runManager(t, m)
+	// Ten idle checks (every 10ms) pass in wall time; none may find the room idle.
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-room.Done():
+		t.Fatal("the room was closed as idle although the manager's clock did not move")
+	default:
+	}
+	mu.Lock()
+	now = now.Add(time.Minute)
+	mu.Unlock()
+	select {
+	case <-room.Done():
+	case <-time.After(waitLimit):
+		t.Fatalf("the room was not closed within %v after its clock passed the idle timeout", waitLimit)
+	}
+}
 
 func TestManagerClosesIdleRooms(t *testing.T) {
 	srv := newServer(t)

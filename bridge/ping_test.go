@@ -28,19 +28,19 @@ func TestPingIntervalMustStayUnderTheServersIdleTimeout(t *testing.T) {
 		ping    time.Duration
 		wantErr bool
 	}{{0, false}, {15 * time.Second, false}, {20 * time.Second, false}, {21 * time.Second, true}, {time.Minute, true}} {
-		opts := bridge.ManagerOptions{Server: srv, Logger: zerolog.Nop()}
+		opts := bridge.ManagerOptions{Jupyter: srv, Logger: zerolog.Nop()}
 		opts.Room.PingInterval = tc.ping
 		_, err := bridge.NewManager(opts)
 		if (err != nil) != tc.wantErr || (err != nil && !strings.Contains(err.Error(), "at most 20s")) {
 			t.Errorf("NewManager with ping %v: err = %v, want error %v", tc.ping, err, tc.wantErr)
 		}
-		_, err = bridge.NewRoom(bridge.RoomOptions{Path: "a.ipynb", Kind: ydoc.KindNotebook, Server: srv, PingInterval: tc.ping})
+		_, err = bridge.NewRoom(bridge.RoomOptions{Path: "a.ipynb", Kind: ydoc.KindNotebook, Jupyter: srv, PingInterval: tc.ping})
 		if (err != nil) != tc.wantErr {
 			t.Errorf("NewRoom with ping %v: err = %v, want error %v", tc.ping, err, tc.wantErr)
 		}
 	}
 	// A server without a read deadline (the in-memory fake) takes any interval.
-	if _, err := bridge.NewRoom(bridge.RoomOptions{Path: "a.ipynb", Kind: ydoc.KindNotebook, Server: bridgetest.New(), PingInterval: time.Hour}); err != nil {
+	if _, err := bridge.NewRoom(bridge.RoomOptions{Path: "a.ipynb", Kind: ydoc.KindNotebook, Jupyter: bridgetest.New(), PingInterval: time.Hour}); err != nil {
 		t.Errorf("fake server: %v", err)
 	}
 }

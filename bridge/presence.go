@@ -28,12 +28,13 @@ const (
 
 // Presence is the agent's status and current activity.
 type Presence struct {
-	Status   string    `json:"status"`
-	Message  string    `json:"message,omitempty"`
-	Activity *Activity `json:"activity,omitempty"`
+	Status   string
+	Message  string
+	Activity *Activity
 }
 
-// Activity is what the agent says it is doing.
+// Activity is what the agent says it is doing. Its JSON form is the "activity" of the agent's
+// awareness state (other agents read it there).
 type Activity struct {
 	Type        string         `json:"type"`
 	Description string         `json:"description"`
@@ -167,37 +168,24 @@ func (r *Room) SetFields(ctx context.Context, fields map[string]any) error {
 // SetCursors moves the agent's cursors (an empty list removes them). Positions become relative
 // positions, so they follow concurrent edits.
 func (r *Room) SetCursors(ctx context.Context, cursors []CursorSpec) error {
-	errc := make(chan error, 1)
-	err := r.do(ctx, func(l *roomLoop) {
-		l.whenReady(&readCall{errc: errc, fn: func(d *ydoc.Doc, _ History) error {
-			var out []jsonCursor
-			for i, c := range cursors {
-				a, err := d.RelativePosition(c.CellID, c.Anchor)
-				if err != nil {
-					return err
-				}
-				h, err := d.RelativePosition(c.CellID, c.Head)
-				if err != nil {
-					return err
-				}
-				out = append(out, jsonCursor{Anchor: a, Head: h, Primary: i == 0, Empty: c.Anchor == c.Head})
+	return r.whenReady(ctx, func(l *roomLoop) error {
+		d := l.sess.Doc()
+		var out []jsonCursor
+		for i, c := range cursors {
+			a, err := d.RelativePosition(c.CellID, c.Anchor)
+			if err != nil {
+				return err
 			}
-			l.cursors = out
-			l.announce()
-			return nil
-		}})
+			h, err := d.RelativePosition(c.CellID, c.Head)
+			if err != nil {
+				return err
+			}
+			out = append(out, jsonCursor{Anchor: a, Head: h, Primary: i == 0, Empty: c.Anchor == c.Head})
+		}
+		l.cursors = out
+		l.announce()
+		return nil
 	})
-	if err != nil {
-		return err
-	}
-	select {
-	case err := <-errc:
-		return err
-	case <-r.done:
-		return r.stoppedErr()
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // Peers returns the collaborators in the room's awareness (not the agent itself), their cursors
@@ -206,18 +194,7 @@ func (r *Room) SetCursors(ctx context.Context, cursors []CursorSpec) error {
 // It does not wait for the replica to sync (awareness needs none); cursors are only resolved
 // once it has.
 func (r *Room) Peers(ctx context.Context) ([]PeerView, error) {
-	res := make(chan []PeerView, 1)
-	if err := r.do(ctx, func(l *roomLoop) { res <- l.peerViews() }); err != nil {
-		return nil, err
-	}
-	select {
-	case v := <-res:
-		return v, nil
-	case <-r.done:
-		return nil, r.stoppedErr()
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	return call(ctx, r, func(l *roomLoop) ([]PeerView, error) { return l.peerViews(), nil })
 }
 
 func (l *roomLoop) peerViews() []PeerView {
@@ -264,12 +241,12 @@ const (
 
 // ActivityEntry is one change, described by what it did to which cells.
 type ActivityEntry struct {
-	Path    string    `json:"document"`
-	At      time.Time `json:"at"`
-	Authors []string  `json:"by,omitempty"`
-	Local   bool      `json:"agent,omitempty"`
-	Kind    string    `json:"kind"`
-	CellIDs []string  `json:"cells,omitempty"`
+	Path    string
+	At      time.Time
+	Authors []string // who wrote the new content, as their awareness names them
+	Local   bool     // the sidecar's own change
+	Kind    string   // ActInserted, ActDeleted, ActEdited, ActExecuted or ActMoved
+	CellIDs []string // the cells (none for a text file)
 }
 
 // Activity describes the room's recent changes, newest first, merging consecutive changes of

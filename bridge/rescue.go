@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/logfield"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -19,7 +20,7 @@ import (
 // Notice says what was not restored and why.
 
 // FileReader reads a document's file as jupyter-server has it, with the hash the server
-// publishes in a room's state after saving it (the contents API's hash of the file). A Server
+// publishes in a room's state after saving it (the contents API's hash of the file). A Jupyter
 // may implement it; without it a lost room's replica is not brought back (the agents' edits are
 // still re-run).
 type FileReader interface {
@@ -87,7 +88,7 @@ func (l *roomLoop) fileReader() FileReader {
 	if l.r.opts.Fork != "" || l.r.opts.Transient != "" {
 		return nil
 	}
-	fr, _ := l.r.opts.Server.(FileReader)
+	fr, _ := l.r.opts.Jupyter.(FileReader)
 	return fr
 }
 
@@ -123,7 +124,7 @@ func (l *roomLoop) decideRescue(file *FileContent, ferr error) {
 	if file != nil {
 		got = file.Hash
 	}
-	l.log.Info().Bool("file_read", file != nil && ferr == nil).Str("file_hash", short(got)).Str("last_saved_hash", short(known)).
+	l.log.Info().Bool("file_read", file != nil && ferr == nil).Str(logfield.FileHash, short(got)).Str("last_saved_hash", short(known)).
 		Msg("the server lost the room: deciding how to bring back the replica")
 }
 
@@ -157,7 +158,7 @@ func (l *roomLoop) onRescue(rep *ydoc.RescueReport, now time.Time) {
 		ev = l.log.Warn()
 		kind = "not_restored"
 	}
-	ev.Bool("restored", rep.Restored).Str("reason", rep.Reason).Int("inserted", rep.Stats.Inserted).
+	ev.Bool("restored", rep.Restored).Str(logfield.Reason, rep.Reason).Int("inserted", rep.Stats.Inserted).
 		Int("deleted", rep.Stats.Deleted).Int("moved", rep.Stats.Moved).Int("changed", rep.Stats.Changed).
 		Int("conflicts", rep.Conflicts).Int("replayed", rep.Replayed).Int("failed", rep.Failed).
 		Strs("not_restored", rep.NotRestored).Msg(rep.Summary())

@@ -38,7 +38,7 @@ func (p *poisonServer) DialRoom(ctx context.Context, roomID, sessionID string) (
 func TestPoisonDocumentFailsRoom(t *testing.T) {
 	poison, _ := hex.DecodeString("0204000084858080808080808080010004f09f98800a03c10005ffffffffffffffffff010503c5ffffffffffffffffff01000300077b2265223a317d0203000800030001770176828580808080808080800180808080802001077b2261223a317d0180808080080180808080802003")
 	srv := &poisonServer{Server: newServer(t), poison: poison}
-	h := startRoom(t, srv.Server, bridgetest.NotebookPath, ydoc.KindNotebook, func(o *bridge.RoomOptions) { o.Server = srv })
+	h := startRoom(t, srv.Server, bridgetest.NotebookPath, ydoc.KindNotebook, func(o *bridge.RoomOptions) { o.Jupyter = srv })
 	e := h.await("failed", kindIs(bridge.EventFailed))
 	if !strings.Contains(e.Err.Error(), "cannot load this document") {
 		t.Errorf("failure %v", e.Err)
@@ -82,7 +82,7 @@ func (p *noStep2Server) DialRoom(ctx context.Context, roomID, sessionID string) 
 func TestHandshakeTimeoutReconnects(t *testing.T) {
 	srv := &noStep2Server{Server: newServer(t)}
 	startRoom(t, srv.Server, bridgetest.NotebookPath, ydoc.KindNotebook, func(o *bridge.RoomOptions) {
-		o.Server = srv
+		o.Jupyter = srv
 		o.HandshakeTimeout = 20 * time.Millisecond
 	})
 	eventually(t, "a second dial after the handshake timed out", func() bool { return srv.dials.Load() >= 2 })

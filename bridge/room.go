@@ -13,11 +13,9 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/logfield"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
-
-// Room is one live collaboration room: a replica kept in sync with the server by one goroutine
-// (Run), shared by every caller. Public methods hand closures to that goroutine.
 
 // Close codes the Jupyter collaboration server uses.
 const (
@@ -71,10 +69,10 @@ func (e *RoomError) Permanent() bool { return true }
 
 // RoomOptions configure a room. Zero values get defaults.
 type RoomOptions struct {
-	Path   string
-	Kind   ydoc.Kind
-	Server Server
-	Logger zerolog.Logger
+	Path    string
+	Kind    ydoc.Kind
+	Jupyter Jupyter
+	Logger  zerolog.Logger
 	// User is how the sidecar appears to collaborators (awareness "user").
 	User ydoc.AwarenessUser
 	// NoAutosave publishes autosave:false in awareness. By default the sidecar asks for
@@ -125,7 +123,7 @@ func (o *RoomOptions) defaults() error {
 	if o.Kind != ydoc.KindNotebook && o.Kind != ydoc.KindText {
 		return fmt.Errorf("room %s: unknown document kind", o.Path)
 	}
-	if o.Server == nil {
+	if o.Jupyter == nil {
 		return fmt.Errorf("room %s: server is required", o.Path)
 	}
 	def := func(d *time.Duration, v time.Duration) {
@@ -143,7 +141,7 @@ func (o *RoomOptions) defaults() error {
 	def(&o.WriteTimeout, 10*time.Second)
 	def(&o.TickInterval, time.Second)
 	def(&o.SaveTimeout, 30*time.Second)
-	if err := checkPingInterval(o.Server, o.PingInterval); err != nil {
+	if err := checkPingInterval(o.Jupyter, o.PingInterval); err != nil {
 		return fmt.Errorf("room %s: %w", o.Path, err)
 	}
 	if o.HistoryBudget <= 0 {
@@ -230,7 +228,22 @@ type RoomInfo struct {
 	LastRescueAt time.Time
 }
 
-// Room is a live document room.
+// Room is one live collaboration room: a replica of a document (or of a fork of one, or the
+// awareness-only global room) kept in sync with jupyter-server, shared by every caller.
+//
+// Run's goroutine owns everything that changes: the ydoc.Session with its replica, the
+// connection (one reader and one writer goroutine per websocket), the history of changes and
+// the restorable versions, the agent's awareness state. Public methods hand requests to that
+// goroutine (do, call, whenReady) and wait for the answer, the room's end or their context; the
+// functions they pass (View, Read, Apply) run on it — Apply's with the CRDT engine locked for
+// every room — so they must be short and must not call back into a Room or the Manager. The goroutine never blocks on the
+// network: dialling happens on a helper goroutine while requests are served, so a caller can
+// always withdraw an edit it stopped waiting for.
+//
+// An edit returns once the server holds it (confirmed), or says it was withdrawn (nothing
+// changed) or is still on its way (UnconfirmedError). Every change, local or remote, is
+// published as an Event to the room's and the manager's subscribers, never blocking the room.
+// Create rooms with NewRoom (nothing starts) and make them live with Run; Close leaves politely.
 type Room struct {
 	opts RoomOptions
 	log  zerolog.Logger
@@ -258,7 +271,7 @@ func NewRoom(opts RoomOptions) (*Room, error) {
 	}
 	r := &Room{
 		opts:   opts,
-		log:    opts.Logger.With().Str("room_path", opts.Path).Str("kind", opts.Kind.String()).Logger(),
+		log:    opts.Logger.With().Str(logfield.Path, opts.Path).Str(logfield.Kind, opts.Kind.String()).Logger(),
 		hub:    newHub(),
 		reqs:   make(chan func(*roomLoop)),
 		done:   make(chan struct{}),
@@ -297,7 +310,7 @@ func (r *Room) Done() <-chan struct{} { return r.done }
 // Subscribe receives this room's events.
 func (r *Room) Subscribe(buffer int) *Subscription { return r.hub.subscribe(buffer) }
 
-func (r *Room) touch() { r.lastUsed.Store(time.Now().UnixNano()) }
+func (r *Room) touch() { r.lastUsed.Store(r.opts.Now().UnixNano()) }
 
 // LastUsed returns when a caller last used the room.
 func (r *Room) LastUsed() time.Time { return time.Unix(0, r.lastUsed.Load()) }
@@ -345,231 +358,6 @@ func (r *Room) stoppedErr() error {
 		return err
 	}
 	return ErrRoomClosed
-}
-
-// do hands fn to the room goroutine. When do returns nil, fn is running or has run.
-func (r *Room) do(ctx context.Context, fn func(*roomLoop)) error {
-	select {
-	case r.reqs <- fn:
-		return nil
-	case <-r.done:
-		return r.stoppedErr()
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// View runs fn on the replica in the room goroutine, once the replica holds the server's state
-// (after the first sync, and again after a reset). fn must not keep the doc.
-func (r *Room) View(ctx context.Context, fn func(*ydoc.Doc) error) error {
-	return r.Read(ctx, func(d *ydoc.Doc, _ History) error { return fn(d) })
-}
-
-// Read is View with the room's change history (the replica's version, what changed since an
-// earlier one). fn must not keep either.
-//
-// fn (like every callback handed to a room: View, Apply, OnEvent) runs on the room goroutine,
-// Apply's with the CRDT engine locked for all rooms: it must be short and must not call any
-// Room or Manager method, or it deadlocks. A panic in fn is returned as an error.
-func (r *Room) Read(ctx context.Context, fn func(*ydoc.Doc, History) error) error {
-	r.touch()
-	rc := &readCall{fn: fn, errc: make(chan error, 1)}
-	err := r.do(ctx, func(l *roomLoop) { l.whenReady(rc) })
-	if err != nil {
-		return err
-	}
-	select {
-	case err := <-rc.errc:
-		return err
-	case <-r.done:
-		select {
-		case err := <-rc.errc:
-			return err
-		default:
-			return r.stoppedErr()
-		}
-	case <-ctx.Done():
-		if rc.state.CompareAndSwap(readPending, readCancelled) {
-			return ctx.Err() // it will not run: nothing touches the caller's variables later
-		}
-		return <-rc.errc // already running on the room goroutine: wait for it (callbacks are short)
-	}
-}
-
-// readCall is a Read waiting on the room goroutine; the caller may cancel it until it starts.
-type readCall struct {
-	fn    func(*ydoc.Doc, History) error
-	state atomic.Int32
-	errc  chan error
-}
-
-const (
-	readPending int32 = iota
-	readRunning
-	readCancelled
-)
-
-// run executes the read (or reports why it cannot), unless the caller gave up.
-func (rc *readCall) run(l *roomLoop, cause error) {
-	if !rc.state.CompareAndSwap(readPending, readRunning) {
-		return
-	}
-	err := cause
-	if err == nil {
-		err = func() (err error) {
-			defer func() {
-				if p := recover(); p != nil {
-					err = fmt.Errorf("bridge: read callback panicked: %v", p)
-				}
-			}()
-			return rc.fn(l.sess.Doc(), History{l.hist})
-		}()
-	}
-	rc.errc <- err
-}
-
-// Edited is the outcome of a confirmed edit.
-type Edited struct {
-	Change  ydoc.Change
-	Version Version // the replica's version right after this edit was applied
-}
-
-type editOutcome struct {
-	res     ydoc.EditResult
-	version Version
-}
-
-// Edit applies fn as one transaction and returns once the server holds the result. fn must
-// validate before it mutates (see ydoc.Txn). If ctx ends first, the error says whether the edit
-// was withdrawn (*WithdrawnError, nothing changed) or is on its way (*UnconfirmedError).
-func (r *Room) Edit(ctx context.Context, fn ydoc.EditFunc) (ydoc.Change, error) {
-	out, err := r.Apply(ctx, func(tx *ydoc.Txn, _ History, replaying bool) error { return fn(tx, replaying) })
-	return out.Change, err
-}
-
-// Apply is Edit with the room's history available to fn (to refuse an edit when the cells it
-// touches changed since a version the caller read), and the version the edit produced.
-func (r *Room) Apply(ctx context.Context, fn func(tx *ydoc.Txn, h History, replaying bool) error) (Edited, error) {
-	return r.apply(ctx, fn, false)
-}
-
-// ApplyDurable is Apply for edits that are safe to run twice (the second run over a document
-// that already holds the first changes nothing: cells inserted by id, content set). Such an edit
-// is re-run if the server dies after confirming it but before saving it (ydoc.Session.unsaved).
-func (r *Room) ApplyDurable(ctx context.Context, fn func(tx *ydoc.Txn, h History, replaying bool) error) (Edited, error) {
-	return r.apply(ctx, fn, true)
-}
-
-func (r *Room) apply(ctx context.Context, fn func(tx *ydoc.Txn, h History, replaying bool) error, durable bool) (Edited, error) {
-	r.touch()
-	id := r.editSeq.Add(1)
-	res := make(chan editOutcome, 1)
-	err := r.do(ctx, func(l *roomLoop) {
-		l.waiters[id] = res
-		propose := l.sess.Propose
-		if durable {
-			propose = l.sess.ProposeDurable
-		}
-		l.handle(propose(id, func(tx *ydoc.Txn, replaying bool) (err error) {
-			// A panic in the caller's function is its bug, not the engine's: report it instead
-			// of marking the replica broken.
-			defer func() {
-				if p := recover(); p != nil {
-					err = fmt.Errorf("bridge: edit function panicked: %v", p)
-				}
-			}()
-			return fn(tx, History{l.hist}, replaying) // runs in the room goroutine
-		}))
-		l.publishPending()
-	})
-	if err != nil {
-		if ctx.Err() != nil { // the loop never took the edit: nothing happened
-			return Edited{}, &WithdrawnError{Err: ctx.Err()}
-		}
-		return Edited{}, err
-	}
-	result := func(o editOutcome) (Edited, error) {
-		return Edited{Change: o.res.Change, Version: o.version}, o.res.Err
-	}
-	select {
-	case out := <-res:
-		return result(out)
-	case <-r.done:
-		select {
-		case out := <-res:
-			return result(out)
-		default:
-			return Edited{}, r.stoppedErr()
-		}
-	case <-ctx.Done():
-	}
-	// The caller gave up: withdraw the edit if it has not been applied yet. The loop never blocks
-	// on the network, so this answers promptly; the bound is a safety net.
-	withdrawn := make(chan bool, 1)
-	wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	werr := r.do(wctx, func(l *roomLoop) {
-		ok := l.sess.Withdraw(id)
-		if ok {
-			delete(l.waiters, id)
-			l.publishPending()
-		}
-		withdrawn <- ok
-	})
-	select {
-	case out := <-res: // finished meanwhile
-		return result(out)
-	default:
-	}
-	if werr == nil && <-withdrawn {
-		return Edited{}, &WithdrawnError{Err: ctx.Err()}
-	}
-	return Edited{}, &UnconfirmedError{Err: ctx.Err()}
-}
-
-// Save asks the server to write the document to disk now (Jupyter's RAW save message) and
-// returns its status: success, skipped (a save or reload was in progress) or failed.
-func (r *Room) Save(ctx context.Context) (string, error) {
-	r.touch()
-	res := make(chan saveResult, 1)
-	err := r.do(ctx, func(l *roomLoop) {
-		if l.ds.Engine.SavesItself {
-			res <- saveResult{err: ErrSavesItself}
-			return
-		}
-		if l.link == nil || !l.sess.Synced() {
-			res <- saveResult{err: ErrNotSynced}
-			return
-		}
-		l.saveSeq++
-		l.saves[l.saveSeq] = res
-		l.send(ydoc.EncodeSaveRequest(l.saveSeq))
-	})
-	if err != nil {
-		return "", err
-	}
-	select {
-	case out := <-res:
-		return out.status, out.err
-	case <-r.done:
-		return "", r.stoppedErr()
-	case <-ctx.Done():
-		forget, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = r.do(forget, func(l *roomLoop) {
-			for id, c := range l.saves {
-				if c == res {
-					delete(l.saves, id)
-				}
-			}
-		})
-		return "", ctx.Err()
-	}
-}
-
-type saveResult struct {
-	status string
-	err    error
 }
 
 // Run keeps the room live until ctx ends, Close is called, or it fails for good (the returned
@@ -773,7 +561,7 @@ func (l *roomLoop) dial(ctx context.Context) (DocSession, Conn, *FileContent, er
 					return
 				}
 			}
-			conn, err := l.r.opts.Server.DialRoom(dctx, id, "")
+			conn, err := l.r.opts.Jupyter.DialRoom(dctx, id, "")
 			if err != nil {
 				err = fmt.Errorf("join fork room %s: %w", id, err)
 			}
@@ -781,14 +569,14 @@ func (l *roomLoop) dial(ctx context.Context) (DocSession, Conn, *FileContent, er
 			return
 		}
 		if id := l.r.opts.Transient; id != "" { // awareness only: no document session
-			conn, err := l.r.opts.Server.DialRoom(dctx, id, "")
+			conn, err := l.r.opts.Jupyter.DialRoom(dctx, id, "")
 			if err != nil {
 				err = fmt.Errorf("join room %s: %w", id, err)
 			}
 			resc <- dialed{ds: DocSession{RoomID: id}, conn: conn, err: err}
 			return
 		}
-		ds, err := l.r.opts.Server.OpenDocSession(dctx, path, format, docType)
+		ds, err := l.r.opts.Jupyter.OpenDocSession(dctx, path, format, docType)
 		if err != nil {
 			resc <- dialed{err: fmt.Errorf("open document session: %w", err)}
 			return
@@ -812,7 +600,7 @@ func (l *roomLoop) dial(ctx context.Context) (DocSession, Conn, *FileContent, er
 			hashRead.Add(1) // the file's hash as the room is first joined, alongside the join
 			go func() { defer hashRead.Done(); read() }()
 		}
-		conn, err := l.r.opts.Server.DialRoom(dctx, ds.RoomID, ds.SessionID)
+		conn, err := l.r.opts.Jupyter.DialRoom(dctx, ds.RoomID, ds.SessionID)
 		hashRead.Wait()
 		if err != nil {
 			resc <- dialed{err: fmt.Errorf("join room %s: %w", ds.RoomID, err)}
@@ -872,7 +660,7 @@ func (l *roomLoop) run(ctx context.Context) error {
 			delay = l.r.opts.AtRiskBackoff/2 + time.Duration(mrand.Int64N(int64(l.r.opts.AtRiskBackoff/2)+1))
 		}
 		l.lastErr = err
-		l.log.Warn().Err(err).Dur("retry_in", delay).Msg("room connection lost; reconnecting")
+		l.log.Warn().Err(err).Dur(logfield.RetryIn, delay).Msg("room connection lost; reconnecting")
 		l.setStatus(StatusDisconnected, err)
 		if err := l.wait(ctx, delay); err != nil {
 			return err
@@ -927,10 +715,10 @@ func (l *roomLoop) connectAndServe(ctx context.Context) error {
 	l.r.mu.Lock()
 	l.r.info.RoomID, l.r.info.FileID, l.r.info.SessionID = ds.RoomID, ds.FileID, ds.SessionID
 	l.r.mu.Unlock()
-	l.link = startLink(conn, linkTimings{writeTimeout: l.r.opts.WriteTimeout, pingInterval: l.r.opts.PingInterval}, l.log)
+	l.link = startLink(conn, linkTimings{writeTimeout: l.r.opts.WriteTimeout, pingInterval: l.r.opts.PingInterval, now: l.r.opts.Now}, l.log)
 	l.connectedAt, l.handshakeAsked = l.r.opts.Now(), false
 	l.serverStepOne, l.held = false, nil
-	l.log.Info().Str("room_id", ds.RoomID).Str("file_id", ds.FileID).Str("engine", ds.Engine.Name).Msg("joined room")
+	l.log.Info().Str(logfield.RoomID, ds.RoomID).Str(logfield.FileID, ds.FileID).Str(logfield.Engine, ds.Engine.Name).Msg("joined room")
 	l.handle(l.sess.Connect())
 	if aw := l.aw.Current(); aw != nil {
 		l.send(ydoc.EncodeAwarenessFrame(aw))

@@ -789,9 +789,9 @@ func TestNewRoomValidation(t *testing.T) {
 		name string
 		opts bridge.RoomOptions
 	}{
-		{"no path", bridge.RoomOptions{Kind: ydoc.KindNotebook, Server: srv}},
-		{"no kind", bridge.RoomOptions{Path: nbPath, Server: srv}},
-		{"unknown kind", bridge.RoomOptions{Path: nbPath, Kind: ydoc.Kind(9), Server: srv}},
+		{"no path", bridge.RoomOptions{Kind: ydoc.KindNotebook, Jupyter: srv}},
+		{"no kind", bridge.RoomOptions{Path: nbPath, Jupyter: srv}},
+		{"unknown kind", bridge.RoomOptions{Path: nbPath, Kind: ydoc.Kind(9), Jupyter: srv}},
 		{"no server", bridge.RoomOptions{Path: nbPath, Kind: ydoc.KindNotebook}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -810,7 +810,7 @@ func TestRunTwiceAndCloseBeforeRun(t *testing.T) {
 	}
 
 	opts := fastOptions()
-	opts.Path, opts.Kind, opts.Server = nbPath, ydoc.KindNotebook, srv
+	opts.Path, opts.Kind, opts.Jupyter = nbPath, ydoc.KindNotebook, srv
 	r, err := bridge.NewRoom(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -840,7 +840,7 @@ func TestRunTwiceAndCloseBeforeRun(t *testing.T) {
 func TestRunStopsWithContext(t *testing.T) {
 	srv := newServer(t)
 	opts := fastOptions()
-	opts.Path, opts.Kind, opts.Server = nbPath, ydoc.KindNotebook, srv
+	opts.Path, opts.Kind, opts.Jupyter = nbPath, ydoc.KindNotebook, srv
 	r, err := bridge.NewRoom(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/logfield"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -202,7 +203,7 @@ func (l *roomLoop) noteChanges(out ydoc.Output, now time.Time) {
 		if l.guard.inflight == 0 {
 			l.guard.unverified = false
 		}
-		l.log.Debug().Str("hash", short(l.fileHash)).Msg("the server saved the document")
+		l.log.Debug().Str(logfield.FileHash, short(l.fileHash)).Msg("the server saved the document")
 		l.r.mu.Lock()
 		l.r.info.LastSaved = now
 		l.r.mu.Unlock()
@@ -278,7 +279,7 @@ func (l *roomLoop) saveAnswered(outcome string) {
 		l.readHashAfterSave(sentAt)
 	}
 	if outcome != "success" {
-		l.log.Info().Str("outcome", outcome).Msg("save request not done")
+		l.log.Info().Str(logfield.Outcome, outcome).Msg("save request not done")
 	} else {
 		l.log.Debug().Msg("save request answered")
 	}
@@ -339,7 +340,7 @@ func (l *roomLoop) readHashAfterSave(sentAt time.Time) {
 				return // nothing was written
 			}
 			l.fileHash = fc.Hash
-			l.log.Debug().Str("hash", short(fc.Hash)).Msg("the file was written by a save the server did not report")
+			l.log.Debug().Str(logfield.FileHash, short(fc.Hash)).Msg("the file was written by a save the server did not report")
 			// Every change made before the request is in the file.
 			g := &l.guard
 			if !g.unsavedSince.IsZero() && g.unsavedSince.Before(sentAt) {

@@ -1,5 +1,3 @@
-// Package bridge keeps live replicas of Jupyter collaboration rooms: it joins them, stays in
-// sync, reconnects and resyncs, confirms edits with the server, and publishes change events.
 package bridge
 
 import (
@@ -11,9 +9,9 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
-// Server is what rooms need from jupyter-server. bridge/jupyterserver implements it on top of
+// Jupyter is what rooms need from jupyter-server. bridge/jupyterserver implements it on top of
 // the jupyter package; tests use fakes.
-type Server interface {
+type Jupyter interface {
 	// OpenDocSession asks for a document session (PUT /api/collaboration/session/{path}).
 	OpenDocSession(ctx context.Context, path, format, docType string) (DocSession, error)
 	// DialRoom opens the room websocket.
@@ -30,7 +28,7 @@ type Server interface {
 	CreateDir(ctx context.Context, path string) error
 }
 
-// ForkServer is jupyter-collaboration's fork API. A Server may implement it; without it the
+// ForkServer is jupyter-collaboration's fork API. A Jupyter may implement it; without it the
 // fork tools say forks are unavailable.
 type ForkServer interface {
 	// CreateFork forks a live room; synchronize keeps the root's updates flowing into the fork.
@@ -59,7 +57,7 @@ type DocSession struct {
 
 // Engine is what rooms and tools need to know about the server's collaboration engine. The
 // zero value is jupyter-collaboration's protocol; room logic is otherwise engine-neutral (how a
-// room is found and which engine runs are the Server's business).
+// room is found and which engine runs are the Jupyter's business).
 type Engine struct {
 	// Name is the engine's package, for logs, readiness and tools: jupyter-collaboration or
 	// jupyter-server-documents ("" when not known).
@@ -72,7 +70,7 @@ type Engine struct {
 }
 
 // EngineServer is a Server that can say which collaboration engine it talks to (detecting it
-// on first use). A Server without it is taken for jupyter-collaboration.
+// on first use). A Jupyter without it is taken for jupyter-collaboration.
 type EngineServer interface {
 	Engine(ctx context.Context) (Engine, error)
 }
@@ -97,13 +95,13 @@ type Conn interface {
 	Close() error
 }
 
-// idleTimer is implemented by a Server whose room sockets have a read deadline (the jupyter
+// idleTimer is implemented by a Jupyter whose room sockets have a read deadline (the jupyter
 // package's do: jupyter.IdleTimeout): a socket silent that long is taken for dead, so rooms must
 // ping at most half that far apart.
 type idleTimer interface{ IdleTimeout() time.Duration }
 
 // checkPingInterval refuses a ping interval the server's sockets would time out under.
-func checkPingInterval(s Server, ping time.Duration) error {
+func checkPingInterval(s Jupyter, ping time.Duration) error {
 	it, ok := s.(idleTimer)
 	if !ok || ping <= 0 {
 		return nil
@@ -114,7 +112,7 @@ func checkPingInterval(s Server, ping time.Duration) error {
 	return nil
 }
 
-// Errors a Server returns are classified by these optional methods (the jupyter package's
+// Errors a Jupyter returns are classified by these optional methods (the jupyter package's
 // error types have them), never by their text.
 type (
 	permanentError interface{ Permanent() bool }

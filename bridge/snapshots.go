@@ -250,12 +250,12 @@ func (s *snapshotStore) observe(d *ydoc.Doc, c ydoc.Change, v Version, authors [
 
 // VersionInfo describes a restorable version.
 type VersionInfo struct {
-	Version Version   `json:"version_id"`
-	At      time.Time `json:"at"`
-	By      []string  `json:"by,omitempty"`
-	Agent   bool      `json:"agent,omitempty"`
-	Summary string    `json:"summary"`
-	Current bool      `json:"current,omitempty"`
+	Version Version
+	At      time.Time
+	By      []string // who made the changes that led to it
+	Agent   bool     // an edit of this sidecar
+	Summary string   // what changed since the version before
+	Current bool     // the document as it is now
 }
 
 // list returns the versions, newest first, each with what changed since the one before it.
@@ -354,7 +354,7 @@ func (s *snapshotStore) find(v Version) (*snapshot, error) {
 			return sn, nil
 		}
 	}
-	return nil, fmt.Errorf("%w %q (versions are kept within a memory budget; list them with get_document_history)", ErrNoSuchVersion, v)
+	return nil, fmt.Errorf("%w %q", ErrNoSuchVersion, v)
 }
 
 // notebook rebuilds a notebook from a snapshot.

@@ -13,66 +13,41 @@ import (
 // ErrNoHistory is returned by history calls on rooms that keep none (awareness-only rooms).
 var ErrNoHistory = errors.New("bridge: this room keeps no history")
 
-// withSnapshots runs fn on the room goroutine with the room's version store.
-func (r *Room) withSnapshots(ctx context.Context, fn func(*snapshotStore) error) error {
+// withSnapshots asks fn a question about the room's version store, on the room goroutine.
+func withSnapshots[T any](ctx context.Context, r *Room, fn func(*snapshotStore) (T, error)) (T, error) {
 	r.touch()
-	errc := make(chan error, 1)
-	if err := r.do(ctx, func(l *roomLoop) {
+	return call(ctx, r, func(l *roomLoop) (T, error) {
 		if l.snaps == nil {
-			errc <- ErrNoHistory
-			return
+			var zero T
+			return zero, ErrNoHistory
 		}
-		errc <- fn(l.snaps)
-	}); err != nil {
-		return err
-	}
-	select {
-	case err := <-errc:
-		return err
-	case <-r.done:
-		return r.stoppedErr()
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+		return fn(l.snaps)
+	})
 }
 
 // Versions lists the restorable versions of the document, newest first.
 func (r *Room) Versions(ctx context.Context) ([]VersionInfo, error) {
-	res := make(chan []VersionInfo, 1)
-	if err := r.withSnapshots(ctx, func(s *snapshotStore) error {
-		res <- s.list()
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	return <-res, nil
+	return withSnapshots(ctx, r, func(s *snapshotStore) ([]VersionInfo, error) { return s.list(), nil })
 }
 
 // VersionContent returns a version of a notebook (nb) or of a text file (text).
 func (r *Room) VersionContent(ctx context.Context, v Version) (nb ydoc.Notebook, text string, err error) {
-	type out struct {
+	type content struct {
 		nb   ydoc.Notebook
 		text string
 	}
-	res := make(chan out, 1)
-	err = r.withSnapshots(ctx, func(s *snapshotStore) error {
+	c, err := withSnapshots(ctx, r, func(s *snapshotStore) (content, error) {
 		sn, err := s.find(v)
 		if err != nil {
-			return err
+			return content{}, err
 		}
 		if s.kind == ydoc.KindText {
-			res <- out{text: s.text(sn)}
-			return nil
+			return content{text: s.text(sn)}, nil
 		}
 		nb, err := s.notebook(sn)
-		res <- out{nb: nb}
-		return err
+		return content{nb: nb}, err
 	})
-	if err != nil {
-		return ydoc.Notebook{}, "", err
-	}
-	o := <-res
-	return o.nb, o.text, nil
+	return c.nb, c.text, err
 }
 
 // Undo reverts the agent's last steps undoable edits (tools mark theirs; execution output is

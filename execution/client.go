@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/logfield"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -114,7 +115,7 @@ func NewClientEngine(opts ClientOptions) (*ClientEngine, error) {
 	_, _ = rand.Read(b[:])
 	life, finish := context.WithCancel(context.Background())
 	return &ClientEngine{
-		opts: opts, log: opts.Logger.With().Str("component", "executor").Logger(), instance: hex.EncodeToString(b[:]),
+		opts: opts, log: opts.Logger.With().Str(logfield.Component, "executor").Logger(), instance: hex.EncodeToString(b[:]),
 		life: life, finish: finish, kernels: map[string]*nbKernel{}, jobs: map[string]*clientJob{}, rechecks: map[string]bool{},
 	}, nil
 }

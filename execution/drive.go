@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/logfield"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -347,7 +348,7 @@ func (d *driver) perform(a action) {
 			cancel()
 			gone := bridge.IsNotFound(err) || (err == nil && state == "dead")
 			if err != nil && !gone {
-				x.log.Debug().Err(err).Str("kernel", id).Msg("kernel state unknown during a run; waiting on")
+				x.log.Debug().Err(err).Str(logfield.Kernel, id).Msg("kernel state unknown during a run; waiting on")
 			}
 			d.post(func(now time.Time) { m.kernelState(now, state, gone, err) })
 		})
@@ -366,7 +367,7 @@ func (d *driver) perform(a action) {
 			err := x.opts.Kernels.Interrupt(ictx, id)
 			cancel()
 			if err != nil {
-				x.log.Warn().Err(err).Str("kernel", id).Msg("could not interrupt a cancelled run")
+				x.log.Warn().Err(err).Str(logfield.Kernel, id).Msg("could not interrupt a cancelled run")
 			}
 			d.post(func(now time.Time) { m.interrupted(now, err) })
 		})
@@ -394,7 +395,7 @@ func (d *driver) write(kind writeKind, wait time.Duration, fn func(*ydoc.Txn) er
 	d.spawn(func() {
 		outcome, err := applyBounded(d.ctx, room, wait, fn, gone)
 		if outcome == writeFailed {
-			log.Warn().Err(err).Str("cell", m.cfg.CellID).Int("write", int(kind)).Msg("could not write a run into its cell")
+			log.Warn().Err(err).Str(logfield.Cell, m.cfg.CellID).Int("write", int(kind)).Msg("could not write a run into its cell")
 		}
 		d.post(func(now time.Time) { m.wrote(now, kind, outcome, err) })
 	})

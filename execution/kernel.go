@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/logfield"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -129,7 +130,7 @@ func (x *ClientEngine) ensureChannel(ctx context.Context, room *bridge.Room, k *
 				state, err := x.opts.Kernels.KernelState(ctx, k.session.KernelID)
 				alive = !(bridge.IsNotFound(err) || (err == nil && state == "dead"))
 				if err != nil && alive {
-					x.log.Debug().Err(err).Str("kernel", k.session.KernelID).Msg("kernel state unknown; assuming it lives")
+					x.log.Debug().Err(err).Str(logfield.Kernel, k.session.KernelID).Msg("kernel state unknown; assuming it lives")
 				}
 			}
 			if alive && !k.stale {
@@ -184,7 +185,7 @@ func (x *ClientEngine) ensureChannel(ctx context.Context, room *bridge.Room, k *
 	// someone else's cell answers only after it: do not wait for that.
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	if err := ch.Ready(rctx); err != nil && ctx.Err() == nil {
-		x.log.Debug().Err(err).Str("kernel", found.KernelID).Msg("kernel not ready within 5s (busy?); going on")
+		x.log.Debug().Err(err).Str(logfield.Kernel, found.KernelID).Msg("kernel not ready within 5s (busy?); going on")
 	}
 	cancel()
 	k.session, k.ch, k.restarts, k.stale = *found, ch, ch.Restarts(), false

@@ -73,7 +73,7 @@ func fastOptions() bridge.RoomOptions {
 // the test ends.
 func newManager(t *testing.T, srv *bridgetest.Server, mod func(*bridge.ManagerOptions)) *bridge.Manager {
 	t.Helper()
-	opts := bridge.ManagerOptions{Server: srv, Logger: zerolog.Nop(), Room: fastOptions(), JoinTimeout: waitLimit}
+	opts := bridge.ManagerOptions{Jupyter: srv, Logger: zerolog.Nop(), Room: fastOptions(), JoinTimeout: waitLimit}
 	if mod != nil {
 		mod(&opts)
 	}

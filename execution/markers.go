@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/logfield"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -77,7 +78,7 @@ func (x *ClientEngine) clearStaleRuns(path string) {
 		return nil
 	})
 	if err != nil && x.life.Err() == nil {
-		x.log.Warn().Err(err).Str("room_path", path).Msg("could not clear runs left by an earlier sidecar")
+		x.log.Warn().Err(err).Str(logfield.Path, path).Msg("could not clear runs left by an earlier sidecar")
 		return
 	}
 	if !next.IsZero() {

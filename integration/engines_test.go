@@ -53,7 +53,7 @@ func TestEngineDetected(t *testing.T) {
 	}
 	// The sidecar's own kernel channel says at once why it cannot run cells on jsd.
 	srv := jupyterserver.New(c)
-	k := jupyterserver.Kernels{C: c, Server: &srv}
+	k := jupyterserver.Kernels{C: c, Adapter: &srv}
 	_, err = k.Connect(context.Background(), "no-such-kernel")
 	if shared.Engine.Documents() != errors.Is(err, jupyterserver.ErrServerExecutes) {
 		t.Errorf("Connect on %s: %v", shared.Engine, err)

@@ -138,7 +138,7 @@ func TestExecuteSecondSidecarKeepsALiveRun(t *testing.T) {
 // drops every room websocket and makes new joins fail as an unreachable server would, until
 // Restore. The kernels' REST calls and websockets do not go through it: the kernel goes on.
 type roomGate struct {
-	bridge.Server
+	bridge.Jupyter
 	mu    sync.Mutex
 	cut   bool
 	conns []bridge.Conn
@@ -153,7 +153,7 @@ func (g *roomGate) OpenDocSession(ctx context.Context, path, format, docType str
 	if cut {
 		return bridge.DocSession{}, errRoomsCut
 	}
-	return g.Server.OpenDocSession(ctx, path, format, docType)
+	return g.Jupyter.OpenDocSession(ctx, path, format, docType)
 }
 
 func (g *roomGate) DialRoom(ctx context.Context, roomID, sessionID string) (bridge.Conn, error) {
@@ -162,7 +162,7 @@ func (g *roomGate) DialRoom(ctx context.Context, roomID, sessionID string) (brid
 	if g.cut {
 		return nil, errRoomsCut
 	}
-	c, err := g.Server.DialRoom(ctx, roomID, sessionID)
+	c, err := g.Jupyter.DialRoom(ctx, roomID, sessionID)
 	if err == nil {
 		g.conns = append(g.conns, c)
 	}
@@ -171,7 +171,7 @@ func (g *roomGate) DialRoom(ctx context.Context, roomID, sessionID string) (brid
 
 // Engine passes the wrapped server's engine on.
 func (g *roomGate) Engine(ctx context.Context) (bridge.Engine, error) {
-	if es, ok := g.Server.(bridge.EngineServer); ok {
+	if es, ok := g.Jupyter.(bridge.EngineServer); ok {
 		return es.Engine(ctx)
 	}
 	return bridge.Engine{Name: "jupyter-collaboration"}, nil
@@ -207,8 +207,8 @@ func TestExecuteAcrossARoomOutage(t *testing.T) {
 	}
 	var gate *roomGate
 	a := newAgentWith(t, shared, func(o *bridge.ManagerOptions) {
-		gate = &roomGate{Server: o.Server}
-		o.Server = gate
+		gate = &roomGate{Jupyter: o.Jupyter}
+		o.Jupyter = gate
 		o.Room.MaxBackoff = 200 * time.Millisecond
 	}, nil)
 	insertNoExec(t, a, name, map[string]any{"id": "ticks", "content": "import time\nfor i in range(8):\n    print(i, flush=True)\n    time.sleep(0.4)\n'done'"})

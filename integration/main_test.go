@@ -89,7 +89,7 @@ func newSidecar(t testing.TB, s *JupyterServer, mutate func(*bridge.ManagerOptio
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := bridge.ManagerOptions{Server: jupyterserver.New(c), Logger: log}
+	opts := bridge.ManagerOptions{Jupyter: jupyterserver.New(c), Logger: log}
 	opts.Room.MaxBackoff = 2 * time.Second
 	if mutate != nil {
 		mutate(&opts)

@@ -257,15 +257,24 @@ type Identity struct {
 	Color       string `json:"color"`
 }
 
-// Me returns the identity and, when asked, permissions for resource → actions.
-func (c *Client) Me(ctx context.Context, permissions map[string][]string) (Identity, map[string][]string, error) {
+// meURL is GET /api/me's URL, asking for permissions (resource → actions) when given.
+func (c *Client) meURL(permissions map[string][]string) (*url.URL, error) {
 	u := c.endpoint("api", "me")
 	if len(permissions) > 0 {
 		b, err := json.Marshal(permissions)
 		if err != nil {
-			return Identity{}, nil, fmt.Errorf("GET %s: %w", u.Path, err)
+			return nil, fmt.Errorf("GET %s: %w", u.Path, err)
 		}
 		u.RawQuery = url.Values{"permissions": {string(b)}}.Encode()
+	}
+	return u, nil
+}
+
+// Me returns the identity and, when asked, permissions for resource → actions.
+func (c *Client) Me(ctx context.Context, permissions map[string][]string) (Identity, map[string][]string, error) {
+	u, err := c.meURL(permissions)
+	if err != nil {
+		return Identity{}, nil, err
 	}
 	var out struct {
 		Identity    Identity            `json:"identity"`
@@ -283,13 +292,9 @@ func (c *Client) Me(ctx context.Context, permissions map[string][]string) (Ident
 func (c *Client) WhoIs(ctx context.Context, token string, permissions map[string][]string) (Identity, map[string][]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	u := c.endpoint("api", "me")
-	if len(permissions) > 0 {
-		b, err := json.Marshal(permissions)
-		if err != nil {
-			return Identity{}, nil, fmt.Errorf("GET %s: %w", u.Path, err)
-		}
-		u.RawQuery = url.Values{"permissions": {string(b)}}.Encode()
+	u, err := c.meURL(permissions)
+	if err != nil {
+		return Identity{}, nil, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {

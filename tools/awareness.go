@@ -2,9 +2,7 @@ package tools
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"path"
 	"sort"
 	"strings"
 	"time"
@@ -20,6 +18,10 @@ import (
 
 var docPathOpt = field("document_path", str("A notebook or text file path; omitted: every document the sidecar has open."))
 
+// optionalDoc is the document a presence tool narrows its answer to; omitted, the answer covers
+// every document the caller may see.
+var optionalDoc = docRef{Arg: "document_path", Ref: refAny, Optional: true, Open: true}
+
 func (s *Server) registerAwarenessTools() {
 	s.register(&operation{
 		Name:     "get_online_users",
@@ -30,8 +32,9 @@ func (s *Server) registerAwarenessTools() {
 			"cursor is in. Agents also show their status and activity.",
 		Input:    object(docPathOpt),
 		Example:  map[string]any{"document_path": "analysis/report.ipynb"},
-		ReadOnly: true, Idempotent: true,
-		Run: s.getOnlineUsers,
+		ReadOnly: true, Idempotent: true, Budgeted: true,
+		Doc: optionalDoc,
+		Run: handle(presenceArgs{}, s.collectUsers, renderOnlineUsers),
 	})
 	s.register(&operation{
 		Name:        "get_user_presence",
@@ -41,7 +44,8 @@ func (s *Server) registerAwarenessTools() {
 		Input:       object(field("user_id", str("The collaborator's username (from get_online_users).")), docPathOpt).required("user_id"),
 		Example:     map[string]any{"user_id": "alice"},
 		ReadOnly:    true, Idempotent: true,
-		Run: s.getUserPresence,
+		Doc: optionalDoc,
+		Run: handle(presenceArgs{}, s.getUserPresence, renderUserPresence),
 	})
 	s.register(&operation{
 		Name:     "set_user_presence",
@@ -55,7 +59,7 @@ func (s *Server) registerAwarenessTools() {
 		).required("status"),
 		Example:    map[string]any{"status": "busy", "message": "refactoring the loaders"},
 		Idempotent: true,
-		Run:        s.setUserPresence,
+		Run:        handle(presenceArgs{}, s.setUserPresence, s.renderPresence),
 	})
 	s.register(&operation{
 		Name:        "get_user_cursors",
@@ -65,7 +69,8 @@ func (s *Server) registerAwarenessTools() {
 		Input:       object(field("document_path", str("A notebook or text file path."))).required("document_path"),
 		Example:     map[string]any{"document_path": "analysis/report.ipynb"},
 		ReadOnly:    true, Idempotent: true,
-		Run: s.getUserCursors,
+		Doc: docRef{Arg: "document_path", Ref: refAny, Open: true},
+		Run: handle(presenceArgs{}, s.getUserCursors, renderCursors),
 	})
 	lineCol := func(desc string) *schema {
 		return object(
@@ -90,7 +95,8 @@ func (s *Server) registerAwarenessTools() {
 		).required("document_path", "position"),
 		Example:    map[string]any{"document_path": "analysis/report.ipynb", "cell_id": "a1b2", "position": map[string]any{"line": 3, "column": 1}},
 		Idempotent: true,
-		Run:        s.updateCursorPosition,
+		Doc:        docRef{Arg: "document_path", Ref: refAny, Open: true, Parts: []string{"cell_id"}},
+		Run:        handle(presenceArgs{}, s.updateCursorPosition, renderCursorMoved),
 	})
 	s.register(&operation{
 		Name:     "get_user_activity",
@@ -103,8 +109,9 @@ func (s *Server) registerAwarenessTools() {
 			field("limit", integer("Maximum number of entries.").def(20).min(1).max(500)),
 		),
 		Example:  map[string]any{"document_path": "analysis/report.ipynb", "limit": 10},
-		ReadOnly: true, Idempotent: true,
-		Run: s.getUserActivity,
+		ReadOnly: true, Idempotent: true, Budgeted: true,
+		Doc: optionalDoc,
+		Run: handle(presenceArgs{Limit: 20}, s.getUserActivity, renderActivity),
 	})
 	s.register(&operation{
 		Name:     "broadcast_user_activity",
@@ -120,7 +127,8 @@ func (s *Server) registerAwarenessTools() {
 		).required("activity_type", "description"),
 		Example:    map[string]any{"activity_type": "running", "description": "running the test cells", "document_path": "tests.ipynb"},
 		Idempotent: true,
-		Run:        s.broadcastUserActivity,
+		Doc:        docRef{Arg: "document_path", Ref: refAny, Optional: true},
+		Run:        handle(presenceArgs{}, s.broadcastUserActivity, s.renderPresence),
 	})
 	s.register(&operation{
 		Name:     "get_active_sessions",
@@ -130,8 +138,9 @@ func (s *Server) registerAwarenessTools() {
 			"collaborators have open, which join_session can join. session_id is \"notebook:<path>\" or \"editor:<path>\".",
 		Input:    object(docPathOpt),
 		Example:  map[string]any{},
-		ReadOnly: true, Idempotent: true,
-		Run: s.getActiveSessions,
+		ReadOnly: true, Idempotent: true, Budgeted: true,
+		Doc: docRef{Arg: "document_path", Ref: refAny, Optional: true},
+		Run: handle(presenceArgs{}, s.getActiveSessions, renderSessions),
 	})
 	s.register(&operation{
 		Name:        "join_session",
@@ -141,7 +150,8 @@ func (s *Server) registerAwarenessTools() {
 		Input:       object(field("session_id", str("\"notebook:<path>\", \"editor:<path>\", or a path."))).required("session_id"),
 		Example:     map[string]any{"session_id": "notebook:analysis/report.ipynb"},
 		Idempotent:  true,
-		Run:         s.joinSession,
+		Doc:         docRef{Arg: "session_id", Ref: refAny, Open: true},
+		Run:         handle(presenceArgs{}, s.joinSession, renderJoined),
 	})
 	s.register(&operation{
 		Name:        "leave_session",
@@ -151,7 +161,8 @@ func (s *Server) registerAwarenessTools() {
 		Input:       object(field("session_id", str("\"notebook:<path>\", \"editor:<path>\", or a path."))).required("session_id"),
 		Example:     map[string]any{"session_id": "notebook:analysis/report.ipynb"},
 		Idempotent:  true,
-		Run:         s.leaveSession,
+		Doc:         docRef{Arg: "session_id", Ref: refAny},
+		Run:         handle(presenceArgs{}, s.leaveSession, renderLeft),
 	})
 }
 
@@ -166,19 +177,6 @@ func parseSession(id string) (string, ydoc.Kind) {
 		return id, ydoc.KindNotebook
 	}
 	return id, ydoc.KindText
-}
-
-// openDocument opens a notebook or text file room by path (the kind from the extension).
-func (s *Server) openDocument(ctx context.Context, p string) (*bridge.Room, error) {
-	if p == "" {
-		return nil, invalid([]any{"document_path"}, "is required")
-	}
-	_, kind := parseSession(p)
-	room, err := s.opts.Manager.Open(ctx, p, kind)
-	if err != nil && errors.Is(err, bridge.ErrBadPath) {
-		return nil, invalid([]any{"document_path"}, "%v", err)
-	}
-	return room, err
 }
 
 // userView is a collaborator as the tools show them.
@@ -219,23 +217,43 @@ type span2 struct {
 	End   lineColPos `json:"end"`
 }
 
-// collectUsers gathers collaborators from the global room and from document rooms.
-func (s *Server) collectUsers(ctx context.Context, docPath string) (map[string]*userView, error) {
-	users := map[string]*userView{}
+type presenceArgs struct {
+	UserID       string         `json:"user_id"`
+	Status       string         `json:"status"`
+	Message      string         `json:"message"`
+	ActivityType string         `json:"activity_type"`
+	Description  string         `json:"description"`
+	Metadata     map[string]any `json:"metadata"`
+	Limit        int            `json:"limit"`
+	CellID       string         `json:"cell_id"`
+	Position     *lineColPos    `json:"position"`
+	Selection    *span2         `json:"selection"`
+}
+
+// users are the collaborators the caller may see, by username.
+type users struct {
+	byName map[string]*userView
+	warmup string // a note when the one document asked about was joined moments ago
+}
+
+// collectUsers gathers collaborators from the global room and from the document rooms the caller
+// may see (the one it names, or all of them).
+func (s *Server) collectUsers(ctx context.Context, c *call, _ presenceArgs) (users, error) {
+	out := users{byName: map[string]*userView{}}
 	get := func(p bridge.PeerView) *userView {
 		if p.User == nil {
 			return nil
 		}
-		u := users[p.User.Username]
+		u := out.byName[p.User.Username]
 		if u == nil {
 			u = &userView{Username: p.User.Username, Name: nonEmptyStr(p.User.DisplayName, p.User.Name, p.User.Username), Initials: p.User.Initials, Color: p.User.Color, clients: map[uint64]bool{}}
-			users[p.User.Username] = u
+			out.byName[p.User.Username] = u
 		}
 		u.clients[p.ClientID] = true
 		if u.since.IsZero() || p.Since.Before(u.since) {
 			u.since = p.Since
 		}
-		if a, ok := p.State["jupyter_collab_mcp"].(map[string]any); ok {
+		if a, ok := p.State[agentField].(map[string]any); ok {
 			u.Agent = true
 			u.Status, _ = a["status"].(string)
 			u.Message, _ = a["message"].(string)
@@ -243,20 +261,17 @@ func (s *Server) collectUsers(ctx context.Context, docPath string) (map[string]*
 		}
 		return u
 	}
-	if docPath == "" {
+	rooms := []*bridge.Room{c.Room}
+	if !c.Named() {
 		// Without the global room (disabled, or reconnecting) the document rooms still say who
 		// is where.
-		global, err := s.opts.Manager.GlobalPeers(ctx)
-		if err != nil {
-			s.log.Debug().Err(err).Msg("global awareness unavailable")
-		}
-		for _, p := range global {
+		for _, p := range s.globalPeers(ctx) {
 			u := get(p)
 			if u == nil {
 				continue
 			}
-			if c, ok := p.State["current"].(string); ok && c != "" {
-				u.Current = c
+			if cur, ok := p.State["current"].(string); ok && cur != "" {
+				u.Current = cur
 			}
 			if docs, ok := p.State["documents"].([]any); ok {
 				for _, d := range docs {
@@ -266,19 +281,12 @@ func (s *Server) collectUsers(ctx context.Context, docPath string) (map[string]*
 				}
 			}
 		}
-	}
-	var rooms []*bridge.Room
-	if docPath != "" {
-		room, err := s.openDocument(ctx, docPath)
-		if err != nil {
-			return nil, err
-		}
-		rooms = []*bridge.Room{room}
+		rooms = s.liveRooms(ctx)
 	} else {
-		rooms = s.opts.Manager.Rooms()
+		out.warmup = presenceWarmup(c.Room)
 	}
 	for _, room := range rooms {
-		peers, err := room.Peers(ctx)
+		peers, err := s.peersOf(ctx, room)
 		if err != nil {
 			continue
 		}
@@ -297,13 +305,53 @@ func (s *Server) collectUsers(ctx context.Context, docPath string) (map[string]*
 			u.Where = append(u.Where, where[i]...)
 		}
 	}
-	for _, u := range users {
+	for _, u := range out.byName {
 		if !u.since.IsZero() {
 			u.Since = u.since.UTC().Format(time.RFC3339)
 		}
 		sort.Strings(u.Documents)
 	}
-	return users, nil
+	return out, nil
+}
+
+func renderOnlineUsers(c *call, _ presenceArgs, us users) result {
+	list := sortedUsers(us.byName)
+	out := map[string]any{"users": list, "count": len(list)}
+	if c.Named() {
+		out["document"] = c.args["document_path"]
+		if us.warmup != "" {
+			out["note"] = us.warmup
+		}
+	}
+	return result{Data: out}
+}
+
+// getUserPresence finds one collaborator; their absence is an error listing who is online.
+func (s *Server) getUserPresence(ctx context.Context, c *call, a presenceArgs) (*userView, error) {
+	us, err := s.collectUsers(ctx, c, a)
+	if err != nil {
+		return nil, err
+	}
+	u, ok := us.byName[a.UserID]
+	if !ok {
+		names := make([]string, 0, len(us.byName))
+		for n := range us.byName {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return nil, &toolError{
+			Message: fmt.Sprintf("%q is not online (no presence in the rooms the sidecar can see); online: %s", a.UserID, strings.Join(names, ", ")),
+			Details: []detail{{Path: []any{"user_id"}, Message: "not online"}},
+		}
+	}
+	if u.Status == "" {
+		u.Status = bridge.PresenceOnline
+	}
+	return u, nil
+}
+
+func renderUserPresence(_ *call, _ presenceArgs, u *userView) result {
+	return result{Data: map[string]any{"user": u}}
 }
 
 // placeCursors turns peers' cursors (UTF-16 offsets) into cells, lines and columns.
@@ -374,137 +422,65 @@ func sortedUsers(users map[string]*userView) []*userView {
 	return out
 }
 
-type presenceArgs struct {
-	DocumentPath string         `json:"document_path"`
-	UserID       string         `json:"user_id"`
-	Status       string         `json:"status"`
-	Message      string         `json:"message"`
-	ActivityType string         `json:"activity_type"`
-	Description  string         `json:"description"`
-	Metadata     map[string]any `json:"metadata"`
-	Limit        int            `json:"limit"`
-	SessionID    string         `json:"session_id"`
-	CellID       string         `json:"cell_id"`
-	Position     *lineColPos    `json:"position"`
-	Selection    *span2         `json:"selection"`
+func (s *Server) setUserPresence(ctx context.Context, _ *call, a presenceArgs) (bridge.Presence, error) {
+	return s.opts.Manager.UpdatePresence(ctx, func(p *bridge.Presence) { p.Status, p.Message = a.Status, a.Message })
 }
 
-func (s *Server) getOnlineUsers(ctx context.Context, raw map[string]any) (result, error) {
-	var args presenceArgs
-	if err := decodeArgs(raw, &args); err != nil {
-		return result{}, err
-	}
-	users, err := s.collectUsers(ctx, args.DocumentPath)
-	if err != nil {
-		return result{}, err
-	}
-	list := sortedUsers(users)
-	out := map[string]any{"users": list, "count": len(list)}
-	if args.DocumentPath != "" {
-		out["document"] = args.DocumentPath
-		if room := s.opts.Manager.Get(parseSession(args.DocumentPath)); room != nil {
-			if w := presenceWarmup(room); w != "" {
-				out["note"] = w
-			}
-		}
-	}
-	return result{Data: out}, nil
-}
-
-func (s *Server) getUserPresence(ctx context.Context, raw map[string]any) (result, error) {
-	var args presenceArgs
-	if err := decodeArgs(raw, &args); err != nil {
-		return result{}, err
-	}
-	users, err := s.collectUsers(ctx, args.DocumentPath)
-	if err != nil {
-		return result{}, err
-	}
-	u, ok := users[args.UserID]
-	if !ok {
-		names := make([]string, 0, len(users))
-		for n := range users {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		return result{}, &toolError{
-			Message: fmt.Sprintf("%q is not online (no presence in the rooms the sidecar can see); online: %s", args.UserID, strings.Join(names, ", ")),
-			Details: []detail{{Path: []any{"user_id"}, Message: "not online"}},
-		}
-	}
-	if u.Status == "" {
-		u.Status = bridge.PresenceOnline
-	}
-	return result{Data: map[string]any{"user": u}}, nil
-}
-
-func (s *Server) setUserPresence(ctx context.Context, raw map[string]any) (result, error) {
-	var args presenceArgs
-	if err := decodeArgs(raw, &args); err != nil {
-		return result{}, err
-	}
-	p, err := s.opts.Manager.UpdatePresence(ctx, func(p *bridge.Presence) { p.Status, p.Message = args.Status, args.Message })
-	if err != nil {
-		return result{}, err
-	}
-	return result{Data: map[string]any{"status": p.Status, "message": p.Message, "shown_as": displayNameFor(s, p)}}, nil
-}
-
-func displayNameFor(s *Server, p bridge.Presence) string {
-	return bridge.DisplayName(s.opts.AgentName, p)
-}
-
-func (s *Server) broadcastUserActivity(ctx context.Context, raw map[string]any) (result, error) {
-	var args presenceArgs
-	if err := decodeArgs(raw, &args); err != nil {
-		return result{}, err
-	}
-	p, err := s.opts.Manager.UpdatePresence(ctx, func(p *bridge.Presence) {
-		if strings.TrimSpace(args.Description) == "" || args.ActivityType == "idle" {
+func (s *Server) broadcastUserActivity(ctx context.Context, c *call, a presenceArgs) (bridge.Presence, error) {
+	return s.opts.Manager.UpdatePresence(ctx, func(p *bridge.Presence) {
+		if strings.TrimSpace(a.Description) == "" || a.ActivityType == "idle" {
 			p.Activity = nil
-		} else {
-			p.Activity = &bridge.Activity{Type: args.ActivityType, Description: args.Description, Document: args.DocumentPath, Metadata: args.Metadata, Since: time.Now().UTC()}
-			if id, ok := auth.IdentityFrom(ctx); ok && id.Delegated {
-				p.Activity.OnBehalfOf = strings.TrimPrefix(id.Name, "jupyter:") // the Jupyter user the agent acts for
-			}
+			return
+		}
+		p.Activity = &bridge.Activity{Type: a.ActivityType, Description: a.Description, Document: c.Path, Metadata: a.Metadata, Since: time.Now().UTC()}
+		if id, ok := auth.IdentityFrom(ctx); ok && id.Delegated {
+			p.Activity.OnBehalfOf = strings.TrimPrefix(id.Name, "jupyter:") // the Jupyter user the agent acts for
 		}
 	})
-	if err != nil {
-		return result{}, err
-	}
-	out := map[string]any{"activity": p.Activity, "shown_as": displayNameFor(s, p)}
-	if p.Activity == nil {
-		out["activity"] = nil
-	}
-	return result{Data: out}, nil
 }
 
-func (s *Server) getUserCursors(ctx context.Context, raw map[string]any) (result, error) {
-	var args presenceArgs
-	if err := decodeArgs(raw, &args); err != nil {
-		return result{}, err
+// renderPresence is the agent's presence after set_user_presence or broadcast_user_activity.
+func (s *Server) renderPresence(c *call, a presenceArgs, p bridge.Presence) result {
+	shown := bridge.DisplayName(s.opts.AgentName, p)
+	if a.ActivityType == "" { // set_user_presence
+		return result{Data: map[string]any{"status": p.Status, "message": p.Message, "shown_as": shown}}
 	}
-	room, err := s.openDocument(ctx, args.DocumentPath)
+	out := map[string]any{"activity": nil, "shown_as": shown}
+	if act := p.Activity; act != nil {
+		view := map[string]any{"type": act.Type, "description": act.Description, "since": act.Since}
+		for k, v := range map[string]string{"document": act.Document, "on_behalf_of": act.OnBehalfOf} {
+			if v != "" {
+				view[k] = v
+			}
+		}
+		if len(act.Metadata) > 0 {
+			view["metadata"] = act.Metadata
+		}
+		out["activity"] = view
+	}
+	return result{Data: out}
+}
+
+// userCursors is one collaborator's cursors in a document.
+type userCursors struct {
+	Username string        `json:"username"`
+	Name     string        `json:"name"`
+	Color    string        `json:"color,omitempty"`
+	Cursors  []cursorWhere `json:"cursors"`
+	Moved    string        `json:"moved_at,omitempty"`
+	Active   bool          `json:"active"` // moved within the last two minutes
+}
+
+func (s *Server) getUserCursors(ctx context.Context, c *call, _ presenceArgs) ([]userCursors, error) {
+	peers, err := s.peersOf(ctx, c.Room)
 	if err != nil {
-		return result{}, err
+		return nil, err
 	}
-	peers, err := room.Peers(ctx)
+	where, err := s.placeCursors(ctx, c.Room, peers)
 	if err != nil {
-		return result{}, err
+		return nil, err
 	}
-	where, err := s.placeCursors(ctx, room, peers)
-	if err != nil {
-		return result{}, err
-	}
-	type userCursors struct {
-		Username string        `json:"username"`
-		Name     string        `json:"name"`
-		Color    string        `json:"color,omitempty"`
-		Cursors  []cursorWhere `json:"cursors"`
-		Moved    string        `json:"moved_at,omitempty"`
-		Active   bool          `json:"active"` // moved within the last two minutes
-	}
-	var out []userCursors
+	out := []userCursors{}
 	for i, p := range peers {
 		if p.User == nil || len(where[i]) == 0 {
 			continue
@@ -517,30 +493,24 @@ func (s *Server) getUserCursors(ctx context.Context, raw map[string]any) (result
 		out = append(out, uc)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Username < out[j].Username })
-	if out == nil {
-		out = []userCursors{}
-	}
-	data := map[string]any{"document": room.Path(), "cursors": out}
-	if w := presenceWarmup(room); w != "" {
-		data["note"] = w
-	}
-	return result{Data: data}, nil
+	return out, nil
 }
 
-func (s *Server) updateCursorPosition(ctx context.Context, raw map[string]any) (result, error) {
-	var args presenceArgs
-	if err := decodeArgs(raw, &args); err != nil {
-		return result{}, err
+func renderCursors(c *call, _ presenceArgs, cursors []userCursors) result {
+	data := map[string]any{"document": c.Room.Path(), "cursors": cursors}
+	if w := presenceWarmup(c.Room); w != "" {
+		data["note"] = w
 	}
-	room, err := s.openDocument(ctx, args.DocumentPath)
-	if err != nil {
-		return result{}, err
+	return result{Data: data}
+}
+
+func (s *Server) updateCursorPosition(ctx context.Context, c *call, a presenceArgs) (struct{}, error) {
+	room := c.Room
+	if room.Kind() == ydoc.KindNotebook && a.CellID == "" {
+		return struct{}{}, invalid([]any{"cell_id"}, "is required in a notebook")
 	}
-	if room.Kind() == ydoc.KindNotebook && args.CellID == "" {
-		return result{}, invalid([]any{"cell_id"}, "is required in a notebook")
-	}
-	if room.Kind() == ydoc.KindText && args.CellID != "" {
-		return result{}, invalid([]any{"cell_id"}, "a text file has no cells")
+	if room.Kind() == ydoc.KindText && a.CellID != "" {
+		return struct{}{}, invalid([]any{"cell_id"}, "a text file has no cells")
 	}
 	var text string
 	if err := room.View(ctx, func(d *ydoc.Doc) error {
@@ -554,39 +524,40 @@ func (s *Server) updateCursorPosition(ctx context.Context, raw map[string]any) (
 			return err
 		}
 		for _, c := range nb.Cells {
-			if c.ID == args.CellID {
+			if c.ID == a.CellID {
 				text = c.Source
 				return nil
 			}
 		}
-		return invalid([]any{"cell_id"}, "no cell with id %q", args.CellID)
+		return invalid([]any{"cell_id"}, "no cell with id %q", a.CellID)
 	}); err != nil {
-		return result{}, err
+		return struct{}{}, err
 	}
-	head, err := lineColToUTF16(text, *args.Position, []any{"position"})
+	head, err := lineColToUTF16(text, *a.Position, []any{"position"})
 	if err != nil {
-		return result{}, err
+		return struct{}{}, err
 	}
 	anchor := head
-	if args.Selection != nil {
-		if anchor, err = lineColToUTF16(text, args.Selection.Start, []any{"selection", "start"}); err != nil {
-			return result{}, err
+	if a.Selection != nil {
+		if anchor, err = lineColToUTF16(text, a.Selection.Start, []any{"selection", "start"}); err != nil {
+			return struct{}{}, err
 		}
-		if head, err = lineColToUTF16(text, args.Selection.End, []any{"selection", "end"}); err != nil {
-			return result{}, err
+		if head, err = lineColToUTF16(text, a.Selection.End, []any{"selection", "end"}); err != nil {
+			return struct{}{}, err
 		}
 	}
-	if err := room.SetCursors(ctx, []bridge.CursorSpec{{CellID: args.CellID, Anchor: anchor, Head: head}}); err != nil {
-		return result{}, err
+	return struct{}{}, room.SetCursors(ctx, []bridge.CursorSpec{{CellID: a.CellID, Anchor: anchor, Head: head}})
+}
+
+func renderCursorMoved(c *call, a presenceArgs, _ struct{}) result {
+	out := map[string]any{"document": c.Room.Path(), "position": *a.Position}
+	if a.CellID != "" {
+		out["cell_id"] = a.CellID
 	}
-	out := map[string]any{"document": room.Path(), "position": *args.Position}
-	if args.CellID != "" {
-		out["cell_id"] = args.CellID
+	if a.Selection != nil {
+		out["selection"] = a.Selection
 	}
-	if args.Selection != nil {
-		out["selection"] = args.Selection
-	}
-	return result{Data: out}, nil
+	return result{Data: out}
 }
 
 // lineColToUTF16 converts a 1-based line and column (code points) to a UTF-16 offset.
@@ -640,250 +611,4 @@ func utf16Units(s string) int {
 		}
 	}
 	return n
-}
-
-func (s *Server) getUserActivity(ctx context.Context, raw map[string]any) (result, error) {
-	args := presenceArgs{Limit: 20}
-	if err := decodeArgs(raw, &args); err != nil {
-		return result{}, err
-	}
-	var rooms []*bridge.Room
-	if args.DocumentPath != "" {
-		room, err := s.openDocument(ctx, args.DocumentPath)
-		if err != nil {
-			return result{}, err
-		}
-		rooms = []*bridge.Room{room}
-	} else {
-		rooms = s.opts.Manager.Rooms()
-	}
-	var all []bridge.ActivityEntry
-	for _, r := range rooms {
-		entries, err := r.Activity(ctx, args.Limit)
-		if err != nil {
-			continue
-		}
-		all = append(all, entries...)
-	}
-	sort.SliceStable(all, func(i, j int) bool { return all[i].At.After(all[j].At) })
-	if len(all) > args.Limit {
-		all = all[:args.Limit]
-	}
-	if all == nil {
-		all = []bridge.ActivityEntry{}
-	}
-	return result{Data: map[string]any{"activity": all, "count": len(all), "note": "\"agent\": true marks this sidecar's own changes; \"by\" names who wrote the new content (it is empty for pure deletions — Yjs records who inserted, not who deleted — and for authors with no presence); loading the document is not listed"}}, nil
-}
-
-type sessionView struct {
-	SessionID    string   `json:"session_id"`
-	Path         string   `json:"path"`
-	Kind         string   `json:"kind"`
-	Open         bool     `json:"open"`
-	RoomID       string   `json:"room_id,omitempty"`
-	Status       string   `json:"status,omitempty"`
-	Participants []string `json:"participants"`
-	// Save: for the rooms the sidecar has open, when jupyter-server last saved the document and
-	// whether changes wait for a save (the save guard, --save-interval).
-	Save *saveView `json:"save,omitempty"`
-	// LastRescue: what happened the last time jupyter-server lost the room (a crash).
-	LastRescue map[string]any `json:"last_rescue,omitempty"`
-}
-
-type saveView struct {
-	LastSaved    *time.Time `json:"last_saved"`              // the server last reported a save (null: not since the sidecar joined)
-	UnsavedSince *time.Time `json:"unsaved_since,omitempty"` // the oldest change not saved yet
-	LastAsked    *time.Time `json:"last_asked,omitempty"`    // the sidecar last asked for a save
-	LastStatus   string     `json:"last_status,omitempty"`   // the server's answer: success, skipped, failed, timeout, disconnected
-	Asked        int        `json:"asked"`                   // save requests made for this room
-}
-
-func timePtr(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	return &t
-}
-
-func (s *Server) getActiveSessions(ctx context.Context, raw map[string]any) (result, error) {
-	var args presenceArgs
-	if err := decodeArgs(raw, &args); err != nil {
-		return result{}, err
-	}
-	sessions := map[string]*sessionView{}
-	for _, r := range s.opts.Manager.Rooms() {
-		id := bridge.CurrentString(r.Path(), r.Kind())
-		info := r.Info()
-		v := &sessionView{SessionID: id, Path: r.Path(), Kind: r.Kind().String(), Open: true, RoomID: info.RoomID, Status: string(info.Status), Participants: []string{},
-			Save: &saveView{LastSaved: timePtr(info.LastSaved), UnsavedSince: timePtr(info.UnsavedSince), LastAsked: timePtr(info.LastSaveAsked),
-				LastStatus: info.LastSaveStatus, Asked: info.SavesAsked}}
-		if rep := info.LastRescue; rep != nil {
-			v.LastRescue = map[string]any{"at": info.LastRescueAt, "restored": rep.Restored, "summary": rep.Summary()}
-		}
-		for _, c := range collabOf(info).Collaborators {
-			v.Participants = append(v.Participants, c.Name)
-		}
-		sessions[id] = v
-	}
-	global, err := s.opts.Manager.GlobalPeers(ctx)
-	if err != nil {
-		s.log.Debug().Err(err).Msg("global awareness unavailable")
-	}
-	for _, p := range global {
-		if p.User == nil {
-			continue
-		}
-		name := nonEmptyStr(p.User.DisplayName, p.User.Name, p.User.Username)
-		var docs []string
-		// JupyterLab also names terminals, consoles and viewers in "current": only notebooks
-		// and editors are documents.
-		if c, ok := p.State["current"].(string); ok && (strings.HasPrefix(c, "notebook:") || strings.HasPrefix(c, "editor:")) {
-			docs = append(docs, c)
-		}
-		if list, ok := p.State["documents"].([]any); ok {
-			for _, d := range list {
-				if ds, ok := d.(string); ok {
-					p, kind := parseSession(ds)
-					docs = append(docs, bridge.CurrentString(p, kind))
-				}
-			}
-		}
-		for _, id := range docs {
-			p, kind := parseSession(id)
-			v := sessions[id]
-			if v == nil {
-				v = &sessionView{SessionID: id, Path: p, Kind: kind.String(), Participants: []string{}}
-				sessions[id] = v
-			}
-			if !contains(v.Participants, name) {
-				v.Participants = append(v.Participants, name)
-			}
-		}
-	}
-	var list []*sessionView
-	for _, v := range sessions {
-		if args.DocumentPath != "" && v.Path != path.Clean(args.DocumentPath) {
-			continue
-		}
-		sort.Strings(v.Participants)
-		list = append(list, v)
-	}
-	sort.Slice(list, func(i, j int) bool { return list[i].SessionID < list[j].SessionID })
-	if list == nil {
-		list = []*sessionView{}
-	}
-	data := map[string]any{"sessions": list, "count": len(list)}
-	if e, err := s.opts.Manager.Engine(ctx); err == nil {
-		data["engine"] = e.Name // which collaboration engine the server runs
-	} else {
-		data["engine_error"] = err.Error()
-	}
-	return result{Data: data}, nil
-}
-
-func (s *Server) joinSession(ctx context.Context, raw map[string]any) (result, error) {
-	var args presenceArgs
-	if err := decodeArgs(raw, &args); err != nil {
-		return result{}, err
-	}
-	p, kind := parseSession(args.SessionID)
-	room, err := s.opts.Manager.Open(ctx, p, kind)
-	if err != nil {
-		if errors.Is(err, bridge.ErrBadPath) {
-			return result{}, invalid([]any{"session_id"}, "%v", err)
-		}
-		return result{}, err
-	}
-	info := room.Info()
-	return result{Data: map[string]any{"session_id": bridge.CurrentString(room.Path(), room.Kind()), "path": room.Path(), "room_id": info.RoomID, "collaboration": collabOf(info)}}, nil
-}
-
-func (s *Server) leaveSession(ctx context.Context, raw map[string]any) (result, error) {
-	var args presenceArgs
-	if err := decodeArgs(raw, &args); err != nil {
-		return result{}, err
-	}
-	p, kind := parseSession(args.SessionID)
-	room := s.opts.Manager.Get(p, kind)
-	if room == nil {
-		return result{Data: map[string]any{"session_id": args.SessionID, "left": false, "note": "the sidecar was not in that session"}}, nil
-	}
-	room.Close()
-	return result{Data: map[string]any{"session_id": bridge.CurrentString(room.Path(), room.Kind()), "left": true}}, nil
-}
-
-// busyWindow is how recently a cursor must have moved for its cell to count as being edited:
-// JupyterLab never clears a cursor when its user looks elsewhere.
-const busyWindow = 2 * time.Minute
-
-// busyCells maps each cell a collaborator's cursor recently moved in to their names.
-func (s *Server) busyCells(ctx context.Context, room *bridge.Room) map[string][]string {
-	peers, err := room.Peers(ctx)
-	if err != nil {
-		return nil
-	}
-	busy := map[string][]string{}
-	for _, p := range peers {
-		if p.User == nil || time.Since(p.CursorsAt) > busyWindow {
-			continue
-		}
-		name := nonEmptyStr(p.User.DisplayName, p.User.Name, p.User.Username)
-		for _, c := range p.Cursors {
-			if c.CellID != "" && !contains(busy[c.CellID], name) {
-				busy[c.CellID] = append(busy[c.CellID], name)
-			}
-		}
-	}
-	return busy
-}
-
-// busyCheck refuses (avoid) or lists the addressed cells someone is typing in.
-func busyCheck(busy map[string][]string, ids []string, avoid bool) ([]string, error) {
-	var warnings []string
-	for _, id := range ids {
-		if names := busy[id]; len(names) > 0 {
-			warnings = append(warnings, fmt.Sprintf("%s is editing cell %s", strings.Join(names, " and "), id))
-		}
-	}
-	if avoid && len(warnings) > 0 {
-		return nil, &toolError{
-			Message: "busy: " + strings.Join(warnings, "; ") + "; nothing was changed (avoid_busy_cells). Wait, or edit other cells",
-			Extra:   map[string]any{"busy_cells": warnings},
-		}
-	}
-	return warnings, nil
-}
-
-// moveCursorTo puts the agent's cursor at the end of a cell's source (best effort: a failure
-// here never fails the edit).
-func (s *Server) moveCursorTo(ctx context.Context, room *bridge.Room, cellID string, end int) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	_ = room.SetCursors(ctx, []bridge.CursorSpec{{CellID: cellID, Anchor: end, Head: end}})
-}
-
-// presenceWarmup says when a room joined moments ago may not list everyone yet. Collaborators
-// announce themselves when they join and every 15 s after, never in answer to a newcomer
-// (y-protocols), and the server does not pass on the states it holds: people who were there
-// before the sidecar appear at their next renewal.
-func presenceWarmup(room *bridge.Room) string {
-	joined := room.Info().JoinedAt
-	if joined.IsZero() {
-		return ""
-	}
-	if d := time.Since(joined); d < ydoc.AwarenessRenew {
-		return fmt.Sprintf("the sidecar joined %s %.0f s ago: collaborators who were already there appear at their next presence renewal (every %v), so some may be missing", room.Path(), d.Seconds(), ydoc.AwarenessRenew)
-	}
-	return ""
-}
-
-// busyUnknown warns that avoid_busy_cells could not see everyone yet.
-func busyUnknown(room *bridge.Room, avoid bool) []string {
-	if !avoid {
-		return nil
-	}
-	if w := presenceWarmup(room); w != "" {
-		return []string{"avoid_busy_cells: " + w}
-	}
-	return nil
 }

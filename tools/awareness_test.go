@@ -39,7 +39,7 @@ func awFiles() []bridgetest.File {
 func awPeer(t *testing.T, e *env, path string, kind ydoc.Kind, user ydoc.AwarenessUser) *bridge.Room {
 	t.Helper()
 	opts := fastRoom()
-	opts.Path, opts.Kind, opts.Server, opts.User = path, kind, e.srv, user
+	opts.Path, opts.Kind, opts.Jupyter, opts.User = path, kind, e.srv, user
 	room, err := bridge.NewRoom(opts)
 	if err != nil {
 		t.Fatalf("peer NewRoom: %v", err)

@@ -13,14 +13,6 @@ import (
 
 var maxTokensField = field("max_tokens", integer("Upper bound of the response in tokens (default: the server's --max-response-tokens, 20000). Content is cut at a cell (or line, or item) boundary, and the result says what was left out and how to read it.").min(100).max(2000000))
 
-// budgeted tools take max_tokens.
-var budgeted = map[string]bool{
-	"get_notebook": true, "get_document": true, "list_notebooks": true, "list_documents": true,
-	"batch_execute_notebook_cells": true, "execute_notebook_cell": true, "get_execution": true,
-	"execute_code": true, "diff_fork": true, "get_document_history": true, "get_user_activity": true,
-	"list_forks": true, "get_online_users": true, "get_active_sessions": true, "restore_document_version": true,
-}
-
 // maxTokensOf returns the call's token budget.
 func (s *Server) maxTokensOf(args map[string]any) int {
 	switch v := args["max_tokens"].(type) {

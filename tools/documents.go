@@ -3,7 +3,6 @@ package tools
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"path"
 	"reflect"
@@ -33,8 +32,8 @@ func (s *Server) registerDocumentTools() {
 			field("max_results", integer("Maximum number of documents returned.").def(50).min(1).max(1000)),
 		),
 		Example:  map[string]any{"path_filter": "src/", "file_type": "py"},
-		ReadOnly: true, Idempotent: true,
-		Run: s.listDocuments,
+		ReadOnly: true, Idempotent: true, Budgeted: true,
+		Run: handle(listDocumentsArgs{MaxResults: 50}, s.listDocuments, renderListing[listDocumentsArgs]("documents", "path_filter")),
 	})
 	s.register(&operation{
 		Name:     "get_document",
@@ -53,8 +52,9 @@ func (s *Server) registerDocumentTools() {
 			).desc("Only these lines.")),
 		).required("path"),
 		Example:  map[string]any{"path": "src/model.py", "line_range": map[string]any{"start": 1, "end": 40}},
-		ReadOnly: true, Idempotent: true,
-		Run: s.getDocument,
+		ReadOnly: true, Idempotent: true, Forkable: true, Budgeted: true,
+		Doc: docRef{Arg: "path", Ref: refText, Open: true},
+		Run: handle(getDocumentArgs{MaxContentLength: 100000}, s.readDocumentLines, s.renderDocument),
 	})
 	s.register(&operation{
 		Name:     "create_document_session",
@@ -69,7 +69,8 @@ func (s *Server) registerDocumentTools() {
 		).required("path"),
 		Example:    map[string]any{"path": "notes/todo.md", "create_if_missing": true},
 		Idempotent: true,
-		Run:        s.createDocumentSession,
+		Doc:        docRef{Arg: "path", Ref: refText},
+		Run:        handle(sessionArgs{}, s.createDocumentSession, renderSession),
 	})
 	positionSchema := func(desc string) *schema { return integer(desc).min(-1) }
 	s.register(&operation{
@@ -89,8 +90,9 @@ func (s *Server) registerDocumentTools() {
 			versionField,
 		).required("path", "operations"),
 		Example:     map[string]any{"path": "notes/todo.md", "operations": []any{map[string]any{"position": 0, "length": 6, "content": "# TODO"}}},
-		Destructive: true,
-		Run:         s.textEdit("batch_update_document"),
+		Destructive: true, Forkable: true,
+		Doc: textEditDoc,
+		Run: handle(textEditArgs{}, s.editText, renderTextEdit),
 	})
 	s.register(&operation{
 		Name:        "batch_insert_text",
@@ -105,8 +107,10 @@ func (s *Server) registerDocumentTools() {
 			).required("text", "position")).items(1, maxBatch)),
 			versionField,
 		).required("path", "operations"),
-		Example: map[string]any{"path": "notes/todo.md", "operations": []any{map[string]any{"position": -1, "text": "\n- review the plots\n"}}},
-		Run:     s.textEdit("batch_insert_text"),
+		Example:  map[string]any{"path": "notes/todo.md", "operations": []any{map[string]any{"position": -1, "text": "\n- review the plots\n"}}},
+		Forkable: true,
+		Doc:      textEditDoc,
+		Run:      handle(textEditArgs{}, s.editText, renderTextEdit),
 	})
 	s.register(&operation{
 		Name:        "batch_delete_text",
@@ -122,8 +126,9 @@ func (s *Server) registerDocumentTools() {
 			versionField,
 		).required("path", "operations"),
 		Example:     map[string]any{"path": "notes/todo.md", "operations": []any{map[string]any{"position": 10, "length": 5}}},
-		Destructive: true,
-		Run:         s.textEdit("batch_delete_text"),
+		Destructive: true, Forkable: true,
+		Doc: textEditDoc,
+		Run: handle(textEditArgs{}, s.editText, renderTextEdit),
 	})
 }
 
@@ -145,37 +150,25 @@ type listDocumentsArgs struct {
 	MaxResults int    `json:"max_results"`
 }
 
-type documentEntry struct {
-	Path          string         `json:"path"`
-	LastModified  string         `json:"last_modified,omitempty"`
-	Size          *int64         `json:"size,omitempty"`
-	Open          bool           `json:"open"`
-	Collaborators []collaborator `json:"collaborators,omitempty"`
-}
-
-func (s *Server) listDocuments(ctx context.Context, raw map[string]any) (result, error) {
-	args := listDocumentsArgs{MaxResults: 50}
-	if err := decodeArgs(raw, &args); err != nil {
-		return result{}, err
-	}
-	prefix, glob := args.PathFilter, ""
-	if strings.ContainsAny(args.PathFilter, "*?[") {
-		if _, err := path.Match(args.PathFilter, ""); err != nil {
-			return result{}, invalid([]any{"path_filter"}, "is not a valid glob: %v", err)
+func (s *Server) listDocuments(ctx context.Context, _ *call, a listDocumentsArgs) (listing, error) {
+	prefix, glob := a.PathFilter, ""
+	if strings.ContainsAny(a.PathFilter, "*?[") {
+		if _, err := path.Match(a.PathFilter, ""); err != nil {
+			return listing{}, invalid([]any{"path_filter"}, "is not a valid glob: %v", err)
 		}
-		glob = args.PathFilter
-		prefix = args.PathFilter[:strings.IndexAny(args.PathFilter, "*?[")]
+		glob = a.PathFilter
+		prefix = a.PathFilter[:strings.IndexAny(a.PathFilter, "*?[")]
 		if i := strings.LastIndex(prefix, "/"); i >= 0 {
 			prefix = prefix[:i+1]
 		} else {
 			prefix = ""
 		}
 	}
-	files, truncatedWalk, err := s.walk(ctx, prefix, "file", "path_filter")
+	files, walkCut, err := s.walk(ctx, prefix, "file", "path_filter")
 	if err != nil {
-		return result{}, err
+		return listing{}, err
 	}
-	want := strings.ToLower(strings.TrimPrefix(args.FileType, "."))
+	want := strings.ToLower(strings.TrimPrefix(a.FileType, "."))
 	var picked []bridge.FileInfo
 	for _, f := range files {
 		ext := extOf(f.Path)
@@ -193,188 +186,118 @@ func (s *Server) listDocuments(ctx context.Context, raw map[string]any) (result,
 		}
 		picked = append(picked, f)
 	}
-	total := len(picked)
-	if len(picked) > args.MaxResults {
-		picked = picked[:args.MaxResults]
+	l := listing{total: len(picked), walkCut: walkCut, entries: []docEntry{}}
+	if len(picked) > a.MaxResults {
+		picked = picked[:a.MaxResults]
 	}
-	entries := make([]documentEntry, 0, len(picked))
 	for _, f := range picked {
-		e := documentEntry{Path: f.Path}
-		if !f.LastModified.IsZero() {
-			e.LastModified = f.LastModified.UTC().Format("2006-01-02T15:04:05Z")
-		}
-		if f.Size >= 0 {
-			size := f.Size
-			e.Size = &size
-		}
-		if room := s.opts.Manager.Get(f.Path, ydoc.KindText); room != nil {
-			e.Open = true
-			e.Collaborators = collabOf(room.Info()).Collaborators
-		}
-		entries = append(entries, e)
+		l.entries = append(l.entries, s.entryOf(ctx, f, ydoc.KindText))
 	}
-	out := map[string]any{"documents": entries, "count": len(entries)}
-	if total > len(entries) || truncatedWalk {
-		out["truncated"] = true
-		out["note"] = fmt.Sprintf("showing %d of %d documents found; narrow path_filter or raise max_results", len(entries), total)
-	}
-	return result{Data: out}, nil
-}
-
-func (s *Server) openText(ctx context.Context, p string) (*bridge.Room, error) {
-	room, err := s.openRoom(ctx, p, ydoc.KindText)
-	if err != nil {
-		if errors.Is(err, bridge.ErrBadPath) {
-			return nil, invalid([]any{"path"}, "%v", err)
-		}
-		return nil, err
-	}
-	return room, nil
+	return l, nil
 }
 
 type getDocumentArgs struct {
-	Path             string `json:"path"`
-	MaxContentLength int    `json:"max_content_length"`
-	IncludeCollab    *bool  `json:"include_collaboration_state"`
-	LineRange        *struct {
-		Start *int `json:"start"`
-		End   *int `json:"end"`
-	} `json:"line_range"`
+	MaxContentLength int        `json:"max_content_length"`
+	IncludeCollab    *bool      `json:"include_collaboration_state"`
+	LineRange        *cellRange `json:"line_range"`
 }
 
-func (s *Server) getDocument(ctx context.Context, raw map[string]any) (result, error) {
-	args := getDocumentArgs{MaxContentLength: 100000}
-	if err := decodeArgs(raw, &args); err != nil {
-		return result{}, err
-	}
-	room, err := s.openText(ctx, args.Path)
-	if err != nil {
-		return result{}, err
-	}
-	var text string
-	var version bridge.Version
-	if err := room.Read(ctx, func(d *ydoc.Doc, h bridge.History) error {
+// documentRead is a text document as read for get_document: its lines, and which to show.
+type documentRead struct {
+	path        string
+	version     bridge.Version
+	text        string
+	lines       []string // with their line ends
+	first, last int      // 1-based, inclusive
+	collab      *collab
+}
+
+func (s *Server) readDocumentLines(ctx context.Context, c *call, a getDocumentArgs) (documentRead, error) {
+	r := documentRead{path: c.Room.Path()}
+	if err := c.Room.Read(ctx, func(d *ydoc.Doc, h bridge.History) error {
 		var err error
-		text, err = d.Text()
-		version = h.Version()
+		r.text, err = d.Text()
+		r.version = h.Version()
 		return err
 	}); err != nil {
-		return result{}, err
+		return documentRead{}, err
 	}
-	lines := strings.SplitAfter(text, "\n")
-	if len(lines) > 0 && lines[len(lines)-1] == "" {
-		lines = lines[:len(lines)-1]
+	r.lines = strings.SplitAfter(r.text, "\n")
+	if len(r.lines) > 0 && r.lines[len(r.lines)-1] == "" {
+		r.lines = r.lines[:len(r.lines)-1]
 	}
-	first, last := 1, len(lines)
-	if args.LineRange != nil {
-		if args.LineRange.Start != nil {
-			first = *args.LineRange.Start
+	r.first, r.last = 1, len(r.lines)
+	if a.LineRange != nil {
+		if a.LineRange.Start != nil {
+			r.first = *a.LineRange.Start
 		}
-		if args.LineRange.End != nil {
-			last = min(*args.LineRange.End, len(lines))
+		if a.LineRange.End != nil {
+			r.last = min(*a.LineRange.End, len(r.lines))
 		}
-		if first > len(lines) && len(lines) > 0 {
-			return result{}, invalid([]any{"line_range", "start"}, "is %d but the document has %d lines", first, len(lines))
+		if r.first > len(r.lines) && len(r.lines) > 0 {
+			return documentRead{}, invalid([]any{"line_range", "start"}, "is %d but the document has %d lines", r.first, len(r.lines))
 		}
-		if last < first && len(lines) > 0 {
-			return result{}, invalid([]any{"line_range", "end"}, "is before start %d", first)
+		if r.last < r.first && len(r.lines) > 0 {
+			return documentRead{}, invalid([]any{"line_range", "end"}, "is before start %d", r.first)
 		}
 	}
-	var b strings.Builder
-	budget := args.MaxContentLength
-	next := first
-	cutLine := 0
-	for i := first; i <= last && i >= 1; i++ {
-		l := lines[i-1]
-		n := utf8.RuneCountInString(l)
-		if n > budget {
-			if i == first { // one huge line: cut inside it
-				cut, _ := capText(l, budget)
-				b.WriteString(cut)
-				next = i + 1
-				cutLine = i
-			}
-			break
-		}
-		budget -= n
-		b.WriteString(l)
-		next = i + 1
+	if boolOr(a.IncludeCollab, true) {
+		cs := collabOf(c.Room.Info())
+		r.collab = &cs
 	}
-	content := b.String()
-	reason := fmt.Sprintf("max_content_length %d reached", args.MaxContentLength)
-	if budgetTokens := s.maxTokensOf(raw) - 200; cutLine == 0 && next > first && s.tokens.Count(content) > budgetTokens {
-		// Over the token budget: keep the most lines that fit (binary search on the line count).
-		lo, hi, keep := 1, next-first, 1
-		for lo <= hi {
-			mid := (lo + hi) / 2
-			if s.tokens.Count(strings.Join(lines[first-1:first-1+mid], "")) <= budgetTokens {
-				keep, lo = mid, mid+1
-			} else {
-				hi = mid - 1
-			}
-		}
-		content = strings.Join(lines[first-1:first-1+keep], "")
-		next = first + keep
-		reason = fmt.Sprintf("max_tokens %d reached", s.maxTokensOf(raw))
+	return r, nil
+}
+
+// renderDocument shows whole lines until the budget (characters, tokens) is spent; a first line
+// alone over it is cut.
+func (s *Server) renderDocument(c *call, a getDocumentArgs, r documentRead) result {
+	n := max(r.last-r.first+1, 0)
+	if r.first < 1 {
+		n = 0
 	}
+	pg := s.fitPage(n, pageBudget{chars: a.MaxContentLength, tokens: c.budget - 200}, // 200: the envelope
+		func(k int) string { return r.lines[r.first-1+k] },
+		func(k int, b pageBudget) string {
+			cut, _ := capText(r.lines[r.first-1+k], min(b.chars, b.tokens*2))
+			return cut
+		})
+	next := r.first + len(pg.pieces)
 	out := map[string]any{
-		"path": room.Path(), "version": version, "content": content,
-		"length": utf8.RuneCountInString(text), "line_count": len(lines),
+		"path": r.path, "version": r.version, "content": strings.Join(pg.pieces, ""),
+		"length": utf8.RuneCountInString(r.text), "line_count": len(r.lines),
 	}
-	if args.LineRange != nil {
-		out["lines"] = map[string]int{"start": first, "end": next - 1}
+	if a.LineRange != nil {
+		out["lines"] = map[string]int{"start": r.first, "end": next - 1}
 	}
-	if next <= last || cutLine > 0 {
-		t := map[string]any{
-			"returned_lines": map[string]int{"start": first, "end": next - 1},
-			"reason":         reason,
+	if next <= r.last || pg.cut {
+		reason := fmt.Sprintf("max_content_length %d reached", a.MaxContentLength)
+		if pg.hit == "tokens" {
+			reason = fmt.Sprintf("max_tokens %d reached", c.budget)
 		}
-		if next <= last {
-			t["next_call"] = map[string]any{"line_range": map[string]int{"start": next, "end": last}}
+		var nc map[string]any
+		if next <= r.last {
+			nc = nextRange(linePages, next, r.last)
 		}
-		if cutLine > 0 {
-			t["cut_line"] = cutLine
-			t["note"] = "that line alone exceeds max_content_length and was cut; raise max_content_length to read it whole"
+		var cutAt *int
+		if pg.cut {
+			cutAt = &r.first
 		}
-		out["truncated"] = t
+		out["truncated"] = truncation(linePages, r.first, next-1, reason, nc, cutAt)
 	}
-	if boolOr(args.IncludeCollab, true) {
-		out["collaboration"] = collabOf(room.Info())
+	if r.collab != nil {
+		out["collaboration"] = *r.collab
 	}
-	return result{Data: out}, nil
+	return result{Data: out}
 }
 
-func (s *Server) createDocumentSession(ctx context.Context, raw map[string]any) (result, error) {
-	var args sessionArgs
-	if err := decodeArgs(raw, &args); err != nil {
-		return result{}, err
+func (s *Server) createDocumentSession(ctx context.Context, c *call, a sessionArgs) (sessionOpened, error) {
+	if want := strings.ToLower(strings.TrimPrefix(a.FileType, ".")); want != "" && extOf(c.Path) != want {
+		return sessionOpened{}, invalid([]any{"path"}, "has extension %q, not the file_type %q you asked for", extOf(c.Path), want)
 	}
-	if want := strings.ToLower(strings.TrimPrefix(args.FileType, ".")); want != "" && extOf(args.Path) != want {
-		return result{}, invalid([]any{"path"}, "has extension %q, not the file_type %q you asked for", extOf(args.Path), want)
+	if extOf(c.Path) == "ipynb" {
+		return sessionOpened{}, invalid([]any{"path"}, "is a notebook; use create_notebook_session")
 	}
-	if extOf(args.Path) == "ipynb" {
-		return result{}, invalid([]any{"path"}, "is a notebook; use create_notebook_session")
-	}
-	room, created, err := s.openOrCreate(ctx, args.Path, ydoc.KindText, args.CreateIfMissing, nil, nil)
-	if err != nil {
-		return result{}, err
-	}
-	var text string
-	var version bridge.Version
-	if err := room.Read(ctx, func(d *ydoc.Doc, h bridge.History) error {
-		var err error
-		text, err = d.Text()
-		version = h.Version()
-		return err
-	}); err != nil {
-		return result{}, err
-	}
-	info := room.Info()
-	return result{Data: map[string]any{
-		"path": room.Path(), "created": created, "room_id": info.RoomID, "session_id": info.SessionID, "file_id": info.FileID,
-		"length": utf8.RuneCountInString(text), "line_count": strings.Count(text, "\n") + boolInt(text != "" && !strings.HasSuffix(text, "\n")),
-		"version": version, "collaboration": collabOf(info),
-	}}, nil
+	return s.openSession(ctx, c.doc, a.CreateIfMissing, nil, nil)
 }
 
 func boolInt(b bool) int {
@@ -392,7 +315,6 @@ type textOp struct {
 }
 
 type textEditArgs struct {
-	Path       string   `json:"path"`
 	Operations []textOp `json:"operations"`
 	guardArgs
 }
@@ -486,79 +408,89 @@ func spansOverlap(a, b span) bool {
 	return a.start < b.end && b.start < a.end
 }
 
-func (s *Server) textEdit(name string) func(ctx context.Context, raw map[string]any) (result, error) {
-	return func(ctx context.Context, raw map[string]any) (result, error) {
-		var args textEditArgs
-		if err := decodeArgs(raw, &args); err != nil {
-			return result{}, err
-		}
-		room, err := s.openText(ctx, args.Path)
+// textEditDoc is the document of the text edit tools.
+var textEditDoc = docRef{Arg: "path", Ref: refText, Open: true}
+
+// textEdited is the outcome of a text edit.
+type textEdited struct {
+	path    string
+	version bridge.Version
+	length  int // code points after the edit
+}
+
+// editText applies the operations as one transaction (refused, changing nothing, when the text
+// changed since expected_version) and moves the agent's cursor after the last one.
+func (s *Server) editText(ctx context.Context, c *call, a textEditArgs) (textEdited, error) {
+	var length, cursor int
+	ed, err := c.Room.Apply(ctx, func(tx *ydoc.Txn, h bridge.History, replaying bool) error {
+		tx.Undoable() // the agent may take it back (undo_last_edit)
+		text, err := tx.Text()
 		if err != nil {
-			return result{}, err
+			return err
 		}
-		var length, cursor int
-		ed, err := room.Apply(ctx, func(tx *ydoc.Txn, h bridge.History, replaying bool) error {
-			tx.Undoable() // the agent may take it back (undo_last_edit)
-			text, err := tx.Text()
+		if !replaying && a.ExpectedVersion != "" {
+			ch, err := h.Since(bridge.Version(a.ExpectedVersion))
+			if err != nil {
+				return &toolError{Message: fmt.Sprintf("conflict: cannot tell what changed since version %q (%v); re-read the document", a.ExpectedVersion, err), Extra: map[string]any{"current_version": h.Version()}}
+			}
+			if ch.Text {
+				return &toolError{Message: fmt.Sprintf("conflict: the document changed since version %s, so positions may have moved; nothing was modified. Re-read it and retry", a.ExpectedVersion), Extra: map[string]any{"current_version": h.Version()}}
+			}
+		}
+		plan, err := planText(text, a.Operations)
+		if err != nil {
+			return err
+		}
+		for _, sp := range plan {
+			from, err := ydoc.CodePointsToUTF16(text, sp.start)
 			if err != nil {
 				return err
 			}
-			if !replaying && args.ExpectedVersion != "" {
-				ch, err := h.Since(bridge.Version(args.ExpectedVersion))
-				if err != nil {
-					return &toolError{Message: fmt.Sprintf("conflict: cannot tell what changed since version %q (%v); re-read the document", args.ExpectedVersion, err), Extra: map[string]any{"current_version": h.Version()}}
-				}
-				if ch.Text {
-					return &toolError{Message: fmt.Sprintf("conflict: the document changed since version %s, so positions may have moved; nothing was modified. Re-read it and retry", args.ExpectedVersion), Extra: map[string]any{"current_version": h.Version()}}
-				}
-			}
-			plan, err := planText(text, args.Operations)
+			to, err := ydoc.CodePointsToUTF16(text, sp.end)
 			if err != nil {
 				return err
 			}
-			for _, sp := range plan {
-				from, err := ydoc.CodePointsToUTF16(text, sp.start)
-				if err != nil {
-					return err
-				}
-				to, err := ydoc.CodePointsToUTF16(text, sp.end)
-				if err != nil {
-					return err
-				}
-				if err := tx.DeleteText(from, to-from); err != nil {
-					return err
-				}
-				if err := tx.InsertText(from, sp.ins); err != nil {
-					return err
-				}
+			if err := tx.DeleteText(from, to-from); err != nil {
+				return err
 			}
-			after, _ := tx.Text()
-			length = utf8.RuneCountInString(after)
-			// The agent's cursor goes after the last operation given, in the new text.
-			if len(plan) > 0 {
-				last, ls := plan[0], args.lastStart(text)
-				for _, sp := range plan {
-					if sp.start == ls {
-						last = sp // operations at one position were merged into one span
-					}
-				}
-				shift := 0
-				for _, sp := range plan {
-					if sp.start < last.start {
-						shift += utf8.RuneCountInString(sp.ins) - (sp.end - sp.start)
-					}
-				}
-				cp := last.start + shift + utf8.RuneCountInString(last.ins)
-				cursor, _ = ydoc.CodePointsToUTF16(after, min(cp, length))
+			if err := tx.InsertText(from, sp.ins); err != nil {
+				return err
 			}
-			return nil
-		})
-		if err != nil {
-			return result{}, err
 		}
-		s.moveCursorTo(ctx, room, "", cursor)
-		return result{Data: map[string]any{"path": room.Path(), "version": ed.Version, "applied": len(args.Operations), "length": length}}, nil
+		after, _ := tx.Text()
+		length = utf8.RuneCountInString(after)
+		if len(plan) > 0 {
+			cursor, _ = ydoc.CodePointsToUTF16(after, min(cursorAfter(plan, a.lastStart(text)), length))
+		}
+		return nil
+	})
+	if err != nil {
+		return textEdited{}, err
 	}
+	s.moveCursorTo(ctx, c.Room, "", cursor)
+	return textEdited{path: c.Room.Path(), version: ed.Version, length: length}, nil
+}
+
+// cursorAfter is where, in the new text, the last operation given ends (code points): its span
+// (operations at one position were merged into one), shifted by the spans before it.
+func cursorAfter(plan []span, lastStart int) int {
+	last := plan[0]
+	for _, sp := range plan {
+		if sp.start == lastStart {
+			last = sp
+		}
+	}
+	shift := 0
+	for _, sp := range plan {
+		if sp.start < last.start {
+			shift += utf8.RuneCountInString(sp.ins) - (sp.end - sp.start)
+		}
+	}
+	return last.start + shift + utf8.RuneCountInString(last.ins)
+}
+
+func renderTextEdit(_ *call, a textEditArgs, e textEdited) result {
+	return result{Data: map[string]any{"path": e.path, "version": e.version, "applied": len(a.Operations), "length": e.length}}
 }
 
 // jsonEqual compares JSON-like values after a round trip (numbers by value).

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
-	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
@@ -52,8 +52,10 @@ func (s *Server) registerExecutionTools() {
 			startIndexField,
 			endIndexField,
 		),
-		Example: map[string]any{"path": "analysis/report.ipynb", "cell_ids": []any{"a1b2", "c3d4"}, "timeout": 60},
-		Run:     s.batchExecute,
+		Example:  map[string]any{"path": "analysis/report.ipynb", "cell_ids": []any{"a1b2", "c3d4"}, "timeout": 60},
+		Forkable: true, Budgeted: true,
+		Doc: docRef{Arg: "path", Ref: refNotebook, Open: true, Parts: []string{"cell_ids"}},
+		Run: handle(execArgs{}, s.batchExecute, s.renderJobRun),
 	})
 	s.register(&operation{
 		Name:        "execute_notebook_cell",
@@ -62,11 +64,9 @@ func (s *Server) registerExecutionTools() {
 		Description: "Run one cell through the notebook's kernel; see batch_execute_notebook_cells.",
 		Input:       runProps(field("cell_id", str("The cell to run."))).required("path", "cell_id"),
 		Example:     map[string]any{"path": "analysis/report.ipynb", "cell_id": "a1b2"},
-		Run: func(ctx context.Context, raw map[string]any) (result, error) {
-			raw["cell_ids"] = []any{raw["cell_id"]}
-			delete(raw, "cell_id")
-			return s.batchExecute(ctx, raw)
-		},
+		Forkable:    true, Budgeted: true,
+		Doc: docRef{Arg: "path", Ref: refNotebook, Open: true, Parts: []string{"cell_id"}},
+		Run: handle(execArgs{}, s.batchExecute, s.renderJobRun),
 	})
 	s.register(&operation{
 		Name:        "get_execution",
@@ -79,8 +79,9 @@ func (s *Server) registerExecutionTools() {
 			outCapField, imagesField, pixelsField,
 		).required("job_id"),
 		Example:  map[string]any{"job_id": "job-3f2a9c1b7d4e5f60", "timeout": 10},
-		ReadOnly: true, Idempotent: true,
-		Run: s.getExecution,
+		ReadOnly: true, Idempotent: true, Budgeted: true,
+		Doc: jobDoc,
+		Run: handle(execArgs{}, s.getExecution, s.renderJobRun),
 	})
 	s.register(&operation{
 		Name:        "cancel_execution",
@@ -90,7 +91,8 @@ func (s *Server) registerExecutionTools() {
 		Input:       object(field("job_id", str("The job_id a run returned."))).required("job_id"),
 		Example:     map[string]any{"job_id": "job-3f2a9c1b7d4e5f60"},
 		Destructive: true, Idempotent: true,
-		Run: s.cancelExecution,
+		Doc: jobDoc,
+		Run: handle(execArgs{}, s.cancelExecution, s.renderJobRun),
 	})
 	s.register(&operation{
 		Name:        "interrupt_kernel",
@@ -100,7 +102,8 @@ func (s *Server) registerExecutionTools() {
 		Input:       object(pathField).required("path"),
 		Example:     map[string]any{"path": "analysis/report.ipynb"},
 		Destructive: true, Idempotent: true,
-		Run: s.kernelAction("interrupt"),
+		Doc: kernelDoc,
+		Run: handle(execArgs{}, s.interruptKernel, renderKernel),
 	})
 	s.register(&operation{
 		Name:        "restart_kernel",
@@ -110,7 +113,8 @@ func (s *Server) registerExecutionTools() {
 		Input:       object(pathField).required("path"),
 		Example:     map[string]any{"path": "analysis/report.ipynb"},
 		Destructive: true,
-		Run:         s.kernelAction("restart"),
+		Doc:         kernelDoc,
+		Run:         handle(execArgs{}, s.restartKernel, renderKernel),
 	})
 	s.register(&operation{
 		Name:     "execute_code",
@@ -124,14 +128,22 @@ func (s *Server) registerExecutionTools() {
 			timeoutField, outCapField, imagesField, pixelsField, kernelField,
 		).required("path", "code"),
 		Example:     map[string]any{"path": "analysis/report.ipynb", "code": "df.shape"},
-		Destructive: false,
-		Run:         s.executeCode,
+		Destructive: false, Budgeted: true,
+		Doc: kernelDoc,
+		Run: handle(execArgs{}, s.executeCode, s.renderCode),
 	})
 }
 
+var (
+	// jobDoc is the notebook of the tools that take a job: the door resolves the job to it.
+	jobDoc = docRef{Arg: "job_id", Ref: refJob}
+	// kernelDoc is the notebook whose kernel a tool uses (the executor joins it).
+	kernelDoc = docRef{Arg: "path", Ref: refNotebook}
+)
+
 type execArgs struct {
-	Path           string   `json:"path"`
 	CellIDs        []string `json:"cell_ids"`
+	CellID         string   `json:"cell_id"`
 	StartIndex     *int     `json:"start_index"`
 	EndIndex       *int     `json:"end_index"`
 	Timeout        *int     `json:"timeout"`
@@ -170,43 +182,51 @@ func (s *Server) executor() (execution.Executor, error) {
 	return s.opts.Executor, nil
 }
 
-func (s *Server) batchExecute(ctx context.Context, raw map[string]any) (result, error) {
-	var args execArgs
-	if err := decodeArgs(raw, &args); err != nil {
-		return result{}, err
+// jobRun is a job as a call leaves it: its state, what to tell the model, how to show outputs.
+type jobRun struct {
+	view execution.JobView
+	note string
+	opts renderOpts
+}
+
+func (s *Server) renderJobRun(_ *call, _ execArgs, j jobRun) result { return s.renderJob(j) }
+
+func (s *Server) batchExecute(ctx context.Context, c *call, a execArgs) (jobRun, error) {
+	if a.CellID != "" { // execute_notebook_cell
+		a.CellIDs = []string{a.CellID}
 	}
-	x, err := s.executor()
-	if err != nil {
-		return result{}, err
-	}
-	room, err := s.openNotebook(ctx, args.Path)
-	if err != nil {
-		return result{}, err
+	if _, err := s.executor(); err != nil {
+		return jobRun{}, err
 	}
 	var ids []string
-	if err := room.View(ctx, func(d *ydoc.Doc) error {
+	if err := c.Room.View(ctx, func(d *ydoc.Doc) error {
 		var err error
-		_, ids, _, err = resolveIDs(d.CellIDs(), targetArgs{CellIDs: args.CellIDs, StartIndex: args.StartIndex, EndIndex: args.EndIndex})
+		_, ids, _, err = resolveIDs(d.CellIDs(), targetArgs{CellIDs: a.CellIDs, StartIndex: a.StartIndex, EndIndex: a.EndIndex})
 		return err
 	}); err != nil {
-		return result{}, err
+		return jobRun{}, err
 	}
-	return s.runAndWait(ctx, x, room.Path(), ids, args)
+	return s.runAndWait(ctx, c, ids, a)
 }
 
-// runAndWait starts a job and waits for it (sending progress), up to the timeout.
-func (s *Server) runAndWait(ctx context.Context, x execution.Executor, path string, ids []string, args execArgs) (result, error) {
-	job, err := x.Start(ctx, path, ids, execution.RunOptions{StopOnError: boolOr(args.StopOnError, true), KernelName: args.KernelName, ForkID: forkFrom(ctx)})
+// runAndWait starts a job on the call's notebook (or fork) and waits for it (sending
+// progress), up to the timeout.
+func (s *Server) runAndWait(ctx context.Context, c *call, ids []string, a execArgs) (jobRun, error) {
+	x, err := s.executor()
 	if err != nil {
-		return result{}, err
+		return jobRun{}, err
 	}
-	if !boolOr(args.Wait, true) {
-		return s.jobResult(job.View(), args.render(), "started; poll get_execution with this job_id, or cancel_execution"), nil
+	job, err := x.Start(ctx, c.Path, ids, execution.RunOptions{StopOnError: boolOr(a.StopOnError, true), KernelName: a.KernelName, ForkID: c.Fork})
+	if err != nil {
+		return jobRun{}, err
 	}
-	return s.waitJob(ctx, job, args.timeout(30), args.render())
+	if !boolOr(a.Wait, true) {
+		return jobRun{view: job.View(), opts: a.render(), note: "started; poll get_execution with this job_id, or cancel_execution"}, nil
+	}
+	return s.waitJob(ctx, job, a.timeout(30), a.render()), nil
 }
 
-func (s *Server) waitJob(ctx context.Context, job *execution.Job, wait time.Duration, r renderOpts) (result, error) {
+func (s *Server) waitJob(ctx context.Context, job *execution.Job, wait time.Duration, r renderOpts) jobRun {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	progress := newProgress(ctx)
@@ -219,16 +239,16 @@ func (s *Server) waitJob(ctx context.Context, job *execution.Job, wait time.Dura
 		changed := job.Changed()
 		select {
 		case <-job.Done(): // first: a finished job is never "still running" (select picks at random)
-			return s.jobResult(job.View(), r, ""), nil
+			return jobRun{view: job.View(), opts: r}
 		default:
 		}
 		select {
 		case <-job.Done():
-			return s.jobResult(job.View(), r, ""), nil
+			return jobRun{view: job.View(), opts: r}
 		case <-deadline.C:
-			return s.jobResult(job.View(), r, fmt.Sprintf("still running after %s; it goes on: poll get_execution with this job_id, or cancel_execution", wait)), nil
+			return jobRun{view: job.View(), opts: r, note: fmt.Sprintf("still running after %s; it goes on: poll get_execution with this job_id, or cancel_execution", wait)}
 		case <-ctx.Done():
-			return s.jobResult(job.View(), r, "the call ended before the run; it goes on: poll get_execution with this job_id"), nil
+			return jobRun{view: job.View(), opts: r, note: "the call ended before the run; it goes on: poll get_execution with this job_id"}
 		case <-changed:
 			progress.report(job, time.Since(start), false)
 		case <-tick.C:
@@ -237,107 +257,89 @@ func (s *Server) waitJob(ctx context.Context, job *execution.Job, wait time.Dura
 	}
 }
 
-func (s *Server) getExecution(ctx context.Context, raw map[string]any) (result, error) {
-	var args execArgs
-	if err := decodeArgs(raw, &args); err != nil {
-		return result{}, err
-	}
-	x, err := s.executor()
+func (s *Server) getExecution(ctx context.Context, _ *call, a execArgs) (jobRun, error) {
+	job, err := s.job(ctx, a.JobID)
 	if err != nil {
-		return result{}, err
+		return jobRun{}, err
 	}
-	job, err := x.Job(args.JobID)
-	if err != nil {
-		return result{}, invalid([]any{"job_id"}, "%v", err)
-	}
-	if err := mayRead(ctx, job.Path); err != nil {
-		return result{}, failf("%v", err)
-	}
-	return s.waitJob(ctx, job, args.timeout(0), args.render())
+	return s.waitJob(ctx, job, a.timeout(0), a.render()), nil
 }
 
-func (s *Server) cancelExecution(ctx context.Context, raw map[string]any) (result, error) {
-	var args execArgs
-	if err := decodeArgs(raw, &args); err != nil {
-		return result{}, err
-	}
+func (s *Server) cancelExecution(ctx context.Context, _ *call, a execArgs) (jobRun, error) {
 	x, err := s.executor()
 	if err != nil {
-		return result{}, err
+		return jobRun{}, err
 	}
-	if j, err := x.Job(args.JobID); err == nil {
-		if err := mayRead(ctx, j.Path); err != nil {
-			return result{}, failf("%v", err)
-		}
+	if _, err := s.job(ctx, a.JobID); err != nil {
+		return jobRun{}, err
 	}
-	job, err := x.Cancel(ctx, args.JobID)
+	job, err := x.Cancel(ctx, a.JobID)
 	if err != nil {
 		if errors.Is(err, execution.ErrUnknownJob) {
-			return result{}, invalid([]any{"job_id"}, "%v", err)
+			return jobRun{}, invalid([]any{"job_id"}, errUnknownJob)
 		}
-		return result{}, err
+		return jobRun{}, err
 	}
-	return s.waitJob(ctx, job, 10*time.Second, renderOpts{maxChars: 2000, maxPixels: defaultMaxImagePixels})
+	return s.waitJob(ctx, job, 10*time.Second, renderOpts{maxChars: 2000, maxPixels: defaultMaxImagePixels}), nil
 }
 
-func (s *Server) kernelAction(action string) func(context.Context, map[string]any) (result, error) {
-	return func(ctx context.Context, raw map[string]any) (result, error) {
-		var args execArgs
-		if err := decodeArgs(raw, &args); err != nil {
-			return result{}, err
-		}
-		x, err := s.executor()
-		if err != nil {
-			return result{}, err
-		}
-		var ks execution.KernelSession
-		note := ""
-		if action == "interrupt" {
-			ks, err = x.Interrupt(ctx, args.Path)
-			note = "interrupt sent; a running cell ends with KeyboardInterrupt"
-		} else {
-			ks, err = x.Restart(ctx, args.Path)
-			note = "kernel restarted; every variable is gone"
-		}
-		if err != nil {
-			if errors.Is(err, bridge.ErrBadPath) {
-				return result{}, invalid([]any{"path"}, "%v", err)
-			}
-			return result{}, err
-		}
-		return result{Data: map[string]any{"path": args.Path, "kernel_id": ks.KernelID, "kernel_name": ks.KernelName, "note": note}}, nil
-	}
+// kernelActed is a kernel interrupted or restarted.
+type kernelActed struct {
+	path string
+	ks   execution.KernelSession
+	note string
 }
 
-func (s *Server) executeCode(ctx context.Context, raw map[string]any) (result, error) {
-	var args execArgs
-	if err := decodeArgs(raw, &args); err != nil {
-		return result{}, err
-	}
+func (s *Server) interruptKernel(ctx context.Context, c *call, _ execArgs) (kernelActed, error) {
 	x, err := s.executor()
 	if err != nil {
-		return result{}, err
+		return kernelActed{}, err
 	}
-	wctx, cancel := context.WithTimeout(ctx, args.timeout(30))
-	defer cancel()
-	run, note, err := x.RunCode(wctx, args.Path, args.Code, args.KernelName)
+	ks, err := x.Interrupt(ctx, c.Path)
+	return kernelActed{path: c.Path, ks: ks, note: "interrupt sent; a running cell ends with KeyboardInterrupt"}, err
+}
+
+func (s *Server) restartKernel(ctx context.Context, c *call, _ execArgs) (kernelActed, error) {
+	x, err := s.executor()
 	if err != nil {
-		if errors.Is(err, bridge.ErrBadPath) {
-			return result{}, invalid([]any{"path"}, "%v", err)
-		}
-		return result{}, err
+		return kernelActed{}, err
 	}
-	r := args.render()
+	ks, err := x.Restart(ctx, c.Path)
+	return kernelActed{path: c.Path, ks: ks, note: "kernel restarted; every variable is gone"}, err
+}
+
+func renderKernel(c *call, _ execArgs, k kernelActed) result {
+	return result{Data: map[string]any{"path": c.args["path"], "kernel_id": k.ks.KernelID, "kernel_name": k.ks.KernelName, "note": k.note}}
+}
+
+// codeRun is scratch code run in a notebook's kernel.
+type codeRun struct {
+	run  execution.CellRun
+	note string
+}
+
+func (s *Server) executeCode(ctx context.Context, c *call, a execArgs) (codeRun, error) {
+	x, err := s.executor()
+	if err != nil {
+		return codeRun{}, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, a.timeout(30))
+	defer cancel()
+	run, note, err := x.RunCode(wctx, c.Path, a.Code, a.KernelName)
+	return codeRun{run: run, note: note}, err
+}
+
+func (s *Server) renderCode(c *call, a execArgs, r codeRun) result {
 	var extra []mcp.Content
 	budget := 0
-	cell := renderRun(run, r, &extra, &budget)
+	cell := renderRun(r.run, a.render(), &extra, &budget)
 	delete(cell, "cell_id")
 	delete(cell, "index")
-	out := map[string]any{"path": args.Path, "result": cell}
-	if note != "" {
-		out["note"] = note
+	out := map[string]any{"path": c.args["path"], "result": cell}
+	if r.note != "" {
+		out["note"] = r.note
 	}
-	return result{Data: out, Extra: extra}, nil
+	return result{Data: out, Extra: extra}
 }
 
 // renderOpts say how outputs are shown.
@@ -347,8 +349,9 @@ type renderOpts struct {
 	maxPixels int
 }
 
-// jobResult renders a job for the model; images go to extra content.
-func (s *Server) jobResult(v execution.JobView, r renderOpts, note string) result {
+// renderJob renders a job for the model; images go to extra content.
+func (s *Server) renderJob(j jobRun) result {
+	v, r, note := j.view, j.opts, j.note
 	var extra []mcp.Content
 	cells := make([]map[string]any, 0, len(v.Cells))
 	budget := 0 // bytes of images attached
@@ -361,20 +364,10 @@ func (s *Server) jobResult(v execution.JobView, r renderOpts, note string) resul
 	} else {
 		out["elapsed_ms"] = time.Since(v.Created).Milliseconds()
 	}
-	if n := joinNote(v.Note, note); n != "" {
+	if n := strings.Join(slices.DeleteFunc([]string{v.Note, note}, func(s string) bool { return s == "" }), "; "); n != "" {
 		out["note"] = n
 	}
 	return result{Data: out, Extra: extra}
-}
-
-func joinNote(a, b string) string {
-	switch {
-	case a == "":
-		return b
-	case b == "":
-		return a
-	}
-	return a + "; " + b
 }
 
 // renderRun renders one cell's run; image outputs become image content in extra.

@@ -16,47 +16,7 @@ import (
 // merges or discards it. With suggestion_for_cell the fork is described so that the
 // jupyter-suggestions extension shows it in JupyterLab as a suggestion on that cell.
 
-type forkKey struct{}
-
-// forkFrom returns the fork a tool call works in ("" for the document itself).
-func forkFrom(ctx context.Context) string {
-	f, _ := ctx.Value(forkKey{}).(string)
-	return f
-}
-
 var forkField = field("fork_id", str("Work in this fork of the document (from fork_document) instead of the document itself."))
-
-// forkable tools take fork_id.
-var forkable = map[string]bool{
-	"get_notebook": true, "batch_insert_notebook_cells": true, "batch_update_notebook_cells": true,
-	"batch_delete_notebook_cells": true, "move_notebook_cells": true, "batch_execute_notebook_cells": true,
-	"execute_notebook_cell": true, "get_document": true, "batch_insert_text": true, "batch_delete_text": true,
-	"batch_update_document": true, "undo_last_edit": true, "redo_edit": true, "get_document_history": true,
-	"restore_document_version": true,
-}
-
-// openRoom opens the document's room, or its fork's when the call names one.
-func (s *Server) openRoom(ctx context.Context, p string, kind ydoc.Kind) (*bridge.Room, error) {
-	if clean, err := bridge.CleanPath(p); err == nil {
-		if err := mayRead(ctx, clean); err != nil {
-			return nil, failf("%v", err)
-		}
-	}
-	if fork := forkFrom(ctx); fork != "" {
-		room, err := s.opts.Manager.OpenFork(ctx, p, kind, fork)
-		var gone *bridge.ForkGoneError
-		if errors.As(err, &gone) {
-			return nil, &toolError{Message: gone.Error(), Details: []detail{{Path: []any{"fork_id"}, Message: "no such fork"}}}
-		}
-		return room, err
-	}
-	return s.opts.Manager.Open(ctx, p, kind)
-}
-
-func kindOfPath(p string) ydoc.Kind {
-	_, kind := parseSession(p)
-	return kind
-}
 
 func (s *Server) registerForkTools() {
 	docPath := field("path", str("A notebook or text file path."))
@@ -79,7 +39,8 @@ func (s *Server) registerForkTools() {
 			field("suggestion_type", str("With suggestion_for_cell: a change to the cell, or its deletion.").enum("change", "delete").def("change")),
 		).required("path"),
 		Example: map[string]any{"path": "analysis/report.ipynb", "title": "Vectorise the loop", "suggestion_for_cell": "a1b2"},
-		Run:     s.forkDocument,
+		Doc:     docRef{Arg: "path", Ref: refAny, Parts: []string{"suggestion_for_cell"}},
+		Run:     handle(forkArgs{SuggestionType: "change"}, s.forkDocument, renderForked),
 	})
 	s.register(&operation{
 		Name:        "list_forks",
@@ -88,8 +49,9 @@ func (s *Server) registerForkTools() {
 		Description: "The forks of a document on the server (anyone's), with title, description, whether they follow the document, and whether this sidecar made or joined them.",
 		Input:       object(docPath).required("path"),
 		Example:     map[string]any{"path": "analysis/report.ipynb"},
-		ReadOnly:    true, Idempotent: true,
-		Run: s.listForks,
+		ReadOnly:    true, Idempotent: true, Budgeted: true,
+		Doc: docRef{Arg: "path", Ref: refAny},
+		Run: handle(forkArgs{}, s.listForks, renderForks),
 	})
 	s.register(&operation{
 		Name:     "diff_fork",
@@ -101,8 +63,9 @@ func (s *Server) registerForkTools() {
 			field("max_lines", integer("Diff lines kept per cell or text.").def(200).min(1).max(5000)),
 		).required("path", "fork_id"),
 		Example:  map[string]any{"path": "analysis/report.ipynb", "fork_id": "3f2a9c1b7d4e4c0e9b1a2f3d4c5b6a70"},
-		ReadOnly: true, Idempotent: true,
-		Run: s.diffFork,
+		ReadOnly: true, Idempotent: true, Budgeted: true,
+		Doc: forkDoc,
+		Run: handle(forkArgs{MaxLines: 200}, s.diffFork, renderForkDiff),
 	})
 	s.register(&operation{
 		Name:     "merge_document_fork",
@@ -114,7 +77,8 @@ func (s *Server) registerForkTools() {
 		Input:       object(docPath, forkID).required("path", "fork_id"),
 		Example:     map[string]any{"path": "analysis/report.ipynb", "fork_id": "3f2a9c1b7d4e4c0e9b1a2f3d4c5b6a70"},
 		Destructive: true,
-		Run:         s.closeFork(true),
+		Doc:         forkDoc,
+		Run:         handle(forkArgs{}, s.mergeFork, renderForkClosed),
 	})
 	s.register(&operation{
 		Name:        "discard_document_fork",
@@ -124,12 +88,15 @@ func (s *Server) registerForkTools() {
 		Input:       object(docPath, forkID).required("path", "fork_id"),
 		Example:     map[string]any{"path": "analysis/report.ipynb", "fork_id": "3f2a9c1b7d4e4c0e9b1a2f3d4c5b6a70"},
 		Destructive: true, Idempotent: true,
-		Run: s.closeFork(false),
+		Doc: forkDoc,
+		Run: handle(forkArgs{}, s.discardFork, renderForkClosed),
 	})
 }
 
+// forkDoc is the document of the tools that take a fork of it by fork_id.
+var forkDoc = docRef{Arg: "path", Ref: refAny, Parts: []string{"fork_id"}}
+
 type forkArgs struct {
-	Path              string `json:"path"`
 	ForkID            string `json:"fork_id"`
 	Title             string `json:"title"`
 	Description       string `json:"description"`
@@ -143,51 +110,52 @@ func forkError(err error) error {
 	switch {
 	case errors.Is(err, bridge.ErrNoForks):
 		return &toolError{Message: "this jupyter-server offers no fork API (jupyter-collaboration 2.x or later has it)"}
-	case errors.Is(err, bridge.ErrBadPath):
-		return invalid([]any{"path"}, "%v", err)
+	case errors.Is(err, bridge.ErrForkDiverged):
+		return &toolError{Message: err.Error() + "; apply the fork's changes as edits instead (diff_fork shows them)"}
 	}
-	var gone *bridge.ForkGoneError
-	if errors.As(err, &gone) {
-		return &toolError{Message: gone.Error(), Details: []detail{{Path: []any{"fork_id"}, Message: "no such fork"}}}
-	}
-	return err
+	return openError("path", err)
 }
 
-func (s *Server) forkDocument(ctx context.Context, raw map[string]any) (result, error) {
-	args := forkArgs{SuggestionType: "change"}
-	if err := decodeArgs(raw, &args); err != nil {
-		return result{}, err
-	}
-	kind := kindOfPath(args.Path)
-	info := bridge.ForkInfo{Title: args.Title, Description: args.Description, Synchronize: args.Synchronize}
-	if args.SuggestionForCell != "" {
-		if kind != ydoc.KindNotebook {
-			return result{}, invalid([]any{"suggestion_for_cell"}, "suggestions are on notebook cells")
+// forked is a fork made, and joined.
+type forked struct {
+	path, id    string
+	synchronize bool
+}
+
+func (s *Server) forkDocument(ctx context.Context, c *call, a forkArgs) (forked, error) {
+	info := bridge.ForkInfo{Title: a.Title, Description: a.Description, Synchronize: a.Synchronize}
+	if a.SuggestionForCell != "" {
+		if c.Kind != ydoc.KindNotebook {
+			return forked{}, invalid([]any{"suggestion_for_cell"}, "suggestions are on notebook cells")
 		}
-		desc, err := s.suggestionDescription(ctx, args)
+		desc, err := s.suggestionDescription(ctx, c.doc, a)
 		if err != nil {
-			return result{}, err
+			return forked{}, err
 		}
 		info.Description = desc
 		info.Synchronize = true // as the extension makes them: the suggestion follows the notebook
 	}
-	room, err := s.opts.Manager.CreateFork(ctx, args.Path, kind, info)
+	room, err := s.forkDoc(ctx, c.doc, info)
 	if err != nil {
-		return result{}, forkError(err)
+		return forked{}, forkError(err)
 	}
-	out := map[string]any{"path": room.Path(), "fork_id": room.Info().RoomID, "synchronize": info.Synchronize,
+	return forked{path: room.Path(), id: room.Info().RoomID, synchronize: info.Synchronize}, nil
+}
+
+func renderForked(_ *call, a forkArgs, f forked) result {
+	out := map[string]any{"path": f.path, "fork_id": f.id, "synchronize": f.synchronize,
 		"note": "pass fork_id to the edit and execute tools to work in the fork; diff_fork shows your changes; merge_document_fork or discard_document_fork ends it"}
-	if args.SuggestionForCell != "" {
-		out["suggestion_for_cell"] = args.SuggestionForCell
+	if a.SuggestionForCell != "" {
+		out["suggestion_for_cell"] = a.SuggestionForCell
 		out["note"] = "edit the cell in the fork (fork_id): JupyterLab's suggestions panel shows the fork as a suggestion on it; a human accepting it merges the fork"
 	}
-	return result{Data: out}, nil
+	return result{Data: out}
 }
 
 // suggestionDescription is the fork description jupyter-suggestions reads: the cell, the
 // notebook path, the cell's mime type, the kind of suggestion and its author.
-func (s *Server) suggestionDescription(ctx context.Context, args forkArgs) (string, error) {
-	room, err := s.opts.Manager.Open(ctx, args.Path, ydoc.KindNotebook)
+func (s *Server) suggestionDescription(ctx context.Context, d doc, a forkArgs) (string, error) {
+	room, err := s.openDoc(ctx, d.Path, ydoc.KindNotebook, "")
 	if err != nil {
 		return "", forkError(err)
 	}
@@ -202,7 +170,7 @@ func (s *Server) suggestionDescription(ctx context.Context, args forkArgs) (stri
 			lang, _ = li["name"].(string)
 		}
 		for i := range nb.Cells {
-			if nb.Cells[i].ID == args.SuggestionForCell {
+			if nb.Cells[i].ID == a.SuggestionForCell {
 				cell = &nb.Cells[i]
 			}
 		}
@@ -211,7 +179,7 @@ func (s *Server) suggestionDescription(ctx context.Context, args forkArgs) (stri
 		return "", err
 	}
 	if cell == nil {
-		return "", invalid([]any{"suggestion_for_cell"}, "no cell with id %q", args.SuggestionForCell)
+		return "", invalid([]any{"suggestion_for_cell"}, "no cell with id %q", a.SuggestionForCell)
 	}
 	mime := "text/x-ipython"
 	switch {
@@ -225,115 +193,124 @@ func (s *Server) suggestionDescription(ctx context.Context, args forkArgs) (stri
 	u := s.opts.Manager.User()
 	b, err := json.Marshal(map[string]any{
 		"cellId": cell.ID, "path": room.Path(), "mimeType": mime,
-		"suggestionType": strings.ToUpper(args.SuggestionType),
+		"suggestionType": strings.ToUpper(a.SuggestionType),
 		"metadata":       map[string]any{"author": u},
 	})
 	return string(b), err
 }
 
-func (s *Server) listForks(ctx context.Context, raw map[string]any) (result, error) {
-	var args forkArgs
-	if err := decodeArgs(raw, &args); err != nil {
-		return result{}, err
-	}
-	forks, err := s.opts.Manager.Forks(ctx, args.Path, kindOfPath(args.Path))
+func (s *Server) listForks(ctx context.Context, c *call, _ forkArgs) ([]bridge.Fork, error) {
+	forks, err := s.forksOf(ctx, c.doc)
 	if err != nil {
-		return result{}, forkError(err)
+		return nil, forkError(err)
 	}
-	type view struct {
-		ForkID      string `json:"fork_id"`
-		Title       string `json:"title,omitempty"`
-		Description string `json:"description,omitempty"`
-		Synchronize bool   `json:"synchronize"`
-		Suggestion  any    `json:"suggestion,omitempty"`
-		Ours        bool   `json:"created_by_agent"`
-		Joined      bool   `json:"joined"`
-	}
-	list := make([]view, 0, len(forks))
+	return forks, nil
+}
+
+// forkView is a fork as list_forks shows it.
+type forkView struct {
+	ForkID      string `json:"fork_id"`
+	Title       string `json:"title,omitempty"`
+	Description string `json:"description,omitempty"`
+	Synchronize bool   `json:"synchronize"`
+	Suggestion  any    `json:"suggestion,omitempty"`
+	Ours        bool   `json:"created_by_agent"`
+	Joined      bool   `json:"joined"`
+}
+
+func renderForks(c *call, _ forkArgs, forks []bridge.Fork) result {
+	list := make([]forkView, 0, len(forks))
 	for _, f := range forks {
-		v := view{ForkID: f.ID, Title: f.Info.Title, Description: f.Info.Description, Synchronize: f.Info.Synchronize, Ours: f.Ours, Joined: f.Open}
+		v := forkView{ForkID: f.ID, Title: f.Info.Title, Description: f.Info.Description, Synchronize: f.Info.Synchronize, Ours: f.Ours, Joined: f.Open}
 		var sug map[string]any
 		if json.Unmarshal([]byte(f.Info.Description), &sug) == nil && sug["cellId"] != nil {
 			v.Suggestion, v.Description = map[string]any{"cell_id": sug["cellId"], "type": sug["suggestionType"]}, ""
 		}
 		list = append(list, v)
 	}
-	return result{Data: map[string]any{"path": args.Path, "forks": list, "count": len(list)}}, nil
+	return result{Data: map[string]any{"path": c.Path, "forks": list, "count": len(list)}}
+}
+
+// forkDiffed is how a fork differs from its document now.
+type forkDiffed struct {
+	changes any // ydoc.NotebookDiff, or the text diff
+	summary string
 }
 
 // forkDiff compares the document and its fork as they are now.
-func (s *Server) forkDiff(ctx context.Context, p, forkID string, maxLines int) (any, string, error) {
-	kind := kindOfPath(p)
-	fork, err := s.opts.Manager.OpenFork(ctx, p, kind, forkID)
+func (s *Server) forkDiff(ctx context.Context, d doc, forkID string, maxLines int) (forkDiffed, error) {
+	fork, err := s.openDoc(ctx, d.Path, d.Kind, forkID)
 	if err != nil {
-		return nil, "", forkError(err)
+		return forkDiffed{}, forkError(err)
 	}
-	root := s.opts.Manager.Get(p, kind)
+	root := s.liveRoom(ctx, d.Path, d.Kind)
 	if root == nil {
-		return nil, "", fmt.Errorf("the document %s is not open", p)
+		return forkDiffed{}, fmt.Errorf("the document %s is not open", d.Path)
 	}
 	opt := ydoc.DiffOptions{Context: 3, MaxLines: maxLines}
-	if kind == ydoc.KindText {
+	if d.Kind == ydoc.KindText {
 		var a, b string
 		if err := root.View(ctx, func(d *ydoc.Doc) (err error) { a, err = d.Text(); return }); err != nil {
-			return nil, "", err
+			return forkDiffed{}, err
 		}
 		if err := fork.View(ctx, func(d *ydoc.Doc) (err error) { b, err = d.Text(); return }); err != nil {
-			return nil, "", err
+			return forkDiffed{}, err
 		}
-		d := ydoc.DiffTextWith(a, b, opt)
-		return map[string]any{"diff": d.Unified(), "added_lines": d.Added, "removed_lines": d.Removed}, fmt.Sprintf("+%d −%d lines", d.Added, d.Removed), nil
+		td := ydoc.DiffTextWith(a, b, opt)
+		return forkDiffed{changes: map[string]any{"diff": td.Unified(), "added_lines": td.Added, "removed_lines": td.Removed},
+			summary: fmt.Sprintf("+%d −%d lines", td.Added, td.Removed)}, nil
 	}
 	var a, b ydoc.Notebook
 	if err := root.View(ctx, func(d *ydoc.Doc) (err error) { a, err = d.Notebook(); return }); err != nil {
-		return nil, "", err
+		return forkDiffed{}, err
 	}
 	if err := fork.View(ctx, func(d *ydoc.Doc) (err error) { b, err = d.Notebook(); return }); err != nil {
-		return nil, "", err
+		return forkDiffed{}, err
 	}
-	d := ydoc.DiffNotebooksWith(a, b, opt)
-	return d, d.Summary(), nil
+	nd := ydoc.DiffNotebooksWith(a, b, opt)
+	return forkDiffed{changes: nd, summary: nd.Summary()}, nil
 }
 
-func (s *Server) diffFork(ctx context.Context, raw map[string]any) (result, error) {
-	args := forkArgs{MaxLines: 200}
-	if err := decodeArgs(raw, &args); err != nil {
-		return result{}, err
-	}
-	diff, summary, err := s.forkDiff(ctx, args.Path, args.ForkID, args.MaxLines)
+func (s *Server) diffFork(ctx context.Context, c *call, a forkArgs) (forkDiffed, error) {
+	return s.forkDiff(ctx, c.doc, a.ForkID, a.MaxLines)
+}
+
+func renderForkDiff(c *call, a forkArgs, d forkDiffed) result {
+	return result{Data: map[string]any{"path": c.Path, "fork_id": a.ForkID, "summary": d.summary, "changes": d.changes}}
+}
+
+// forkClosed is a fork merged (with what it brought) or discarded.
+type forkClosed struct {
+	merged  bool
+	summary string
+}
+
+func (s *Server) mergeFork(ctx context.Context, c *call, a forkArgs) (forkClosed, error) {
+	// What the merge brings, as the fork differs from the document now.
+	d, err := s.forkDiff(ctx, c.doc, a.ForkID, 50)
 	if err != nil {
-		return result{}, err
+		return forkClosed{}, err
 	}
-	return result{Data: map[string]any{"path": args.Path, "fork_id": args.ForkID, "summary": summary, "changes": diff}}, nil
+	if err := s.closeForkOf(ctx, c.doc, a.ForkID, true); err != nil {
+		return forkClosed{}, forkError(err)
+	}
+	return forkClosed{merged: true, summary: d.summary}, nil
 }
 
-func (s *Server) closeFork(merge bool) func(context.Context, map[string]any) (result, error) {
-	return func(ctx context.Context, raw map[string]any) (result, error) {
-		var args forkArgs
-		if err := decodeArgs(raw, &args); err != nil {
-			return result{}, err
-		}
-		kind := kindOfPath(args.Path)
-		out := map[string]any{"path": args.Path, "fork_id": args.ForkID}
-		if merge {
-			// What the merge brings, as the fork differs from the document now.
-			_, summary, err := s.forkDiff(ctx, args.Path, args.ForkID, 50)
-			if err != nil {
-				return result{}, err
-			}
-			out["merged"] = summary
-		}
-		if err := s.opts.Manager.CloseFork(ctx, args.Path, kind, args.ForkID, merge); err != nil {
-			if errors.Is(err, bridge.ErrForkDiverged) {
-				return result{}, &toolError{Message: err.Error()}
-			}
-			return result{}, forkError(err)
-		}
-		if merge {
-			out["note"] = "merged into the document on the server; collaborators (and the agent's replica) receive it as an edit"
-		} else {
-			out["note"] = "discarded; the document was not changed"
-		}
-		return result{Data: out}, nil
+func (s *Server) discardFork(ctx context.Context, c *call, a forkArgs) (forkClosed, error) {
+	if err := s.closeForkOf(ctx, c.doc, a.ForkID, false); err != nil {
+		return forkClosed{}, forkError(err)
 	}
+	return forkClosed{}, nil
+}
+
+func renderForkClosed(c *call, a forkArgs, f forkClosed) result {
+	out := map[string]any{"path": c.Path, "fork_id": a.ForkID}
+	if f.merged {
+		out["merged"] = f.summary
+		out["note"] = "merged into the document on the server; collaborators (and the agent's replica) receive it as an edit"
+	} else {
+		out["note"] = "discarded; the document was not changed"
+	}
+	return result{Data: out}
 }

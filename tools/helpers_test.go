@@ -76,7 +76,7 @@ func callTimeout(d time.Duration) envOpt { return func(o *tools.Options) { o.Cal
 func newEnv(t *testing.T, files []bridgetest.File, opts ...envOpt) *env {
 	t.Helper()
 	srv := bridgetest.New(files...)
-	m, err := bridge.NewManager(bridge.ManagerOptions{Server: srv, Logger: zerolog.Nop(), Room: fastRoom(), JoinTimeout: waitLimit})
+	m, err := bridge.NewManager(bridge.ManagerOptions{Jupyter: srv, Logger: zerolog.Nop(), Room: fastRoom(), JoinTimeout: waitLimit})
 	if err != nil {
 		t.Fatalf("NewManager: %v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
@@ -25,8 +26,9 @@ func (s *Server) registerHistoryTools() {
 			field("limit", integer("Maximum number of versions.").def(10).min(1).max(500)),
 		).required("path"),
 		Example:  map[string]any{"path": "analysis/report.ipynb", "limit": 10},
-		ReadOnly: true, Idempotent: true,
-		Run: s.getDocumentHistory,
+		ReadOnly: true, Idempotent: true, Forkable: true, Budgeted: true,
+		Doc: historyDoc,
+		Run: handle(historyArgs{Limit: 10}, s.getDocumentHistory, renderHistory),
 	})
 	s.register(&operation{
 		Name:     "restore_document_version",
@@ -39,8 +41,9 @@ func (s *Server) registerHistoryTools() {
 			field("version_id", str("A version_id from get_document_history.")),
 		).required("path", "version_id"),
 		Example:     map[string]any{"path": "analysis/report.ipynb", "version_id": "a1b2c3-42"},
-		Destructive: true, Idempotent: true,
-		Run: s.restoreVersion,
+		Destructive: true, Idempotent: true, Forkable: true, Budgeted: true,
+		Doc: docRef{Arg: "path", Ref: refAny, Open: true, Parts: []string{"version_id"}},
+		Run: handle(historyArgs{}, s.restoreVersion, renderRestored),
 	})
 	s.register(&operation{
 		Name:     "undo_last_edit",
@@ -53,8 +56,9 @@ func (s *Server) registerHistoryTools() {
 			field("steps", integer("How many of the agent's edits to undo.").def(1).min(1).max(ydoc.MaxUndo)),
 		).required("path"),
 		Example:     map[string]any{"path": "analysis/report.ipynb", "steps": 1},
-		Destructive: true,
-		Run:         s.undoLastEdit,
+		Destructive: true, Forkable: true,
+		Doc: historyDoc,
+		Run: handle(historyArgs{Steps: 1}, s.undoLastEdit, renderUndone),
 	})
 	s.register(&operation{
 		Name:        "redo_edit",
@@ -63,77 +67,81 @@ func (s *Server) registerHistoryTools() {
 		Description: "Re-apply what the last undo_last_edit took back (until the agent makes a new edit).",
 		Input:       object(docPath).required("path"),
 		Example:     map[string]any{"path": "analysis/report.ipynb"},
-		Destructive: true,
-		Run:         s.redoEdit,
+		Destructive: true, Forkable: true,
+		Doc: historyDoc,
+		Run: handle(historyArgs{}, s.redoEdit, renderRedone),
 	})
 }
 
+// historyDoc is the document of the history tools (or its fork, with fork_id).
+var historyDoc = docRef{Arg: "path", Ref: refAny, Open: true}
+
 type historyArgs struct {
-	Path      string `json:"path"`
 	Limit     int    `json:"limit"`
 	VersionID string `json:"version_id"`
 	Steps     int    `json:"steps"`
 }
 
-func (s *Server) historyRoom(ctx context.Context, p string) (*bridge.Room, error) {
-	if p == "" {
-		return nil, invalid([]any{"path"}, "is required")
-	}
-	room, err := s.openRoom(ctx, p, kindOfPath(p))
-	if err != nil && errors.Is(err, bridge.ErrBadPath) {
-		return nil, invalid([]any{"path"}, "%v", err)
-	}
-	return room, err
+// historyRead is a document's versions and undo depth.
+type historyRead struct {
+	versions   []bridge.VersionInfo // newest first, at most limit
+	kept       int
+	undo, redo int
 }
 
-func (s *Server) getDocumentHistory(ctx context.Context, raw map[string]any) (result, error) {
-	args := historyArgs{Limit: 10}
-	if err := decodeArgs(raw, &args); err != nil {
-		return result{}, err
-	}
-	room, err := s.historyRoom(ctx, args.Path)
+func (s *Server) getDocumentHistory(ctx context.Context, c *call, a historyArgs) (historyRead, error) {
+	versions, err := c.Room.Versions(ctx)
 	if err != nil {
-		return result{}, err
+		return historyRead{}, err
 	}
-	versions, err := room.Versions(ctx)
-	if err != nil {
-		return result{}, err
+	h := historyRead{kept: len(versions), versions: versions}
+	if len(versions) > a.Limit {
+		h.versions = versions[:a.Limit]
 	}
-	total := len(versions)
-	if len(versions) > args.Limit {
-		versions = versions[:args.Limit]
-	}
-	undo, redo, err := room.UndoDepth(ctx)
-	if err != nil {
-		return result{}, err
-	}
-	out := map[string]any{"path": room.Path(), "versions": versions, "count": len(versions), "kept": total,
-		"undo_steps": undo, "redo_steps": redo}
-	if f := forkFrom(ctx); f != "" {
-		out["fork_id"] = f
-	}
-	return result{Data: out}, nil
+	h.undo, h.redo, err = c.Room.UndoDepth(ctx)
+	return h, err
 }
 
-func (s *Server) restoreVersion(ctx context.Context, raw map[string]any) (result, error) {
-	var args historyArgs
-	if err := decodeArgs(raw, &args); err != nil {
-		return result{}, err
+// versionView is a version as get_document_history shows it.
+type versionView struct {
+	Version bridge.Version `json:"version_id"`
+	At      time.Time      `json:"at"`
+	By      []string       `json:"by,omitempty"`
+	Agent   bool           `json:"agent,omitempty"`
+	Summary string         `json:"summary"`
+	Current bool           `json:"current,omitempty"`
+}
+
+func renderHistory(c *call, _ historyArgs, h historyRead) result {
+	views := make([]versionView, len(h.versions))
+	for i, v := range h.versions {
+		views[i] = versionView{Version: v.Version, At: v.At, By: v.By, Agent: v.Agent, Summary: v.Summary, Current: v.Current}
 	}
-	room, err := s.historyRoom(ctx, args.Path)
-	if err != nil {
-		return result{}, err
+	out := map[string]any{"path": c.Room.Path(), "versions": views, "count": len(views), "kept": h.kept,
+		"undo_steps": h.undo, "redo_steps": h.redo}
+	if c.Fork != "" {
+		out["fork_id"] = c.Fork
 	}
-	nb, text, err := room.VersionContent(ctx, bridge.Version(args.VersionID))
+	return result{Data: out}
+}
+
+// restored is a version brought back, as an edit.
+type restored struct {
+	version bridge.Version
+	summary string
+	changes any // ydoc.NotebookDiff, or a unified text diff
+}
+
+func (s *Server) restoreVersion(ctx context.Context, c *call, a historyArgs) (restored, error) {
+	nb, text, err := c.Room.VersionContent(ctx, bridge.Version(a.VersionID))
 	if err != nil {
 		if errors.Is(err, bridge.ErrNoSuchVersion) {
-			return result{}, invalid([]any{"version_id"}, "%v", err)
+			return restored{}, invalid([]any{"version_id"}, "%v (versions are kept within a memory budget; list them with get_document_history)", err)
 		}
-		return result{}, err
+		return restored{}, err
 	}
-	var summary string
-	var changes any
-	ed, err := room.Apply(ctx, func(tx *ydoc.Txn, _ bridge.History, _ bool) error {
+	var r restored
+	ed, err := c.Room.Apply(ctx, func(tx *ydoc.Txn, _ bridge.History, _ bool) error {
 		tx.Undoable()
 		if tx.Kind() == ydoc.KindText {
 			cur, err := tx.Text()
@@ -141,7 +149,7 @@ func (s *Server) restoreVersion(ctx context.Context, raw map[string]any) (result
 				return err
 			}
 			d := ydoc.DiffText(cur, text)
-			summary, changes = fmt.Sprintf("+%d −%d lines", d.Added, d.Removed), d.Unified()
+			r.summary, r.changes = fmt.Sprintf("+%d −%d lines", d.Added, d.Removed), d.Unified()
 			return tx.RestoreText(text)
 		}
 		cur, err := tx.Notebook()
@@ -149,57 +157,61 @@ func (s *Server) restoreVersion(ctx context.Context, raw map[string]any) (result
 			return err
 		}
 		d := ydoc.DiffNotebooks(cur, nb)
-		summary, changes = d.Summary(), d
+		r.summary, r.changes = d.Summary(), d
 		_, err = tx.RestoreNotebook(nb)
 		return err
 	})
-	if err != nil {
-		return result{}, err
-	}
-	return result{Data: map[string]any{"path": room.Path(), "restored": args.VersionID, "version": ed.Version, "summary": summary, "changes": changes}}, nil
+	r.version = ed.Version
+	return r, err
 }
 
-func (s *Server) undoLastEdit(ctx context.Context, raw map[string]any) (result, error) {
-	args := historyArgs{Steps: 1}
-	if err := decodeArgs(raw, &args); err != nil {
-		return result{}, err
-	}
-	room, err := s.historyRoom(ctx, args.Path)
+func renderRestored(c *call, a historyArgs, r restored) result {
+	return result{Data: map[string]any{"path": c.Room.Path(), "restored": a.VersionID, "version": r.version, "summary": r.summary, "changes": r.changes}}
+}
+
+// undone is an undo or redo applied.
+type undone struct {
+	steps      int // undo: steps taken back
+	version    bridge.Version
+	change     ydoc.Change
+	undo, redo int // steps left
+}
+
+func (s *Server) undoLastEdit(ctx context.Context, c *call, a historyArgs) (undone, error) {
+	before, _, err := c.Room.UndoDepth(ctx)
 	if err != nil {
-		return result{}, err
+		return undone{}, err
 	}
-	before, _, err := room.UndoDepth(ctx)
-	if err != nil {
-		return result{}, err
-	}
-	ed, err := room.Undo(ctx, args.Steps)
+	ed, err := c.Room.Undo(ctx, a.Steps)
 	if err != nil {
 		if errors.Is(err, ydoc.ErrNothingToUndo) {
-			return result{}, &toolError{Message: "nothing to undo: the agent has made no edit to this document since the sidecar joined it (or since its replica was rebuilt after a reconnect), or others already removed what it did; restore_document_version can go back to any listed version"}
+			return undone{}, &toolError{Message: "nothing to undo: the agent has made no edit to this document since the sidecar joined it (or since its replica was rebuilt after a reconnect), or others already removed what it did; restore_document_version can go back to any listed version"}
 		}
-		return result{}, err
+		return undone{}, err
 	}
-	after, redo, _ := room.UndoDepth(ctx)
-	return result{Data: map[string]any{"path": room.Path(), "undone": before - after, "version": ed.Version, "changed": describeEdit(ed.Change), "undo_steps_left": after, "redo_steps": redo}}, nil
+	u := undone{version: ed.Version, change: ed.Change}
+	u.undo, u.redo, _ = c.Room.UndoDepth(ctx)
+	u.steps = before - u.undo
+	return u, nil
 }
 
-func (s *Server) redoEdit(ctx context.Context, raw map[string]any) (result, error) {
-	var args historyArgs
-	if err := decodeArgs(raw, &args); err != nil {
-		return result{}, err
-	}
-	room, err := s.historyRoom(ctx, args.Path)
-	if err != nil {
-		return result{}, err
-	}
-	ed, err := room.Redo(ctx)
+func renderUndone(c *call, _ historyArgs, u undone) result {
+	return result{Data: map[string]any{"path": c.Room.Path(), "undone": u.steps, "version": u.version, "changed": describeEdit(u.change), "undo_steps_left": u.undo, "redo_steps": u.redo}}
+}
+
+func (s *Server) redoEdit(ctx context.Context, c *call, _ historyArgs) (undone, error) {
+	ed, err := c.Room.Redo(ctx)
 	if err != nil {
 		if errors.Is(err, ydoc.ErrNothingToRedo) {
-			return result{}, &toolError{Message: "nothing to redo: no undo since the agent's last edit"}
+			return undone{}, &toolError{Message: "nothing to redo: no undo since the agent's last edit"}
 		}
-		return result{}, err
+		return undone{}, err
 	}
-	return result{Data: map[string]any{"path": room.Path(), "version": ed.Version, "changed": describeEdit(ed.Change)}}, nil
+	return undone{version: ed.Version, change: ed.Change}, nil
+}
+
+func renderRedone(c *call, _ historyArgs, u undone) result {
+	return result{Data: map[string]any{"path": c.Room.Path(), "version": u.version, "changed": describeEdit(u.change)}}
 }
 
 // describeEdit lists the cells an edit touched.

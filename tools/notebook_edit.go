@@ -2,7 +2,6 @@ package tools
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"strings"
 
@@ -73,7 +72,9 @@ func (s *Server) registerNotebookEditTools() {
 			map[string]any{"cell_type": "markdown", "content": "## Results"},
 			map[string]any{"cell_type": "code", "content": "df.describe()"},
 		}},
-		Run: s.batchInsert,
+		Forkable: true,
+		Doc:      nbEditDoc("after_cell_id", "before_cell_id"),
+		Run:      handle(insertArgs{}, s.batchInsert, renderEdit[insertArgs](s)),
 	})
 	s.register(&operation{
 		Name:     "batch_update_notebook_cells",
@@ -102,8 +103,9 @@ func (s *Server) registerNotebookEditTools() {
 		Example: map[string]any{"path": "analysis/report.ipynb", "updates": []any{
 			map[string]any{"cell_id": "a1b2c3", "content": "df = load('data.csv')\ndf.head()", "expected_source_hash": "3f2a9c1b7d4e"},
 		}},
-		Destructive: true, Idempotent: true,
-		Run: s.batchUpdate,
+		Destructive: true, Idempotent: true, Forkable: true,
+		Doc: nbEditDoc("cell_ids"),
+		Run: handle(updateArgs{}, s.batchUpdate, renderEdit[updateArgs](s)),
 	})
 	s.register(&operation{
 		Name:        "batch_delete_notebook_cells",
@@ -120,8 +122,9 @@ func (s *Server) registerNotebookEditTools() {
 			busyField,
 		).required("path"),
 		Example:     map[string]any{"path": "analysis/report.ipynb", "cell_ids": []any{"a1b2c3", "d4e5f6"}},
-		Destructive: true,
-		Run:         s.batchDelete,
+		Destructive: true, Forkable: true,
+		Doc: nbEditDoc("cell_ids"),
+		Run: handle(deleteArgs{}, s.batchDelete, renderEdit[deleteArgs](s)),
 	})
 	s.register(&operation{
 		Name:     "move_notebook_cells",
@@ -139,206 +142,10 @@ func (s *Server) registerNotebookEditTools() {
 			busyField,
 		).required("path", "cell_ids"),
 		Example:    map[string]any{"path": "analysis/report.ipynb", "cell_ids": []any{"d4e5f6"}, "to_index": 0},
-		Idempotent: true,
-		Run:        s.moveCells,
+		Idempotent: true, Forkable: true,
+		Doc: nbEditDoc("cell_ids", "after_cell_id", "before_cell_id"),
+		Run: handle(moveArgs{}, s.moveCells, renderEdit[moveArgs](s)),
 	})
-}
-
-// --- addressing and guards -------------------------------------------------------------------
-
-type targetArgs struct {
-	CellIDs    []string `json:"cell_ids"`
-	StartIndex *int     `json:"start_index"`
-	EndIndex   *int     `json:"end_index"`
-}
-
-type guardArgs struct {
-	ExpectedVersion      string         `json:"expected_version"`
-	ExpectedSourceHashes map[string]any `json:"expected_source_hashes"`
-	AvoidBusyCells       bool           `json:"avoid_busy_cells"`
-}
-
-// resolve returns the indices and ids of the addressed cells, in the order given.
-func resolve(tx *ydoc.Txn, t targetArgs) (indices []int, ids []string, byIndex bool, err error) {
-	return resolveIDs(tx.CellIDs(), t)
-}
-
-// resolveIDs addresses cells among the current cell ids.
-func resolveIDs(current []string, t targetArgs) (indices []int, ids []string, byIndex bool, err error) {
-	switch {
-	case len(t.CellIDs) > 0 && (t.StartIndex != nil || t.EndIndex != nil):
-		return nil, nil, false, invalid([]any{"cell_ids"}, "give either cell_ids or start_index/end_index, not both")
-	case len(t.CellIDs) > 0:
-		pos := make(map[string]int, len(current))
-		for i, id := range current {
-			pos[id] = i
-		}
-		seen := map[string]bool{}
-		var missing []string
-		for _, id := range t.CellIDs {
-			if seen[id] {
-				return nil, nil, false, invalid([]any{"cell_ids"}, "cell id %q is listed twice", id)
-			}
-			seen[id] = true
-			i, ok := pos[id]
-			if !ok {
-				missing = append(missing, id)
-				continue
-			}
-			indices = append(indices, i)
-			ids = append(ids, id)
-		}
-		if len(missing) > 0 {
-			return nil, nil, false, invalid([]any{"cell_ids"}, "no cell with id %s in the notebook (it has %d cells; re-read it to get current ids)", quoteList(missing), len(current))
-		}
-		return indices, ids, false, nil
-	case t.StartIndex != nil:
-		start, end := *t.StartIndex, *t.StartIndex
-		if t.EndIndex != nil {
-			end = *t.EndIndex
-		}
-		if start >= len(current) {
-			return nil, nil, true, invalid([]any{"start_index"}, "is %d but the notebook has %d cells (indices 0..%d)", start, len(current), len(current)-1)
-		}
-		if end < start {
-			return nil, nil, true, invalid([]any{"end_index"}, "is %d, before start_index %d", end, start)
-		}
-		if end >= len(current) {
-			return nil, nil, true, invalid([]any{"end_index"}, "is %d but the last cell index is %d", end, len(current)-1)
-		}
-		for i := start; i <= end; i++ {
-			indices = append(indices, i)
-			ids = append(ids, current[i])
-		}
-		return indices, ids, true, nil
-	case t.EndIndex != nil:
-		return nil, nil, true, invalid([]any{"start_index"}, "is required with end_index")
-	}
-	return nil, nil, false, invalid([]any{"cell_ids"}, "say which cells: give cell_ids or start_index/end_index")
-}
-
-func quoteList(s []string) string {
-	q := make([]string, len(s))
-	for i, x := range s {
-		q[i] = fmt.Sprintf("%q", x)
-	}
-	return strings.Join(q, ", ")
-}
-
-// conflict describes a cell someone else changed.
-type conflict struct {
-	CellID  string   `json:"cell_id"`
-	Index   *int     `json:"index,omitempty"` // nil when the cell is gone
-	Changed []string `json:"changed"`
-	By      []string `json:"by,omitempty"`
-}
-
-// guard refuses the edit when the addressed cells changed since the caller's version, or their
-// sources differ from the hashes the caller expects. It runs inside the room goroutine, right
-// before the edit, so nothing can slip in between the check and the change.
-func guard(tx *ydoc.Txn, h bridge.History, g guardArgs, targets []string, byIndex bool) error {
-	var conflicts []conflict
-	current := tx.CellIDs()
-	indexOf := func(id string) *int {
-		for i, c := range current {
-			if c == id {
-				return &i
-			}
-		}
-		return nil
-	}
-	if g.ExpectedVersion != "" {
-		entries, err := h.Entries(bridge.Version(g.ExpectedVersion))
-		if err != nil {
-			return &toolError{
-				Message: fmt.Sprintf("conflict: cannot tell what changed since version %q (%v); re-read the notebook and retry with its version", g.ExpectedVersion, err),
-				Extra:   map[string]any{"current_version": h.Version()},
-			}
-		}
-		changed := map[string][]string{}
-		authors := map[string][]string{}
-		structure := false
-		note := func(id, what string, by []string) {
-			if !contains(changed[id], what) {
-				changed[id] = append(changed[id], what)
-			}
-			for _, a := range by {
-				if !contains(authors[id], a) {
-					authors[id] = append(authors[id], a)
-				}
-			}
-		}
-		for _, e := range entries {
-			for _, c := range e.Change.Cells {
-				for _, f := range c.Fields {
-					note(c.ID, f, e.Authors)
-				}
-			}
-			for _, id := range e.Change.Deleted {
-				note(id, "deleted", e.Authors)
-			}
-			for _, id := range e.Change.Inserted {
-				note(id, "inserted", e.Authors)
-			}
-			structure = structure || len(e.Change.Inserted)+len(e.Change.Deleted) > 0 || e.Change.Moved
-		}
-		for _, id := range targets {
-			if f, ok := changed[id]; ok {
-				conflicts = append(conflicts, conflict{CellID: id, Index: indexOf(id), Changed: f, By: authors[id]})
-			}
-		}
-		if byIndex && structure && len(conflicts) == 0 {
-			return &toolError{
-				Message: fmt.Sprintf("conflict: cells were inserted, deleted or moved since version %s, so the indices you gave may point at other cells; address cells by id or re-read the notebook", g.ExpectedVersion),
-				Extra:   map[string]any{"current_version": h.Version()},
-			}
-		}
-	}
-	ids := make([]string, 0, len(g.ExpectedSourceHashes))
-	for id := range g.ExpectedSourceHashes {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		want, _ := g.ExpectedSourceHashes[id].(string)
-		i := indexOf(id)
-		if i == nil {
-			conflicts = append(conflicts, conflict{CellID: id, Changed: []string{"deleted"}})
-			continue
-		}
-		c, err := tx.Cell(*i)
-		if err != nil {
-			return err
-		}
-		if sourceHash(c.Source) != want {
-			conflicts = append(conflicts, conflict{CellID: id, Index: i, Changed: []string{"source"}})
-		}
-	}
-	if len(conflicts) == 0 {
-		return nil
-	}
-	names := make([]string, len(conflicts))
-	for i, c := range conflicts {
-		names[i] = c.CellID
-		if len(c.By) > 0 {
-			names[i] += " (by " + strings.Join(c.By, ", ") + ")"
-		}
-	}
-	return &toolError{
-		Message: fmt.Sprintf("conflict: %s changed since you read them; nothing was modified. Re-read the cells and retry", strings.Join(names, ", ")),
-		Extra:   map[string]any{"conflicts": conflicts, "current_version": h.Version()},
-	}
-}
-
-func hashesFromUpdates(g *guardArgs, ids []string, updates []cellUpdate) {
-	for i, u := range updates {
-		if u.ExpectedSourceHash != "" && i < len(ids) {
-			if g.ExpectedSourceHashes == nil {
-				g.ExpectedSourceHashes = map[string]any{}
-			}
-			g.ExpectedSourceHashes[ids[i]] = u.ExpectedSourceHash
-		}
-	}
 }
 
 // --- insert ----------------------------------------------------------------------------------
@@ -351,7 +158,6 @@ type newCell struct {
 }
 
 type insertArgs struct {
-	Path          string    `json:"path"`
 	Cells         []newCell `json:"cells"`
 	AfterCellID   string    `json:"after_cell_id"`
 	BeforeCellID  string    `json:"before_cell_id"`
@@ -365,11 +171,51 @@ type placedCell struct {
 	Index int    `json:"index"`
 }
 
-func (s *Server) batchInsert(ctx context.Context, raw map[string]any) (result, error) {
-	var args insertArgs
-	if err := decodeArgs(raw, &args); err != nil {
-		return result{}, err
+// nbEditDoc is the notebook of an edit tool (or its fork, with fork_id), whose cells it names
+// with parts.
+func nbEditDoc(parts ...string) docRef {
+	return docRef{Arg: "path", Ref: refNotebook, Open: true, Parts: parts}
+}
+
+// cellsEdited is the outcome of a notebook edit: the cells it placed, changed, deleted or moved
+// (under key), and the run of the code cells it affected when asked.
+type cellsEdited struct {
+	path      string
+	version   bridge.Version
+	key       string // inserted, updated, deleted, moved
+	cells     any    // []placedCell, []updatedCell, []placedCell, []movedCell
+	cellCount *int
+	warnings  []string
+	run       *jobRun // exec: the run of the affected code cells
+	runErr    error   // exec: why they could not be run
+}
+
+// renderEdit is the renderer of every notebook edit.
+func renderEdit[A any](s *Server) func(*call, A, cellsEdited) result {
+	return func(_ *call, _ A, e cellsEdited) result { return s.renderCellsEdited(e) }
+}
+
+func (s *Server) renderCellsEdited(e cellsEdited) result {
+	out := map[string]any{"path": e.path, "version": e.version, e.key: e.cells}
+	if e.cellCount != nil {
+		out["cell_count"] = *e.cellCount
 	}
+	if len(e.warnings) > 0 {
+		out["warnings"] = e.warnings
+	}
+	res := result{Data: out}
+	switch {
+	case e.runErr != nil:
+		out["execution"] = map[string]any{"error": "the edit was applied, but the cells could not be run: " + e.runErr.Error()}
+	case e.run != nil:
+		r := s.renderJob(*e.run)
+		out["execution"] = r.Data
+		res.Extra = append(res.Extra, r.Extra...)
+	}
+	return res
+}
+
+func (s *Server) batchInsert(ctx context.Context, c *call, args insertArgs) (cellsEdited, error) {
 	modes := 0
 	for _, set := range []bool{args.AfterCellID != "", args.BeforeCellID != "", args.StartPosition != nil, args.Positions != nil} {
 		if set {
@@ -377,10 +223,10 @@ func (s *Server) batchInsert(ctx context.Context, raw map[string]any) (result, e
 		}
 	}
 	if modes > 1 {
-		return result{}, invalid([]any{"positions"}, "give at most one of after_cell_id, before_cell_id, start_position and positions")
+		return cellsEdited{}, invalid([]any{"positions"}, "give at most one of after_cell_id, before_cell_id, start_position and positions")
 	}
 	if args.Positions != nil && len(args.Positions) != len(args.Cells) {
-		return result{}, invalid([]any{"positions"}, "has %d entries for %d cells; give one position per cell", len(args.Positions), len(args.Cells))
+		return cellsEdited{}, invalid([]any{"positions"}, "has %d entries for %d cells; give one position per cell", len(args.Positions), len(args.Cells))
 	}
 	cells := make([]ydoc.Cell, len(args.Cells))
 	seen := map[string]bool{}
@@ -394,15 +240,12 @@ func (s *Server) batchInsert(ctx context.Context, raw map[string]any) (result, e
 			id = ydoc.NewCellID() // chosen now, so a replay after a reset inserts the same cell
 		}
 		if seen[id] {
-			return result{}, invalid([]any{"cells", i, "id"}, "id %q is used twice", id)
+			return cellsEdited{}, invalid([]any{"cells", i, "id"}, "id %q is used twice", id)
 		}
 		seen[id] = true
 		cells[i] = ydoc.Cell{ID: id, Type: typ, Source: c.Content, Metadata: c.Metadata}
 	}
-	room, err := s.openNotebook(ctx, args.Path)
-	if err != nil {
-		return result{}, err
-	}
+	room := c.Room
 	var placed []placedCell
 	var count int
 	// Durable: re-running skips the cells already there, so it may be re-run if the server dies
@@ -505,19 +348,20 @@ func (s *Server) batchInsert(ctx context.Context, raw map[string]any) (result, e
 		return nil
 	})
 	if err != nil {
-		return result{}, err
+		return cellsEdited{}, err
 	}
 	if n := len(cells); n > 0 {
 		s.moveCursorTo(ctx, room, cells[n-1].ID, utf16Units(cells[n-1].Source))
 	}
-	res := result{Data: map[string]any{"path": room.Path(), "version": ed.Version, "inserted": placed, "cell_count": count}}
+	e := cellsEdited{path: room.Path(), version: ed.Version, key: "inserted", cells: placed, cellCount: &count}
 	var run []string
-	for _, c := range cells {
-		if c.Type == ydoc.CellCode && strings.TrimSpace(c.Source) != "" {
-			run = append(run, c.ID)
+	for _, cell := range cells {
+		if cell.Type == ydoc.CellCode && strings.TrimSpace(cell.Source) != "" {
+			run = append(run, cell.ID)
 		}
 	}
-	return s.execAfterEdit(ctx, raw, room.Path(), run, res), nil
+	s.execAfterEdit(ctx, c, run, &e)
+	return e, nil
 }
 
 func equalStrings(a, b []string) bool {
@@ -552,7 +396,6 @@ type cellUpdate struct {
 }
 
 type updateArgs struct {
-	Path    string       `json:"path"`
 	Updates []cellUpdate `json:"updates"`
 	targetArgs
 	guardArgs
@@ -564,40 +407,33 @@ type updatedCell struct {
 	Changed []string `json:"changed"`
 }
 
-func (s *Server) batchUpdate(ctx context.Context, raw map[string]any) (result, error) {
-	var args updateArgs
-	if err := decodeArgs(raw, &args); err != nil {
-		return result{}, err
-	}
+func (s *Server) batchUpdate(ctx context.Context, c *call, args updateArgs) (cellsEdited, error) {
 	perUpdate := 0
 	for i, u := range args.Updates {
 		if u.CellID != "" {
 			perUpdate++
 		}
 		if u.Content == nil && u.CellType == "" && u.Metadata == nil {
-			return result{}, invalid([]any{"updates", i}, "changes nothing: give content, cell_type and/or metadata")
+			return cellsEdited{}, invalid([]any{"updates", i}, "changes nothing: give content, cell_type and/or metadata")
 		}
 		if u.MetadataMode == "replace" && u.Metadata == nil {
-			return result{}, invalid([]any{"updates", i, "metadata"}, "is required with metadata_mode=replace")
+			return cellsEdited{}, invalid([]any{"updates", i, "metadata"}, "is required with metadata_mode=replace")
 		}
 	}
 	outside := len(args.CellIDs) > 0 || args.StartIndex != nil || args.EndIndex != nil
 	switch {
 	case perUpdate > 0 && perUpdate < len(args.Updates):
-		return result{}, invalid([]any{"updates"}, "give a cell_id in every update, or in none (and use cell_ids or start_index/end_index)")
+		return cellsEdited{}, invalid([]any{"updates"}, "give a cell_id in every update, or in none (and use cell_ids or start_index/end_index)")
 	case perUpdate > 0 && outside:
-		return result{}, invalid([]any{"cell_ids"}, "the updates carry cell_id already; drop cell_ids/start_index/end_index")
+		return cellsEdited{}, invalid([]any{"cell_ids"}, "the updates carry cell_id already; drop cell_ids/start_index/end_index")
 	case perUpdate > 0:
 		for _, u := range args.Updates {
 			args.CellIDs = append(args.CellIDs, u.CellID)
 		}
 	case len(args.CellIDs) > 0 && len(args.CellIDs) != len(args.Updates):
-		return result{}, invalid([]any{"cell_ids"}, "has %d ids for %d updates; they are matched one to one", len(args.CellIDs), len(args.Updates))
+		return cellsEdited{}, invalid([]any{"cell_ids"}, "has %d ids for %d updates; they are matched one to one", len(args.CellIDs), len(args.Updates))
 	}
-	room, err := s.openNotebook(ctx, args.Path)
-	if err != nil {
-		return result{}, err
-	}
+	room := c.Room
 	busy := s.busyCells(ctx, room)
 	var updated []updatedCell
 	var warnings []string
@@ -674,45 +510,40 @@ func (s *Server) batchUpdate(ctx context.Context, raw map[string]any) (result, e
 		return nil
 	})
 	if err != nil {
-		return result{}, err
+		return cellsEdited{}, err
 	}
 	s.moveCursorTo(ctx, room, lastID, lastEnd)
-	res := result{Data: map[string]any{"path": room.Path(), "version": ed.Version, "updated": updated}}
-	warnings = append(warnings, busyUnknown(room, args.AvoidBusyCells)...)
-	if len(warnings) > 0 {
-		res.Data.(map[string]any)["warnings"] = warnings
-	}
+	e := cellsEdited{path: room.Path(), version: ed.Version, key: "updated", cells: updated,
+		warnings: append(warnings, busyUnknown(room, args.AvoidBusyCells)...)}
 	var run []string
 	for k, u := range updated {
 		if contains(u.Changed, "source") || (contains(u.Changed, "cell_type") && args.Updates[k].CellType == ydoc.CellCode) {
 			run = append(run, u.ID)
 		}
 	}
-	return s.execAfterEdit(ctx, raw, room.Path(), run, res), nil
+	s.execAfterEdit(ctx, c, run, &e)
+	return e, nil
 }
 
 // execAfterEdit runs the edited code cells when asked (exec defaults to true when execution is
-// available) and adds the run to the edit's result. The edit stands whatever the run does.
-func (s *Server) execAfterEdit(ctx context.Context, raw map[string]any, path string, cellIDs []string, res result) result {
+// available) and adds the run to the edit's outcome. The edit stands whatever the run does.
+func (s *Server) execAfterEdit(ctx context.Context, c *call, cellIDs []string, e *cellsEdited) {
 	if s.opts.Executor == nil || len(cellIDs) == 0 {
-		return res
+		return
 	}
-	if run, ok := raw["exec"].(bool); ok && !run {
-		return res
+	if run, ok := c.args["exec"].(bool); ok && !run {
+		return
 	}
 	var args execArgs
-	if err := decodeArgs(raw, &args); err != nil {
-		return res
+	if err := decodeArgs(c.args, &args); err != nil {
+		return
 	}
-	data := res.Data.(map[string]any)
-	out, err := s.runAndWait(ctx, s.opts.Executor, path, cellIDs, args)
+	run, err := s.runAndWait(ctx, c, cellIDs, args)
 	if err != nil {
-		data["execution"] = map[string]any{"error": "the edit was applied, but the cells could not be run: " + err.Error()}
-		return res
+		e.runErr = err
+		return
 	}
-	data["execution"] = out.Data
-	res.Extra = append(res.Extra, out.Extra...)
-	return res
+	e.run = &run
 }
 
 // mergedMetadata is the metadata a cell gets from an update.
@@ -741,20 +572,12 @@ func mergedMetadata(tx *ydoc.Txn, i int, u cellUpdate) (map[string]any, error) {
 // --- delete ----------------------------------------------------------------------------------
 
 type deleteArgs struct {
-	Path string `json:"path"`
 	targetArgs
 	guardArgs
 }
 
-func (s *Server) batchDelete(ctx context.Context, raw map[string]any) (result, error) {
-	var args deleteArgs
-	if err := decodeArgs(raw, &args); err != nil {
-		return result{}, err
-	}
-	room, err := s.openNotebook(ctx, args.Path)
-	if err != nil {
-		return result{}, err
-	}
+func (s *Server) batchDelete(ctx context.Context, c *call, args deleteArgs) (cellsEdited, error) {
+	room := c.Room
 	busy := s.busyCells(ctx, room)
 	var warnings []string
 	var deleted []placedCell
@@ -806,23 +629,18 @@ func (s *Server) batchDelete(ctx context.Context, raw map[string]any) (result, e
 		return nil
 	})
 	if err != nil {
-		return result{}, err
+		return cellsEdited{}, err
 	}
 	if deleted == nil {
 		deleted = []placedCell{}
 	}
-	out := map[string]any{"path": room.Path(), "version": ed.Version, "deleted": deleted, "cell_count": count}
-	warnings = append(warnings, busyUnknown(room, args.AvoidBusyCells)...)
-	if len(warnings) > 0 {
-		out["warnings"] = warnings
-	}
-	return result{Data: out}, nil
+	return cellsEdited{path: room.Path(), version: ed.Version, key: "deleted", cells: deleted, cellCount: &count,
+		warnings: append(warnings, busyUnknown(room, args.AvoidBusyCells)...)}, nil
 }
 
 // --- move ------------------------------------------------------------------------------------
 
 type moveArgs struct {
-	Path         string   `json:"path"`
 	CellIDs      []string `json:"cell_ids"`
 	ToIndex      *int     `json:"to_index"`
 	AfterCellID  string   `json:"after_cell_id"`
@@ -836,11 +654,7 @@ type movedCell struct {
 	To   int    `json:"to"`
 }
 
-func (s *Server) moveCells(ctx context.Context, raw map[string]any) (result, error) {
-	var args moveArgs
-	if err := decodeArgs(raw, &args); err != nil {
-		return result{}, err
-	}
+func (s *Server) moveCells(ctx context.Context, c *call, args moveArgs) (cellsEdited, error) {
 	modes := 0
 	for _, set := range []bool{args.ToIndex != nil, args.AfterCellID != "", args.BeforeCellID != ""} {
 		if set {
@@ -848,17 +662,14 @@ func (s *Server) moveCells(ctx context.Context, raw map[string]any) (result, err
 		}
 	}
 	if modes != 1 {
-		return result{}, invalid([]any{"to_index"}, "give exactly one of to_index, after_cell_id and before_cell_id")
+		return cellsEdited{}, invalid([]any{"to_index"}, "give exactly one of to_index, after_cell_id and before_cell_id")
 	}
 	for _, anchor := range []string{args.AfterCellID, args.BeforeCellID} {
 		if anchor != "" && contains(args.CellIDs, anchor) {
-			return result{}, invalid([]any{"cell_ids"}, "cell %q cannot be moved next to itself", anchor)
+			return cellsEdited{}, invalid([]any{"cell_ids"}, "cell %q cannot be moved next to itself", anchor)
 		}
 	}
-	room, err := s.openNotebook(ctx, args.Path)
-	if err != nil {
-		return result{}, err
-	}
+	room := c.Room
 	busy := s.busyCells(ctx, room)
 	var warnings []string
 	var moved []movedCell
@@ -957,12 +768,8 @@ func (s *Server) moveCells(ctx context.Context, raw map[string]any) (result, err
 		return nil
 	})
 	if err != nil {
-		return result{}, err
+		return cellsEdited{}, err
 	}
-	out := map[string]any{"path": room.Path(), "version": ed.Version, "moved": moved}
-	warnings = append(warnings, busyUnknown(room, args.AvoidBusyCells)...)
-	if len(warnings) > 0 {
-		out["warnings"] = warnings
-	}
-	return result{Data: out}, nil
+	return cellsEdited{path: room.Path(), version: ed.Version, key: "moved", cells: moved,
+		warnings: append(warnings, busyUnknown(room, args.AvoidBusyCells)...)}, nil
 }

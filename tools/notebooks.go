@@ -30,8 +30,8 @@ func (s *Server) registerNotebookTools() {
 			field("max_results", integer("Maximum number of notebooks returned.").def(50).min(1).max(1000)),
 		),
 		Example:  map[string]any{"path_prefix": "analysis/", "max_results": 20},
-		ReadOnly: true, Idempotent: true,
-		Run: s.listNotebooks,
+		ReadOnly: true, Idempotent: true, Budgeted: true,
+		Run: handle(listNotebooksArgs{MaxResults: 50}, s.listNotebooks, renderListing[listNotebooksArgs]("notebooks", "path_prefix")),
 	})
 	s.register(&operation{
 		Name:     "get_notebook",
@@ -55,8 +55,9 @@ func (s *Server) registerNotebookTools() {
 			).desc("Only these cells.")),
 		).required("path"),
 		Example:  map[string]any{"path": "analysis/report.ipynb", "format": "json", "cell_range": map[string]any{"start": 0, "end": 9}},
-		ReadOnly: true, Idempotent: true,
-		Run: s.getNotebook,
+		ReadOnly: true, Idempotent: true, Forkable: true, Budgeted: true,
+		Doc: docRef{Arg: "path", Ref: refNotebook, Open: true},
+		Run: handle(defaultNotebookRead, s.readNotebookCells, s.renderNotebook),
 	})
 	s.register(&operation{
 		Name:     "create_notebook_session",
@@ -72,7 +73,8 @@ func (s *Server) registerNotebookTools() {
 		Example:     map[string]any{"path": "scratch/new.ipynb", "create_if_missing": true, "template": "analysis"},
 		Idempotent:  true,
 		Destructive: false,
-		Run:         s.createNotebookSession,
+		Doc:         docRef{Arg: "path", Ref: refNotebook},
+		Run:         handle(sessionArgs{}, s.createNotebookSession, renderSession),
 	})
 }
 
@@ -116,7 +118,8 @@ type listNotebooksArgs struct {
 	MaxResults int    `json:"max_results"`
 }
 
-type notebookEntry struct {
+// docEntry is a notebook or text file in a listing.
+type docEntry struct {
 	Path          string         `json:"path"`
 	LastModified  string         `json:"last_modified,omitempty"`
 	Size          *int64         `json:"size,omitempty"`
@@ -125,54 +128,72 @@ type notebookEntry struct {
 	Collaborators []collaborator `json:"collaborators,omitempty"`
 }
 
-// maxWalkDirs bounds a recursive listing.
-const maxWalkDirs = 2000
+// listing is what list_notebooks and list_documents found.
+type listing struct {
+	entries []docEntry
+	total   int  // matches found (more than entries when max_results cut them)
+	walkCut bool // the walk stopped at maxWalkDirs directories
+}
 
-func (s *Server) listNotebooks(ctx context.Context, raw map[string]any) (result, error) {
-	args := listNotebooksArgs{MaxResults: 50}
-	if err := decodeArgs(raw, &args); err != nil {
-		return result{}, err
-	}
-	files, truncatedWalk, err := s.walk(ctx, args.PathPrefix, "notebook", "path_prefix")
-	if err != nil {
-		return result{}, err
-	}
-	total := len(files)
-	if len(files) > args.MaxResults {
-		files = files[:args.MaxResults]
-	}
-	entries := make([]notebookEntry, 0, len(files))
-	for _, f := range files {
-		e := notebookEntry{Path: f.Path}
-		if !f.LastModified.IsZero() {
-			e.LastModified = f.LastModified.UTC().Format("2006-01-02T15:04:05Z")
+// renderListing renders a listing under key ("notebooks", "documents"); narrow names the
+// argument that narrows it.
+func renderListing[A any](key, narrow string) func(*call, A, listing) result {
+	return func(_ *call, _ A, l listing) result {
+		out := map[string]any{key: l.entries, "count": len(l.entries)}
+		if l.total > len(l.entries) || l.walkCut {
+			out["truncated"] = true
+			out["note"] = fmt.Sprintf("showing %d of %d %s found; narrow %s or raise max_results", len(l.entries), l.total, key, narrow)
 		}
-		if f.Size >= 0 {
-			size := f.Size
-			e.Size = &size
-		}
-		if room := s.opts.Manager.Get(f.Path, ydoc.KindNotebook); room != nil {
-			e.Open = true
-			e.Collaborators = collabOf(room.Info()).Collaborators
+		return result{Data: out}
+	}
+}
+
+// entryOf describes a file found by a walk; kind says which room to look for.
+func (s *Server) entryOf(ctx context.Context, f bridge.FileInfo, kind ydoc.Kind) docEntry {
+	e := docEntry{Path: f.Path}
+	if !f.LastModified.IsZero() {
+		e.LastModified = f.LastModified.UTC().Format("2006-01-02T15:04:05Z")
+	}
+	if f.Size >= 0 {
+		size := f.Size
+		e.Size = &size
+	}
+	if room := s.liveRoom(ctx, f.Path, kind); room != nil {
+		e.Open = true
+		e.Collaborators = collabOf(room.Info()).Collaborators
+		if kind == ydoc.KindNotebook {
 			_ = room.View(ctx, func(d *ydoc.Doc) error {
 				n := len(d.CellIDs())
 				e.CellCount = &n
 				return nil
 			})
 		}
-		entries = append(entries, e)
 	}
-	out := map[string]any{"notebooks": entries, "count": len(entries)}
-	if total > len(entries) || truncatedWalk {
-		out["truncated"] = true
-		out["note"] = fmt.Sprintf("showing %d of %d notebooks found; narrow path_prefix or raise max_results", len(entries), total)
-	}
-	return result{Data: out}, nil
+	return e
 }
 
-// walk lists files of a type (notebook, file) whose path starts with prefix, breadth first,
-// sorted. A prefix ending in "/" is a directory; otherwise it is a path prefix ("analysis"
-// matches analysis/… and analysis_old.ipynb). field names the argument in error details.
+// maxWalkDirs bounds a recursive listing.
+const maxWalkDirs = 2000
+
+func (s *Server) listNotebooks(ctx context.Context, _ *call, a listNotebooksArgs) (listing, error) {
+	files, walkCut, err := s.walk(ctx, a.PathPrefix, "notebook", "path_prefix")
+	if err != nil {
+		return listing{}, err
+	}
+	l := listing{total: len(files), walkCut: walkCut, entries: []docEntry{}}
+	if len(files) > a.MaxResults {
+		files = files[:a.MaxResults]
+	}
+	for _, f := range files {
+		l.entries = append(l.entries, s.entryOf(ctx, f, ydoc.KindNotebook))
+	}
+	return l, nil
+}
+
+// walk lists the files of a type (notebook, file) the caller may see whose path starts with
+// prefix, breadth first, sorted. A prefix ending in "/" is a directory; otherwise it is a path
+// prefix ("analysis" matches analysis/… and analysis_old.ipynb). field names the argument in
+// error details.
 func (s *Server) walk(ctx context.Context, prefix, fileType, field string) ([]bridge.FileInfo, bool, error) {
 	prefix = strings.TrimPrefix(prefix, "/")
 	clean, err := bridge.CleanPath(prefix)
@@ -200,7 +221,7 @@ func (s *Server) walk(ctx context.Context, prefix, fileType, field string) ([]br
 		dir := queue[0]
 		queue = queue[1:]
 		visited++
-		entries, err := s.opts.Manager.List(ctx, dir)
+		entries, err := s.listDir(ctx, dir)
 		if err != nil {
 			if dir == start {
 				if bridge.IsNotFound(err) {
@@ -220,7 +241,7 @@ func (s *Server) walk(ctx context.Context, prefix, fileType, field string) ([]br
 				if strings.HasPrefix(e.Path+"/", match) || strings.HasPrefix(match, e.Path+"/") {
 					queue = append(queue, e.Path)
 				}
-			case e.Type == fileType && strings.HasPrefix(e.Path, match) && visible(ctx, e.Path):
+			case e.Type == fileType && strings.HasPrefix(e.Path, match):
 				out = append(out, e)
 			}
 		}
@@ -239,7 +260,6 @@ type cellRange struct {
 }
 
 type getNotebookArgs struct {
-	Path             string     `json:"path"`
 	SinceVersion     string     `json:"since_version"`
 	Format           string     `json:"format"`
 	IncludeOutputs   *bool      `json:"include_outputs"`
@@ -249,201 +269,199 @@ type getNotebookArgs struct {
 	CellRange        *cellRange `json:"cell_range"`
 }
 
-func (s *Server) getNotebook(ctx context.Context, raw map[string]any) (result, error) {
-	args := getNotebookArgs{Format: "json", MaxContentLength: 100000}
-	if err := decodeArgs(raw, &args); err != nil {
-		return result{}, err
-	}
-	maxOut := 2000
-	if args.MaxOutputChars != nil {
-		maxOut = *args.MaxOutputChars
-	}
-	room, err := s.openNotebook(ctx, args.Path)
-	if err != nil {
-		return result{}, err
-	}
-	var nb ydoc.Notebook
-	var version bridge.Version
-	var since ydoc.Change
-	if err := room.Read(ctx, func(d *ydoc.Doc, h bridge.History) error {
+var defaultNotebookRead = getNotebookArgs{Format: "json", MaxContentLength: 100000}
+
+// notebookRead is a notebook as read for get_notebook: its cells now, and which of them to show.
+type notebookRead struct {
+	path        string
+	nb          ydoc.Notebook
+	version     bridge.Version
+	collab      *collab
+	first, last int      // the range asked for (inclusive)
+	idxs        []int    // the cells to show: the range, or those of it changed since a version
+	removed     []string // since_version: cells deleted since
+	since       ydoc.Change
+	saved       int // since_version: what the cells not resent would have cost
+}
+
+// readNotebookCells reads the notebook and selects the cells to show.
+func (s *Server) readNotebookCells(ctx context.Context, c *call, a getNotebookArgs) (notebookRead, error) {
+	r := notebookRead{path: c.Room.Path()}
+	if err := c.Room.Read(ctx, func(d *ydoc.Doc, h bridge.History) error {
 		var err error
-		if args.SinceVersion != "" {
-			if since, err = h.Since(bridge.Version(args.SinceVersion)); err != nil {
+		if a.SinceVersion != "" {
+			if r.since, err = h.Since(bridge.Version(a.SinceVersion)); err != nil {
 				return invalid([]any{"since_version"}, "%v; read the notebook without since_version", err)
 			}
 		}
-		nb, err = d.Notebook()
-		version = h.Version()
+		r.nb, err = d.Notebook()
+		r.version = h.Version()
 		return err
 	}); err != nil {
-		return result{}, err
+		return notebookRead{}, err
 	}
-	first, last, err := resolveRange(args.CellRange, len(nb.Cells))
-	if err != nil {
-		return result{}, err
+	var err error
+	if r.first, r.last, err = resolveRange(a.CellRange, len(r.nb.Cells)); err != nil {
+		return notebookRead{}, err
 	}
-	opts := viewOpts{outputs: boolOr(args.IncludeOutputs, true), maxChars: maxOut}
-	out := map[string]any{"path": room.Path(), "version": version, "cell_count": len(nb.Cells)}
-	if boolOr(args.IncludeCollab, true) {
-		out["collaboration"] = collabOf(room.Info())
+	if boolOr(a.IncludeCollab, true) {
+		cs := collabOf(c.Room.Info())
+		r.collab = &cs
+	}
+	for i := r.first; i <= r.last; i++ {
+		r.idxs = append(r.idxs, i)
+	}
+	if a.SinceVersion == "" {
+		return r, nil
+	}
+	changed := map[string]bool{}
+	for _, id := range r.since.Inserted {
+		changed[id] = true
+	}
+	for _, cc := range r.since.Cells {
+		changed[cc.ID] = true
+	}
+	present := map[string]bool{}
+	var keep []int
+	for _, i := range r.idxs {
+		present[r.nb.Cells[i].ID] = true
+		if changed[r.nb.Cells[i].ID] {
+			keep = append(keep, i)
+		} else {
+			r.saved += cellWeight(r.nb.Cells[i]) // what a full re-read would have cost
+		}
+	}
+	r.idxs = keep
+	for _, id := range r.since.Deleted {
+		if !present[id] {
+			r.removed = append(r.removed, id)
+		}
+	}
+	return r, nil
+}
+
+// renderNotebook renders the selected cells (json, markdown or outline) cell by cell until the
+// budget (characters, tokens) is spent, never cutting inside a cell unless the first alone is
+// too big.
+func (s *Server) renderNotebook(c *call, a getNotebookArgs, r notebookRead) result {
+	maxOut := 2000
+	if a.MaxOutputChars != nil {
+		maxOut = *a.MaxOutputChars
+	}
+	opts := viewOpts{outputs: boolOr(a.IncludeOutputs, true), maxChars: maxOut}
+	out := map[string]any{"path": r.path, "version": r.version, "cell_count": len(r.nb.Cells)}
+	if r.collab != nil {
+		out["collaboration"] = *r.collab
 	}
 	saved := map[string]int{}
-	// The cells to show: the range, or those of it that changed since a version.
-	var idxs []int
-	for i := first; i <= last; i++ {
-		idxs = append(idxs, i)
-	}
-	if args.SinceVersion != "" {
-		changed := map[string]bool{}
-		for _, id := range since.Inserted {
-			changed[id] = true
+	if a.SinceVersion != "" {
+		saved[savedChangeAware] += r.saved
+		out["since_version"] = a.SinceVersion
+		out["changed_cells"] = len(r.idxs)
+		if len(r.removed) > 0 {
+			out["removed_cell_ids"] = r.removed
 		}
-		for _, cc := range since.Cells {
-			changed[cc.ID] = true
-		}
-		present := map[string]bool{}
-		var keep []int
-		for _, i := range idxs {
-			present[nb.Cells[i].ID] = true
-			if changed[nb.Cells[i].ID] {
-				keep = append(keep, i)
-			} else {
-				saved[savedChangeAware] += cellWeight(nb.Cells[i]) // what a full re-read would have cost
-			}
-		}
-		idxs = keep
-		var removed []string
-		for _, id := range since.Deleted {
-			if !present[id] {
-				removed = append(removed, id)
-			}
-		}
-		out["since_version"] = args.SinceVersion
-		out["changed_cells"] = len(idxs)
-		if len(removed) > 0 {
-			out["removed_cell_ids"] = removed
-		}
-		if since.Moved {
+		if r.since.Moved {
 			out["order_changed"] = true
 		}
-		if since.Meta {
+		if r.since.Meta {
 			out["notebook_metadata_changed"] = true
 		}
 	}
-
-	// Render cell by cell until a budget (characters, tokens) is spent; never cut inside a cell
-	// unless the first cell alone is too big.
-	budget := args.MaxContentLength
-	tokenBudget := s.maxTokensOf(raw) - 300 // room for the envelope
-	lang := notebookLanguage(nb.Metadata)
-	var cells []cellView
-	var md strings.Builder
-	next := len(idxs)
-	cutCell := false
-	for k, i := range idxs {
-		c := nb.Cells[i]
-		var piece string
-		var view cellView
-		switch args.Format {
+	lang := notebookLanguage(r.nb.Metadata)
+	piece := func(k int) string {
+		i := r.idxs[k]
+		switch a.Format {
 		case "outline":
-			piece = outlineCell(i, c)
-		default:
-			view = newCellView(i, c, opts)
-			if args.Format == "markdown" {
-				piece = markdownCell(view, lang)
-			} else {
-				b, _ := json.Marshal(view)
-				piece = string(b)
-			}
+			return outlineCell(i, r.nb.Cells[i])
+		case "markdown":
+			return markdownCell(newCellView(i, r.nb.Cells[i], opts), lang)
 		}
-		n := utf8.RuneCountInString(piece)
-		tk := s.tokens.Count(piece)
-		if n > budget || tk > tokenBudget {
-			if k != 0 {
-				next = k
-				break
-			}
-			// The first cell alone is over the budget: cut its source and outputs.
-			view = newCellView(i, c, viewOpts{outputs: false})
-			view.Source, _ = capText(view.Source, max(budget/2, 200))
-			piece = markdownCell(view, lang)
-			if args.Format == "outline" {
-				piece = outlineCell(i, c)
-			}
-			cutCell = true
-			tk = s.tokens.Count(piece)
-		}
-		budget -= n
-		tokenBudget -= tk
-		switch args.Format {
-		case "json":
-			cells = append(cells, view)
-		default:
-			md.WriteString(piece)
-		}
-		if cutCell {
-			next = k + 1
-			break
-		}
+		b, _ := json.Marshal(newCellView(i, r.nb.Cells[i], opts))
+		return string(b)
 	}
-	if next < len(idxs) || cutCell {
-		lastShown := first - 1
-		if next > 0 {
-			lastShown = idxs[next-1]
+	cut := func(k int, b pageBudget) string {
+		i := r.idxs[k]
+		if a.Format == "outline" {
+			return outlineCell(i, r.nb.Cells[i])
 		}
-		t := map[string]any{
-			"returned_cells": map[string]int{"start": first, "end": lastShown},
-			"total_cells":    len(nb.Cells),
-			"reason":         fmt.Sprintf("max_content_length %d or max_tokens %d reached", args.MaxContentLength, s.maxTokensOf(raw)),
+		view := newCellView(i, r.nb.Cells[i], viewOpts{outputs: false})
+		view.Source, _ = capText(view.Source, max(a.MaxContentLength/2, 200))
+		return markdownCell(view, lang)
+	}
+	pg := s.fitPage(len(r.idxs), pageBudget{chars: a.MaxContentLength, tokens: c.budget - 300}, piece, cut) // 300: the envelope
+	shown := len(pg.pieces)
+	if shown < len(r.idxs) || pg.cut {
+		lastShown := r.first - 1
+		if shown > 0 {
+			lastShown = r.idxs[shown-1]
 		}
-		if next < len(idxs) {
-			nc := map[string]any{"cell_range": map[string]int{"start": idxs[next], "end": last}}
-			if args.SinceVersion != "" {
-				nc["since_version"] = args.SinceVersion
+		var next map[string]any
+		if shown < len(r.idxs) {
+			next = nextRange(cellPages, r.idxs[shown], r.last)
+			if a.SinceVersion != "" {
+				next["since_version"] = a.SinceVersion
 			}
-			t["next_call"] = nc
-			for _, i := range idxs[next:] {
-				saved[savedCaps] += cellWeight(nb.Cells[i])
+			for _, i := range r.idxs[shown:] {
+				saved[savedCaps] += cellWeight(r.nb.Cells[i])
 			}
 		}
-		if cutCell {
-			t["cut_cell"] = idxs[0]
-			t["note"] = "that cell alone exceeds the budget: its source was cut and its outputs left out; raise max_content_length or max_tokens to read it whole"
+		var cutAt *int
+		if pg.cut {
+			cutAt = &r.idxs[0]
 		}
+		t := truncation(cellPages, r.first, lastShown, fmt.Sprintf("max_content_length %d or max_tokens %d reached", a.MaxContentLength, c.budget), next, cutAt)
+		t["total_cells"] = len(r.nb.Cells)
 		out["truncated"] = t
 	}
-	switch args.Format {
-	case "json":
-		if cells == nil {
-			cells = []cellView{}
+	if a.Format == "json" {
+		cells := make([]json.RawMessage, len(pg.pieces))
+		for k, p := range pg.pieces {
+			cells[k] = json.RawMessage(p)
+		}
+		if pg.cut { // the cut cell is rendered as markdown: show it as a cell
+			i := r.idxs[0]
+			view := newCellView(i, r.nb.Cells[i], viewOpts{outputs: false})
+			view.Source, _ = capText(view.Source, max(a.MaxContentLength/2, 200))
+			b, _ := json.Marshal(view)
+			cells[0] = b
 		}
 		out["cells"] = cells
-		return result{Data: out, Saved: saved}, nil
-	default:
-		out["format"] = args.Format
-		header := fmt.Sprintf("# %s\nversion %s · %d cells", room.Path(), version, len(nb.Cells))
-		if args.SinceVersion != "" {
-			header += fmt.Sprintf(" · %d cells changed since %s", len(idxs), args.SinceVersion)
-		} else if first != 0 || next < len(idxs) || last != len(nb.Cells)-1 {
-			end := first - 1
-			if next > 0 {
-				end = idxs[next-1]
-			}
-			header += fmt.Sprintf(" · showing cells %d–%d", first, end)
-		}
-		if t, ok := out["truncated"].(map[string]any); ok {
-			if nc, ok := t["next_call"]; ok {
-				b, _ := json.Marshal(nc)
-				header += " · truncated, continue with " + string(b)
-			}
-		}
-		if args.Format == "outline" {
-			header += "\nindex type id [count] (lines): first line → outputs"
-		}
-		text := header + "\n\n" + md.String()
-		out["content"] = text // structured clients get the rendering too
-		return result{Data: out, Text: text, Saved: saved}, nil
+		return result{Data: out, Saved: saved}
 	}
+	out["format"] = a.Format
+	header := fmt.Sprintf("# %s\nversion %s · %d cells", r.path, r.version, len(r.nb.Cells))
+	if a.SinceVersion != "" {
+		header += fmt.Sprintf(" · %d cells changed since %s", len(r.idxs), a.SinceVersion)
+	} else if r.first != 0 || shown < len(r.idxs) || r.last != len(r.nb.Cells)-1 {
+		end := r.first - 1
+		if shown > 0 {
+			end = r.idxs[shown-1]
+		}
+		header += fmt.Sprintf(" · showing cells %d–%d", r.first, end)
+	}
+	if t, ok := out["truncated"].(map[string]any); ok {
+		if nc, ok := t["next_call"]; ok {
+			b, _ := json.Marshal(nc)
+			header += " · truncated, continue with " + string(b)
+		}
+	}
+	if a.Format == "outline" {
+		header += "\nindex type id [count] (lines): first line → outputs"
+	}
+	text := header + "\n\n" + strings.Join(pg.pieces, "")
+	out["content"] = text // structured clients get the rendering too
+	return result{Data: out, Text: text, Saved: saved}
+}
+
+// readNotebook reads a notebook the door admitted, as get_notebook does.
+func (s *Server) readNotebook(ctx context.Context, room *bridge.Room, a getNotebookArgs, budget int) (result, error) {
+	c := &call{doc: doc{Path: room.Path(), Kind: ydoc.KindNotebook, Room: room}, budget: budget}
+	r, err := s.readNotebookCells(ctx, c, a)
+	if err != nil {
+		return result{}, err
+	}
+	return s.renderNotebook(c, a, r), nil
 }
 
 // resolveRange turns an optional inclusive cell range into bounds within n cells.
@@ -480,93 +498,92 @@ func boolOr(b *bool, def bool) bool {
 	return *b
 }
 
-// openNotebook joins a notebook's room, with errors phrased for the model.
-func (s *Server) openNotebook(ctx context.Context, p string) (*bridge.Room, error) {
-	if p == "" {
-		return nil, invalid([]any{"path"}, "is required")
-	}
-	room, err := s.openRoom(ctx, p, ydoc.KindNotebook)
-	if err != nil {
-		if errors.Is(err, bridge.ErrBadPath) {
-			return nil, invalid([]any{"path"}, "%v", err)
-		}
-		return nil, err
-	}
-	return room, nil
-}
-
 type sessionArgs struct {
-	Path            string `json:"path"`
 	CreateIfMissing bool   `json:"create_if_missing"`
 	FileType        string `json:"file_type"`
 	Template        string `json:"template"`
 }
 
+// sessionOpened is a document session joined (or created) for create_*_session.
+type sessionOpened struct {
+	room    *bridge.Room
+	created bool
+	version bridge.Version
+	text    string // text files: the content, for length and line count
+	cells   int    // notebooks: the cell count
+}
+
 // emptyNotebook is what a new notebook starts as (the server turns no cells into one empty code cell).
 const emptyNotebook = `{"cells": [], "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}, "language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5}`
 
-func (s *Server) createNotebookSession(ctx context.Context, raw map[string]any) (result, error) {
-	var args sessionArgs
-	if err := decodeArgs(raw, &args); err != nil {
-		return result{}, err
-	}
+func (s *Server) createNotebookSession(ctx context.Context, c *call, a sessionArgs) (sessionOpened, error) {
 	content := []byte(emptyNotebook)
-	if args.Template != "" {
-		if !args.CreateIfMissing {
-			return result{}, invalid([]any{"template"}, "applies only with create_if_missing")
+	if a.Template != "" {
+		if !a.CreateIfMissing {
+			return sessionOpened{}, invalid([]any{"template"}, "applies only with create_if_missing")
 		}
-		content = templateContent(args.Template)
+		content = templateContent(a.Template)
 	}
-	room, created, err := s.openOrCreate(ctx, args.Path, ydoc.KindNotebook, args.CreateIfMissing, content, func() error {
-		if extOf(args.Path) != "ipynb" {
-			return invalid([]any{"path"}, "a new notebook needs the .ipynb extension (got %q); use create_document_session for other files", args.Path)
+	return s.openSession(ctx, c.doc, a.CreateIfMissing, content, func() error {
+		if extOf(c.Path) != "ipynb" {
+			return invalid([]any{"path"}, "a new notebook needs the .ipynb extension (got %q); use create_document_session for other files", c.Path)
 		}
 		return nil
 	})
-	if err != nil {
-		return result{}, err
-	}
-	var cells int
-	var version bridge.Version
-	if err := room.Read(ctx, func(d *ydoc.Doc, h bridge.History) error {
-		cells, version = len(d.CellIDs()), h.Version()
-		return nil
-	}); err != nil {
-		return result{}, err
-	}
-	info := room.Info()
-	return result{Data: map[string]any{
-		"path": room.Path(), "created": created, "room_id": info.RoomID, "session_id": info.SessionID,
-		"file_id": info.FileID, "cell_count": cells, "version": version, "collaboration": collabOf(info),
-	}}, nil
 }
 
-// openOrCreate opens a document's room, creating the document when asked and missing (after
-// beforeCreate, when given, accepts the path).
-func (s *Server) openOrCreate(ctx context.Context, p string, kind ydoc.Kind, create bool, content []byte, beforeCreate func() error) (*bridge.Room, bool, error) {
-	room, err := s.opts.Manager.Open(ctx, p, kind)
-	if err == nil {
-		return room, false, nil
-	}
-	if errors.Is(err, bridge.ErrBadPath) {
-		return nil, false, invalid([]any{"path"}, "%v", err)
-	}
-	if !create || !bridge.IsNotFound(err) {
-		if bridge.IsNotFound(err) {
-			return nil, false, fmt.Errorf("%w (pass create_if_missing=true to create it)", err)
+// openSession opens a document's room, creating the document when asked and missing (after
+// beforeCreate, when given, accepts the path), and reads what create_*_session report.
+func (s *Server) openSession(ctx context.Context, d doc, create bool, content []byte, beforeCreate func() error) (sessionOpened, error) {
+	var o sessionOpened
+	var err error
+	o.room, err = s.openDoc(ctx, d.Path, d.Kind, "")
+	switch {
+	case err == nil:
+	case errors.Is(err, bridge.ErrBadPath):
+		return o, invalid([]any{"path"}, "%v", err)
+	case !bridge.IsNotFound(err):
+		return o, err
+	case !create:
+		return o, fmt.Errorf("%w (pass create_if_missing=true to create it)", err)
+	default:
+		if beforeCreate != nil {
+			if err := beforeCreate(); err != nil {
+				return o, err
+			}
 		}
-		return nil, false, err
-	}
-	if beforeCreate != nil {
-		if err := beforeCreate(); err != nil {
-			return nil, false, err
+		if o.room, err = s.createDoc(ctx, d, content); err != nil {
+			return o, err
 		}
+		o.created = true
 	}
-	room, err = s.opts.Manager.Create(ctx, p, kind, content)
-	if err != nil {
-		return nil, false, err
+	err = o.room.Read(ctx, func(doc *ydoc.Doc, h bridge.History) error {
+		o.version = h.Version()
+		if doc.Kind() == ydoc.KindNotebook {
+			o.cells = len(doc.CellIDs())
+			return nil
+		}
+		var err error
+		o.text, err = doc.Text()
+		return err
+	})
+	return o, err
+}
+
+// renderSession is the result of create_notebook_session and create_document_session.
+func renderSession(_ *call, _ sessionArgs, o sessionOpened) result {
+	info := o.room.Info()
+	out := map[string]any{
+		"path": o.room.Path(), "created": o.created, "room_id": info.RoomID, "session_id": info.SessionID,
+		"file_id": info.FileID, "version": o.version, "collaboration": collabOf(info),
 	}
-	return room, true, nil
+	if o.room.Kind() == ydoc.KindNotebook {
+		out["cell_count"] = o.cells
+	} else {
+		out["length"] = utf8.RuneCountInString(o.text)
+		out["line_count"] = strings.Count(o.text, "\n") + boolInt(o.text != "" && !strings.HasSuffix(o.text, "\n"))
+	}
+	return result{Data: out}
 }
 
 // cellWeight estimates the tokens a cell costs in a full read (4 bytes a token): counting what

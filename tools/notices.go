@@ -28,7 +28,8 @@ type noticeView struct {
 	Details []string  `json:"details,omitempty"`
 }
 
-// takeNotices returns the notices this client session has not been shown yet.
+// takeNotices returns the notices this client session has not been shown yet, about the
+// documents it may see (the door's: a notice names a document and what happened to it).
 func (s *Server) takeNotices(ctx context.Context) []noticeView {
 	session := sessionKey(ctx)
 	s.noticed.mu.Lock()
@@ -41,9 +42,11 @@ func (s *Server) takeNotices(ctx context.Context) []noticeView {
 		s.noticed.seen = map[string]uint64{}
 	}
 	s.noticed.seen[session] = seq
-	out := make([]noticeView, len(list))
-	for i, n := range list {
-		out[i] = noticeView{Time: n.Time, Path: n.Path, Kind: n.Kind, Message: n.Message, Details: n.Details}
+	var out []noticeView
+	for _, n := range list {
+		if allowed(ctx, n.Path) {
+			out = append(out, noticeView{Time: n.Time, Path: n.Path, Kind: n.Kind, Message: n.Message, Details: n.Details})
+		}
 	}
 	return out
 }

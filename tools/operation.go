@@ -15,11 +15,12 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/logfield"
 )
 
-// operation is one tool: its documentation, input schema, annotations and implementation. The
-// same value produces the MCP tool, its jupyter://operations/{name} schema resource, and the
-// argument validation.
+// operation is one tool: its documentation, input schema, annotations, the document it works on
+// and its body. The same value produces the MCP tool, its jupyter://operations/{name} schema
+// resource, the argument validation and the door's check.
 type operation struct {
 	Name        string
 	Title       string
@@ -30,9 +31,17 @@ type operation struct {
 	ReadOnly    bool
 	Destructive bool
 	Idempotent  bool
+	// Forkable tools take fork_id and then work in that fork of their document.
+	Forkable bool
+	// Budgeted tools take max_tokens, and their results are held to it.
+	Budgeted bool
+	// Doc declares the argument that names the document the tool works on: the door resolves,
+	// checks and opens it before Run (door.go).
+	Doc docRef
 	// Scope is what a caller needs (scope.go); derived in register when empty.
 	Scope auth.Scope
-	Run   func(ctx context.Context, args map[string]any) (result, error)
+	// Run is the tool's body, usually made by handle (handler.go) from an action and a renderer.
+	Run runner
 }
 
 // result is what a tool returns on success.
@@ -65,17 +74,22 @@ func invalid(path []any, format string, args ...any) *toolError {
 // includeSchemaField is accepted by every tool.
 var includeSchemaField = field("includeSchema", boolean("Embed this tool's input schema in the result (it is always embedded when a call fails).").def(false))
 
+// register adds a tool. A tool that names a document without declaring it is a programming
+// error: register panics, so a new tool cannot forget the door.
 func (s *Server) register(op *operation) {
 	if op.Scope == "" {
 		op.Scope = scopeOf(op)
 	}
-	if forkable[op.Name] {
+	if op.Forkable {
 		op.Input.Properties = append(op.Input.Properties, forkField)
 	}
-	if budgeted[op.Name] {
+	if op.Budgeted {
 		op.Input.Properties = append(op.Input.Properties, maxTokensField)
 	}
 	op.Input.Properties = append(op.Input.Properties, includeSchemaField)
+	if err := op.checkDoc(); err != nil {
+		panic(err.Error()) // a programming error
+	}
 	s.ops = append(s.ops, op)
 	s.opsByName[op.Name] = op
 	raw, err := json.Marshal(op.Input.JSON())
@@ -94,6 +108,9 @@ func (s *Server) register(op *operation) {
 	s.mcp.AddTool(tool, s.handler(op))
 }
 
+// handler is every tool's one path: scope → argument validation → the door (the document the
+// call names is resolved, checked and opened) → the tool's body → the token budget → the result
+// and its accounting.
 func (s *Server) handler(op *operation) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		started, outcome := time.Now(), "ok"
@@ -107,7 +124,7 @@ func (s *Server) handler(op *operation) server.ToolHandlerFunc {
 		if m := req.Params.Meta; m != nil && m.ProgressToken != nil {
 			ctx = context.WithValue(ctx, progressKey{}, m.ProgressToken)
 		}
-		if err := s.permit(ctx, op, args); err != nil {
+		if err := s.permit(ctx, op); err != nil {
 			outcome = "denied"
 			return s.failure(op, err), nil
 		}
@@ -122,13 +139,21 @@ func (s *Server) handler(op *operation) server.ToolHandlerFunc {
 			outcome = "invalid"
 			return s.failure(op, &toolError{Message: msg, Details: details}), nil
 		}
-		if fork, ok := args["fork_id"].(string); ok && fork != "" {
-			ctx = context.WithValue(ctx, forkKey{}, fork) // the tool works in a fork (forks.go)
+		d, err := s.admit(ctx, op, args)
+		if err != nil {
+			var te *toolError
+			if errors.As(err, &te) && len(te.Details) > 0 && te.Details[0].Message == "not permitted" {
+				outcome = "denied"
+			} else {
+				outcome = "error"
+			}
+			return s.failure(op, asToolError(err)), nil
 		}
-		res, err := op.Run(ctx, args)
+		s.audit(ctx, op, d)
+		res, err := op.Run(ctx, &call{doc: d, args: args, budget: s.maxTokensOf(args)})
 		notices := s.takeNotices(ctx) // work lost in a server crash, told once (notices.go)
 		if err != nil {
-			s.log.Debug().Str("tool", op.Name).Err(err).Msg("tool call failed")
+			s.log.Debug().Str(logfield.Tool, op.Name).Err(err).Msg("tool call failed")
 			outcome = "error"
 			te := asToolError(err)
 			if len(notices) > 0 {
@@ -139,10 +164,10 @@ func (s *Server) handler(op *operation) server.ToolHandlerFunc {
 				te.Extra["notices"] = notices
 			}
 			out := s.failure(op, te)
-			s.account(op, args, out, nil)
+			s.account(op, d, out, nil)
 			return out, nil
 		}
-		if budgeted[op.Name] {
+		if op.Budgeted {
 			res = s.fitTokens(res, s.maxTokensOf(args))
 		}
 		res = addNotices(res, notices)
@@ -155,8 +180,10 @@ func (s *Server) handler(op *operation) server.ToolHandlerFunc {
 			}
 			saved[savedLean] += s.schemaTokens(op)
 		}
-		s.account(op, args, out, saved)
-		s.noteTouched(ctx, args)
+		s.account(op, d, out, saved)
+		if d.Named() && d.Fork == "" { // a fork is not the document the human sees
+			s.noteTouched(ctx, d)
+		}
 		return out, nil
 	}
 }
@@ -179,7 +206,7 @@ func (s *Server) success(op *operation, res result, embed bool) *mcp.CallToolRes
 }
 
 // account records the tokens a model reads from a result.
-func (s *Server) account(op *operation, args map[string]any, out *mcp.CallToolResult, saved map[string]int) {
+func (s *Server) account(op *operation, d doc, out *mcp.CallToolResult, saved map[string]int) {
 	n := 0
 	for _, c := range out.Content {
 		switch v := c.(type) {
@@ -191,11 +218,7 @@ func (s *Server) account(op *operation, args map[string]any, out *mcp.CallToolRe
 			}
 		}
 	}
-	doc, _ := args["path"].(string)
-	if doc == "" {
-		doc, _ = args["document_path"].(string)
-	}
-	s.stats.record(op.Name, doc, n, saved)
+	s.stats.record(op.Name, d.Path, n, saved)
 	s.metrics.served(op.Name, n)
 }
 
@@ -308,16 +331,4 @@ func asToolError(err error) *toolError {
 		return failf("timed out: %v", err)
 	}
 	return failf("%v", err)
-}
-
-// decodeArgs converts validated arguments into a typed struct.
-func decodeArgs(args map[string]any, dst any) error {
-	b, err := json.Marshal(args)
-	if err != nil {
-		return failf("arguments: %v", err)
-	}
-	if err := json.Unmarshal(b, dst); err != nil {
-		return failf("arguments: %v", err)
-	}
-	return nil
 }

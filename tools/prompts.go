@@ -3,7 +3,6 @@ package tools
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -76,7 +75,7 @@ func (s *Server) docURI(ctx context.Context, p string, kind ydoc.Kind) string {
 	if kind == ydoc.KindText {
 		prefix = uriDocuments
 	}
-	if id, err := s.opts.Manager.FileID(ctx, p, kind); err == nil {
+	if id, err := s.fileID(ctx, p, kind); err == nil {
 		return prefix + "/" + id
 	}
 	return prefix
@@ -102,7 +101,9 @@ func (s *Server) promptInterleaved(ctx context.Context, req mcp.GetPromptRequest
 	intro := fmt.Sprintf("Task (%s mode): %s\n\nWork as the guide above describes: first take stock of the tools this session offers and check they suffice for the task (say plainly what is missing), then plan with checkpoints, then loop read → edit or run → observe → decide, re-reading what collaborators changed. Never claim a capability you lack. Leave the document clean for the humans.", mode, task)
 	if p != "" {
 		if extOf(p) == "ipynb" {
-			res, err := s.getNotebook(ctx, map[string]any{"path": p, "format": "outline", "include_collaboration_state": false, "max_tokens": float64(4000)})
+			a := defaultNotebookRead
+			a.Format, a.IncludeCollab = "outline", new(bool)
+			res, err := s.promptNotebook(ctx, p, a, 4000)
 			if err != nil {
 				return nil, fmt.Errorf("prompt interleaved-thinking: outline of %s: %w", p, promptErr(err))
 			}
@@ -122,6 +123,15 @@ func (s *Server) promptInterleaved(ctx context.Context, req mcp.GetPromptRequest
 	return mcp.NewGetPromptResult("Interleaved reason–act–observe work, "+mode+" mode", msgs), nil
 }
 
+// promptNotebook reads a notebook for a prompt, as get_notebook does, through the door.
+func (s *Server) promptNotebook(ctx context.Context, p string, a getNotebookArgs, budget int) (result, error) {
+	room, err := s.openDoc(ctx, p, ydoc.KindNotebook, "")
+	if err != nil {
+		return result{}, openError("path", err)
+	}
+	return s.readNotebook(ctx, room, a, budget)
+}
+
 // promptErr unwraps a tool error's message.
 func promptErr(err error) error {
 	if te, ok := err.(*toolError); ok {
@@ -136,7 +146,9 @@ func (s *Server) notebookForPrompt(ctx context.Context, name, p string, budget i
 	if p == "" {
 		return "", "", fmt.Errorf("prompt %s: argument \"path\" is required", name)
 	}
-	res, err := s.getNotebook(ctx, map[string]any{"path": p, "format": "markdown", "include_collaboration_state": false, "max_tokens": float64(budget), "max_output_chars": float64(1000)})
+	a := defaultNotebookRead
+	a.Format, a.IncludeCollab, a.MaxOutputChars = "markdown", new(bool), new(1000)
+	res, err := s.promptNotebook(ctx, p, a, budget)
 	if err != nil {
 		return "", "", fmt.Errorf("prompt %s: %s: %w", name, p, promptErr(err))
 	}
@@ -208,7 +220,9 @@ func (s *Server) promptReview(ctx context.Context, req mcp.GetPromptRequest) (*m
 	}
 	ask := fmt.Sprintf("Review the changes to %s since version %s shown above: what changed and why it matters, mistakes or risks (broken code, results that no longer match the text, outputs now stale), and what should be done next. Refer to cells by id.", p, since)
 	if extOf(p) == "ipynb" {
-		res, err := s.getNotebook(ctx, map[string]any{"path": p, "since_version": since, "format": "markdown", "include_collaboration_state": false, "max_output_chars": float64(1000)})
+		a := defaultNotebookRead
+		a.Format, a.IncludeCollab, a.MaxOutputChars, a.SinceVersion = "markdown", new(bool), new(1000), since
+		res, err := s.promptNotebook(ctx, p, a, s.opts.MaxResponseTokens)
 		if err != nil {
 			return nil, fmt.Errorf("prompt review_changes: %s: %w", p, promptErr(err))
 		}
@@ -226,7 +240,7 @@ func (s *Server) promptReview(ctx context.Context, req mcp.GetPromptRequest) (*m
 			userText(ask + " Only the changed cells are shown, as they are now."),
 		}), nil
 	}
-	room, err := s.openText(ctx, p)
+	room, err := s.openDoc(ctx, p, ydoc.KindText, "")
 	if err != nil {
 		return nil, fmt.Errorf("prompt review_changes: %s: %w", p, promptErr(err))
 	}
@@ -251,122 +265,4 @@ func (s *Server) promptReview(ctx context.Context, req mcp.GetPromptRequest) (*m
 		userResource(s.docURI(ctx, p, ydoc.KindText), "text/x-diff", text),
 		userText(ask + " The changes are shown as a unified diff."),
 	}), nil
-}
-
-// completer completes prompt arguments and resource template variables.
-type completer struct{ s *Server }
-
-const maxCompletions = 100
-
-func completion(all []string, prefix string) *mcp.Completion {
-	var out []string
-	for _, v := range all {
-		if strings.HasPrefix(v, prefix) {
-			out = append(out, v)
-		}
-	}
-	sort.Strings(out)
-	c := &mcp.Completion{Values: out, Total: len(out)}
-	if len(out) > maxCompletions {
-		c.Values, c.HasMore = out[:maxCompletions], true
-	}
-	return c
-}
-
-func (c completer) CompletePromptArgument(ctx context.Context, prompt string, arg mcp.CompleteArgument, _ mcp.CompleteContext) (*mcp.Completion, error) {
-	switch arg.Name {
-	case "mode":
-		return completion(guideModes, arg.Value), nil
-	case "extract_type":
-		return completion(extractTypes, arg.Value), nil
-	case "path":
-		fileType := "notebook"
-		if prompt == "interleaved-thinking" || prompt == "review_changes" {
-			fileType = ""
-		}
-		return c.paths(ctx, fileType, arg.Value), nil
-	case "since_version":
-		// versions need the path: completion requests carry earlier arguments in context
-		return &mcp.Completion{Values: []string{}}, nil
-	}
-	return &mcp.Completion{Values: []string{}}, nil
-}
-
-// paths completes paths of open rooms and of files in the directory typed so far.
-func (c completer) paths(ctx context.Context, fileType, prefix string) *mcp.Completion {
-	seen := map[string]bool{}
-	var all []string
-	for _, r := range c.s.opts.Manager.Rooms() {
-		if !seen[r.Path()] && (fileType == "" || (fileType == "notebook") == (extOf(r.Path()) == "ipynb")) {
-			seen[r.Path()] = true
-			all = append(all, r.Path())
-		}
-	}
-	dir := ""
-	if i := strings.LastIndex(prefix, "/"); i >= 0 {
-		dir = prefix[:i]
-	}
-	if entries, err := c.s.opts.Manager.List(ctx, dir); err == nil {
-		for _, e := range entries {
-			if strings.HasPrefix(e.Name, ".") || seen[e.Path] {
-				continue
-			}
-			if e.Type == "directory" || fileType == "" || e.Type == fileType {
-				name := e.Path
-				if e.Type == "directory" {
-					name += "/"
-				}
-				seen[e.Path] = true
-				all = append(all, name)
-			}
-		}
-	}
-	return completion(all, prefix)
-}
-
-func (c completer) CompleteResourceArgument(ctx context.Context, uri string, arg mcp.CompleteArgument, cc mcp.CompleteContext) (*mcp.Completion, error) {
-	s := c.s
-	switch arg.Name {
-	case "file_id":
-		kind := ydoc.KindNotebook
-		if strings.HasPrefix(uri, uriDocuments) {
-			kind = ydoc.KindText
-		}
-		ids := s.opts.Manager.FileIDs(kind)
-		if len(ids) == 0 {
-			_, _ = s.readDocList(ctx, kind) // learn the ids
-			ids = s.opts.Manager.FileIDs(kind)
-		}
-		var all []string
-		for id := range ids {
-			all = append(all, id)
-		}
-		return completion(all, arg.Value), nil
-	case "cell_id":
-		fid := cc.Arguments["file_id"]
-		p, k, ok := s.opts.Manager.PathOf(fid)
-		if !ok || k != ydoc.KindNotebook {
-			return &mcp.Completion{Values: []string{}}, nil
-		}
-		room, err := s.openNotebook(ctx, p)
-		if err != nil {
-			return nil, fmt.Errorf("complete cell_id: %w", promptErr(err))
-		}
-		var ids []string
-		_ = room.View(ctx, func(d *ydoc.Doc) error {
-			ids = d.CellIDs()
-			return nil
-		})
-		return completion(ids, arg.Value), nil
-	case "job_id":
-		if s.opts.Executor == nil {
-			return &mcp.Completion{Values: []string{}}, nil
-		}
-		return completion(s.opts.Executor.JobIDs(), arg.Value), nil
-	case "name":
-		return completion(templateNames(), arg.Value), nil
-	case "mode":
-		return completion(guideModes, arg.Value), nil
-	}
-	return &mcp.Completion{Values: []string{}}, nil
 }

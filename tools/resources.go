@@ -134,23 +134,8 @@ func (c *currentDocs) forget(session string) {
 }
 
 // noteTouched records the document a tool call worked on, for the …/current resources.
-func (s *Server) noteTouched(ctx context.Context, args map[string]any) {
-	p, _ := args["path"].(string)
-	if p == "" {
-		return
-	}
-	if fork, _ := args["fork_id"].(string); fork != "" {
-		return // a fork is not the document the human sees
-	}
-	clean, err := bridge.CleanPath(p)
-	if err != nil {
-		return
-	}
-	kind := ydoc.KindText
-	if extOf(clean) == "ipynb" {
-		kind = ydoc.KindNotebook
-	}
-	if session := sessionKey(ctx); s.current.set(session, kind, clean) {
+func (s *Server) noteTouched(ctx context.Context, d doc) {
+	if session := sessionKey(ctx); s.current.set(session, d.Kind, d.Path) {
 		s.currentMoved(session)
 	}
 }
@@ -180,13 +165,13 @@ func (s *Server) readURI(ctx context.Context, session, uri string) (resourceRead
 			if p == "" {
 				return resourceRead{}, badURI("this client has not worked on a notebook yet: call a notebook tool, or read jupyter://notebooks for the file ids")
 			}
-			return s.readNotebook(ctx, p, nil)
+			return s.readNotebookURI(ctx, p, nil)
 		}
 		p, err := s.pathOfID(ctx, parts[1], ydoc.KindNotebook)
 		if err != nil {
 			return resourceRead{}, err
 		}
-		return s.readNotebook(ctx, p, parts[2:])
+		return s.readNotebookURI(ctx, p, parts[2:])
 	case "documents":
 		switch {
 		case len(parts) == 1:
@@ -257,20 +242,21 @@ func (s *Server) pathOfID(ctx context.Context, id string, kind ydoc.Kind) (strin
 	if id == "" {
 		return "", badURI("the file id is empty")
 	}
-	if p, k, ok := s.opts.Manager.PathOf(id); ok && k == kind {
+	if p, ok := s.knownPathOf(ctx, id, kind); ok {
 		return p, nil
 	}
 	if _, err := s.readDocList(ctx, kind); err != nil {
 		return "", err
 	}
-	if p, k, ok := s.opts.Manager.PathOf(id); ok && k == kind {
+	if p, ok := s.knownPathOf(ctx, id, kind); ok {
 		return p, nil
 	}
 	list := "jupyter://notebooks"
 	if kind == ydoc.KindText {
 		list = "jupyter://documents"
 	}
-	return "", badURI("unknown file id %q: read %s for the ids", id, list)
+	// The same answer for an id never seen and for one of a document the caller may not see.
+	return "", badURI("unknown file id: read %s for the ids", list)
 }
 
 // maxListedDocs bounds the documents a listing resolves file ids for (one server call each,
@@ -302,13 +288,13 @@ func (s *Server) readDocList(ctx context.Context, kind ydoc.Kind) (resourceRead,
 			continue
 		}
 		e := map[string]any{"path": f.Path}
-		if id, err := s.opts.Manager.FileID(ctx, f.Path, kind); err == nil {
+		if id, err := s.fileID(ctx, f.Path, kind); err == nil {
 			e["file_id"], e["uri"] = id, prefix+"/"+id
 		} else if ctx.Err() != nil {
 			return resourceRead{}, ctx.Err()
 		}
 		e["open"] = false
-		if room := s.opts.Manager.Get(f.Path, kind); room != nil {
+		if room := s.liveRoom(ctx, f.Path, kind); room != nil {
 			e["open"] = true
 			e["collaborators"] = collabOf(room.Info()).Collaborators
 			if kind == ydoc.KindNotebook {
@@ -331,11 +317,17 @@ func (s *Server) readDocList(ctx context.Context, kind ydoc.Kind) (resourceRead,
 	return jsonRead(out)
 }
 
-// readNotebook serves jupyter://notebooks/{id}[/json|/cells|/cells/{cell_id}].
-func (s *Server) readNotebook(ctx context.Context, p string, sub []string) (resourceRead, error) {
+// readNotebookURI serves jupyter://notebooks/{id}[/json|/cells|/cells/{cell_id}].
+func (s *Server) readNotebookURI(ctx context.Context, p string, sub []string) (resourceRead, error) {
 	switch {
 	case len(sub) == 0:
-		res, err := s.getNotebook(ctx, map[string]any{"path": p, "format": "markdown", "include_collaboration_state": false})
+		room, err := s.openDoc(ctx, p, ydoc.KindNotebook, "")
+		if err != nil {
+			return resourceRead{}, err
+		}
+		a := defaultNotebookRead
+		a.Format, a.IncludeCollab = "markdown", new(bool)
+		res, err := s.readNotebook(ctx, room, a, s.opts.MaxResponseTokens)
 		if err != nil {
 			return resourceRead{}, err
 		}
@@ -351,7 +343,7 @@ func (s *Server) readNotebook(ctx context.Context, p string, sub []string) (reso
 }
 
 func (s *Server) readNotebookModel(ctx context.Context, p string) (ydoc.Notebook, bridge.Version, error) {
-	room, err := s.openNotebook(ctx, p)
+	room, err := s.openDoc(ctx, p, ydoc.KindNotebook, "")
 	if err != nil {
 		return ydoc.Notebook{}, "", err
 	}
@@ -565,7 +557,7 @@ func textMime(p string) string {
 
 // readText is a text document, cut to the token budget.
 func (s *Server) readText(ctx context.Context, p string) (resourceRead, error) {
-	room, err := s.openText(ctx, p)
+	room, err := s.openDoc(ctx, p, ydoc.KindText, "")
 	if err != nil {
 		return resourceRead{}, err
 	}
@@ -588,14 +580,11 @@ func (s *Server) readExecution(ctx context.Context, id string) (resourceRead, er
 	if s.opts.Executor == nil {
 		return resourceRead{}, badURI("execution is not available: this server runs without a kernel executor")
 	}
-	job, err := s.opts.Executor.Job(id)
+	job, err := s.job(ctx, id)
 	if err != nil {
-		return resourceRead{}, badURI("%v", err)
+		return resourceRead{}, badURI("%s", errUnknownJob)
 	}
-	if err := mayRead(ctx, job.Path); err != nil {
-		return resourceRead{}, err
-	}
-	res := s.jobResult(job.View(), renderOpts{maxChars: 2000}, "")
+	res := s.renderJob(jobRun{view: job.View(), opts: renderOpts{maxChars: 2000}})
 	res = s.fitTokens(res, s.opts.MaxResponseTokens)
 	return jsonRead(res.Data)
 }

@@ -2,19 +2,19 @@ package tools
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
-	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/logfield"
 )
 
 // Who may call what. A request over HTTP carries the identity its bearer token maps to (auth/);
 // stdio requests carry none and may do everything (the local user started the process). Tools a
 // caller may not use are hidden from tools/list and refused on call; documents outside its path
-// globs are refused to every tool, resource and prompt, and left out of listings.
+// globs are the door's business (door.go): refused to every tool, resource, prompt and
+// completion, and left out of every listing and room-wide answer.
 
 // scopeOf derives a tool's scope: reading needs read, execution needs execute, kernel restarts
 // and interrupts need admin, everything else writes.
@@ -45,29 +45,24 @@ func (s *Server) toolFilter(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	return out
 }
 
-// permit refuses a call the caller's identity does not allow, and records in the audit log the
-// calls that change something.
-func (s *Server) permit(ctx context.Context, op *operation, args map[string]any) *toolError {
-	p, _ := args["path"].(string)
-	id, ok := auth.IdentityFrom(ctx)
-	if ok {
-		if !id.Can(op.Scope) {
-			return failf("not permitted: %s needs the %q scope; token %q has %s", op.Name, op.Scope, id.Name, scopeList(id))
-		}
-		if p != "" {
-			if clean, err := bridge.CleanPath(p); err == nil && !id.MayAccess(clean) {
-				return failf("not permitted: token %q may not use %q (outside its paths)", id.Name, clean)
-			}
-		}
-	}
-	if op.Scope != auth.ScopeRead {
-		who := "stdio"
-		if ok {
-			who = id.Name
-		}
-		s.log.Info().Str("audit", op.Name).Str("who", who).Str("scope", string(op.Scope)).Str("path", p).Msg("tool call")
+// permit refuses a call whose caller lacks the tool's scope. (Documents are the door's: door.go.)
+func (s *Server) permit(ctx context.Context, op *operation) *toolError {
+	if id, ok := auth.IdentityFrom(ctx); ok && !id.Can(op.Scope) {
+		return failf("not permitted: %s needs the %q scope; token %q has %s", op.Name, op.Scope, id.Name, scopeList(id))
 	}
 	return nil
+}
+
+// audit records in the log the calls that change something: who, what, and the document.
+func (s *Server) audit(ctx context.Context, op *operation, d doc) {
+	if op.Scope == auth.ScopeRead {
+		return
+	}
+	who := "stdio"
+	if id, ok := auth.IdentityFrom(ctx); ok {
+		who = id.Name
+	}
+	s.log.Info().Str(logfield.Audit, op.Name).Str(logfield.Who, who).Str(logfield.Scope, string(op.Scope)).Str(logfield.Path, d.Path).Msg("tool call")
 }
 
 func scopeList(id auth.Identity) string {
@@ -80,21 +75,3 @@ func scopeList(id auth.Identity) string {
 	}
 	return strings.Join(names, ", ")
 }
-
-// mayRead refuses a document outside the caller's paths (resources, prompts, listings).
-func mayRead(ctx context.Context, p string) error {
-	id, ok := auth.IdentityFrom(ctx)
-	if !ok {
-		return nil
-	}
-	if !id.Can(auth.ScopeRead) {
-		return fmt.Errorf("not permitted: token %q has no read scope", id.Name)
-	}
-	if !id.MayAccess(p) {
-		return fmt.Errorf("not permitted: token %q may not read %q (outside its paths)", id.Name, p)
-	}
-	return nil
-}
-
-// visible reports whether a listing may show a path to the caller.
-func visible(ctx context.Context, p string) bool { return mayRead(ctx, p) == nil }

@@ -40,7 +40,7 @@ func TestScopedTokens(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- e.ts.ServeHTTP(ctx, tools.HTTPOptions{Listener: l, Protect: func(h http.Handler) http.Handler {
+		done <- e.ts.ServeStreamableHTTP(ctx, tools.HTTPOptions{Listener: l, Protect: func(h http.Handler) http.Handler {
 			p, err := auth.Bearer(auth.BearerOptions{Entries: entries}, h)
 			if err != nil {
 				panic(err)

@@ -1,5 +1,3 @@
-// Package tools is the MCP surface: tools, resources and prompts over the live rooms that
-// bridge keeps. Tools act through bridge, never around it.
 package tools
 
 import (
@@ -20,6 +18,7 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/logfield"
 )
 
 // Options configure the MCP server.
@@ -60,6 +59,7 @@ type Server struct {
 	metrics   *metrics       // nil without Options.Metrics
 	events    *eventStore    // what HTTP clients may resume (eventstore.go)
 	noticed   noticeSeen     // per client session: the notices its results carried (notices.go)
+	uses      roomUses       // which MCP sessions use which rooms (door.go)
 }
 
 // New builds the MCP server and registers every tool. It starts nothing.
@@ -145,7 +145,7 @@ func limitBody(max int64, next http.Handler) http.Handler {
 // ServeStdio serves one client over stdin/stdout until ctx ends or input closes.
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	ss := server.NewStdioServer(s.mcp)
-	ss.SetErrorLogger(log.New(s.log.With().Str("transport", "stdio").Logger(), "", 0))
+	ss.SetErrorLogger(log.New(s.log.With().Str(logfield.Transport, "stdio").Logger(), "", 0))
 	err := ss.Listen(ctx, in, out)
 	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, io.EOF)) {
 		return nil
@@ -172,8 +172,9 @@ type HTTPOptions struct {
 	TLSCertFile, TLSKeyFile string
 }
 
-// ServeHTTP serves Streamable HTTP on /mcp until ctx ends, then shuts down gracefully.
-func (s *Server) ServeHTTP(ctx context.Context, opts HTTPOptions) error {
+// ServeStreamableHTTP serves MCP over Streamable HTTP on /mcp until ctx ends, then shuts down
+// gracefully. (It is not an http.Handler: it owns the listener and the http.Server.)
+func (s *Server) ServeStreamableHTTP(ctx context.Context, opts HTTPOptions) error {
 	if opts.Listener == nil {
 		return errors.New("tools: a listener is required")
 	}
@@ -183,7 +184,7 @@ func (s *Server) ServeHTTP(ctx context.Context, opts HTTPOptions) error {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 16 << 20
 	}
-	hlog := s.log.With().Str("transport", "http").Logger()
+	hlog := s.log.With().Str(logfield.Transport, "http").Logger()
 	mcpHTTP := server.NewStreamableHTTPServer(s.mcp,
 		server.WithEndpointPath("/mcp"),
 		server.WithStateful(true),                      // a made-up session id must not run tools
@@ -228,7 +229,7 @@ func (s *Server) ServeHTTP(ctx context.Context, opts HTTPOptions) error {
 	} else {
 		go func() { errc <- srv.Serve(opts.Listener) }()
 	}
-	hlog.Info().Str("addr", opts.Listener.Addr().String()).Str("scheme", scheme).Msg("serving MCP over Streamable HTTP on /mcp")
+	hlog.Info().Str(logfield.Addr, opts.Listener.Addr().String()).Str(logfield.Scheme, scheme).Msg("serving MCP over Streamable HTTP on /mcp")
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve http: %w", err)

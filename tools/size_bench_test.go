@@ -34,7 +34,7 @@ func BenchmarkResponseSize(b *testing.B) {
 		b.Fatal(err)
 	}
 	srv := bridgetest.New(bridgetest.File{Path: "demo.ipynb", Type: "notebook", Notebook: nb})
-	m, err := bridge.NewManager(bridge.ManagerOptions{Server: srv})
+	m, err := bridge.NewManager(bridge.ManagerOptions{Jupyter: srv})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func BenchmarkReadTokens200Cells(b *testing.B) {
 		b.Fatal(err)
 	}
 	srv := bridgetest.New(bridgetest.File{Path: "big.ipynb", Type: "notebook", Notebook: nb})
-	m, err := bridge.NewManager(bridge.ManagerOptions{Server: srv})
+	m, err := bridge.NewManager(bridge.ManagerOptions{Jupyter: srv})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -69,7 +69,8 @@ func (s *Server) schemaTokens(op *operation) int {
 	return n
 }
 
-func (t *tokenStats) snapshot() map[string]any {
+// snapshot is the statistics, with only the documents show(path) allows.
+func (t *tokenStats) snapshot(show func(path string) bool) map[string]any {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	type row struct {
@@ -86,7 +87,9 @@ func (t *tokenStats) snapshot() map[string]any {
 	sort.Slice(tools, func(i, j int) bool { return tools[i].Tokens > tools[j].Tokens })
 	docs := make([]row, 0, len(t.byDoc))
 	for name, n := range t.byDoc {
-		docs = append(docs, row{Name: name, Tokens: n})
+		if show(name) {
+			docs = append(docs, row{Name: name, Tokens: n})
+		}
 	}
 	sort.Slice(docs, func(i, j int) bool { return docs[i].Tokens > docs[j].Tokens })
 	saved := map[string]int{}
@@ -108,14 +111,14 @@ func (s *Server) registerStatsResources() {
 		mcp.WithResourceDescription("Tokens served per tool and per document since the server started, and tokens saved by lean responses, caps and change-aware reads."),
 		mcp.WithMIMEType("application/json"),
 	), func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
-		b, _ := json.Marshal(s.stats.snapshot())
+		b, _ := json.Marshal(s.stats.snapshot(func(p string) bool { return allowed(ctx, p) }))
 		return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: "application/json", Text: string(b)}}, nil
 	})
 	s.mcp.AddResource(mcp.NewResource("jupyter://stats/cache", "room cache statistics",
 		mcp.WithResourceDescription("Rooms open (documents and forks), how often a call found its room already live (hits) or had to join (misses), and the bytes held by replicas and version histories."),
 		mcp.WithMIMEType("application/json"),
 	), func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
-		b, _ := json.Marshal(cacheStatsView(s.opts.Manager.CacheStats()))
+		b, _ := json.Marshal(cacheStatsView(s.opts.Manager.CacheStats(), func(p string) bool { return allowed(ctx, p) }))
 		return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: "application/json", Text: string(b)}}, nil
 	})
 }
@@ -142,10 +145,15 @@ type roomStatsJSON struct {
 	Versions     int    `json:"versions"`
 }
 
-func cacheStatsView(st bridge.CacheStats) cacheStatsJSON {
+// cacheStatsView renders the statistics with the rooms of the documents show allows (the
+// totals stay whole: they name no document).
+func cacheStatsView(st bridge.CacheStats, show func(path string) bool) cacheStatsJSON {
 	out := cacheStatsJSON{RoomsOpen: st.RoomsOpen, ForksOpen: st.ForksOpen, Rooms: []roomStatsJSON{},
 		OpenHits: st.OpenHits, OpenMisses: st.OpenMisses, HitRate: st.HitRate(), ReplicaBytes: st.ReplicaBytes, HistoryBytes: st.HistoryBytes}
 	for _, r := range st.Rooms {
+		if !show(r.Path) {
+			continue
+		}
 		out.Rooms = append(out.Rooms, roomStatsJSON{Path: r.Path, Kind: r.Kind.String(), ForkID: r.Fork, Status: string(r.Status),
 			ReplicaBytes: r.Sizes.ReplicaBytes, HistoryBytes: r.Sizes.HistoryBytes, Versions: r.Sizes.Versions})
 	}

@@ -12,7 +12,9 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/logfield"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -51,12 +53,15 @@ type dirtyMark struct{ first, last time.Time }
 type subscriptions struct {
 	mu       sync.Mutex
 	sessions map[string]map[string][32]byte // session → subscribed URI → hash of what it last saw
-	dirty    map[docKey]dirtyMark
-	lists    map[ydoc.Kind]dirtyMark // jupyter://notebooks, jupyter://documents
-	current  map[string]bool         // sessions whose …/current changed document
-	pins     map[docKey]*bridge.Subscription
-	listed   map[string]docKey // per-room resources in resources/list, by URI
-	collabs  map[docKey]string // collaborators as last listed, to tell awareness that matters
+	// callers are who subscribed, by session: what a subscriber is told of is read again as
+	// that caller, through the door, so it never learns of a document it may not see.
+	callers map[string]caller
+	dirty   map[docKey]dirtyMark
+	lists   map[ydoc.Kind]dirtyMark // jupyter://notebooks, jupyter://documents
+	current map[string]bool         // sessions whose …/current changed document
+	pins    map[docKey]*bridge.Subscription
+	listed  map[string]docKey // per-room resources in resources/list, by URI
+	collabs map[docKey]string // collaborators as last listed, to tell awareness that matters
 	// listens are the subscriptions/listen streams of protocol 2026-07-28 clients, by key:
 	// notifications go straight onto the stream's session (mcp-go does not register it).
 	listens map[string]listenSink
@@ -79,7 +84,35 @@ func newSubscriptions() *subscriptions {
 		sessions: map[string]map[string][32]byte{}, dirty: map[docKey]dirtyMark{}, lists: map[ydoc.Kind]dirtyMark{},
 		current: map[string]bool{}, listens: map[string]listenSink{}, pins: map[docKey]*bridge.Subscription{}, listed: map[string]docKey{}, collabs: map[docKey]string{},
 		reading: map[string]bool{}, again: map[string]bool{}, joining: map[docKey]bool{},
+		callers: map[string]caller{},
 	}
+}
+
+// caller is the identity a request came with (none for stdio).
+type caller struct {
+	id auth.Identity
+	ok bool
+}
+
+func callerOf(ctx context.Context) caller {
+	id, ok := auth.IdentityFrom(ctx)
+	return caller{id, ok}
+}
+
+// as returns ctx carrying the caller's identity.
+func (c caller) as(ctx context.Context) context.Context {
+	if !c.ok {
+		return ctx
+	}
+	return auth.WithIdentity(ctx, c.id)
+}
+
+// key tells callers apart whose reads may differ.
+func (c caller) key() string {
+	if !c.ok {
+		return ""
+	}
+	return "\x00" + c.id.Name
 }
 
 func hashRead(r resourceRead) [32]byte {
@@ -105,7 +138,7 @@ func (s *Server) subscribe(ctx context.Context, session, uri string) {
 	defer cancel()
 	r, err := s.readURI(ctx, session, uri)
 	if err != nil {
-		s.log.Info().Str("uri", uri).Err(err).Msg("subscription to an unreadable resource: not followed")
+		s.log.Info().Str(logfield.URI, uri).Err(err).Msg("subscription to an unreadable resource: not followed")
 		return
 	}
 	s.subs.mu.Lock()
@@ -116,6 +149,7 @@ func (s *Server) subscribe(ctx context.Context, session, uri string) {
 		s.subs.sessions[session] = m
 	}
 	m[uri] = hashRead(r)
+	s.subs.callers[session] = callerOf(ctx)
 }
 
 func (s *Server) unsubscribe(session, uri string) {
@@ -125,6 +159,7 @@ func (s *Server) unsubscribe(session, uri string) {
 		delete(m, uri)
 		if len(m) == 0 {
 			delete(s.subs.sessions, session)
+			delete(s.subs.callers, session)
 		}
 	}
 }
@@ -132,9 +167,11 @@ func (s *Server) unsubscribe(session, uri string) {
 func (s *Server) dropSession(session string) {
 	s.subs.mu.Lock()
 	delete(s.subs.sessions, session)
+	delete(s.subs.callers, session)
 	delete(s.subs.current, session)
 	s.subs.mu.Unlock()
 	s.current.forget(session)
+	s.uses.forget(session)
 }
 
 // currentMoved says a session's …/current resources may now be another document.
@@ -157,6 +194,12 @@ func (s *Server) hooks() *server.Hooks {
 	h.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, res *mcp.ListToolsResult) {
 		if res != nil {
 			res.Tools = s.toolFilter(ctx, res.Tools)
+		}
+	})
+	// The per-room entries of resources/list name documents: the caller sees those it may.
+	h.AddAfterListResources(func(ctx context.Context, _ any, _ *mcp.ListResourcesRequest, res *mcp.ListResourcesResult) {
+		if res != nil {
+			res.Resources = s.resourceFilter(ctx, res.Resources)
 		}
 	})
 	h.AddAfterSubscribe(func(ctx context.Context, _ any, req *mcp.SubscribeRequest, _ *mcp.EmptyResult) {
@@ -190,6 +233,7 @@ func (s *Server) hooks() *server.Hooks {
 			s.subs.mu.Lock()
 			delete(s.subs.listens, key)
 			delete(s.subs.sessions, key)
+			delete(s.subs.callers, key)
 			s.subs.mu.Unlock()
 		}()
 	})
@@ -393,6 +437,25 @@ func (s *Server) listRoom(p string, kind ydoc.Kind, fileID string, status bridge
 	s.mcp.AddResource(mcp.NewResource(uri, p, mcp.WithResourceDescription(what+" "+p+" (a room is open: reads are instant, subscriptions follow every change)"), mcp.WithMIMEType(mime)), read)
 }
 
+// resourceFilter leaves out of resources/list the per-room entries of documents the caller may
+// not see.
+func (s *Server) resourceFilter(ctx context.Context, list []mcp.Resource) []mcp.Resource {
+	s.subs.mu.Lock()
+	listed := make(map[string]docKey, len(s.subs.listed))
+	for uri, k := range s.subs.listed {
+		listed[uri] = k
+	}
+	s.subs.mu.Unlock()
+	out := list[:0:0]
+	for _, r := range list {
+		if k, ok := listed[r.URI]; ok && !allowed(ctx, k.path) {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
 // depends returns what a subscribed URI's content depends on: a document, a listing, a job, or
 // (for …/current) the session's document.
 func (s *Server) depends(session, uri string) (doc docKey, list ydoc.Kind, job string, ok bool) {
@@ -458,7 +521,7 @@ func (s *Server) flush(ctx context.Context, now time.Time, work *sync.WaitGroup)
 				due = all || ripe(s.subs.lists[list], now)
 			}
 			if due {
-				j := readJob{uri: uri, session: session}
+				j := readJob{uri: uri, session: session, who: s.subs.callers[session]}
 				reads[j.key()] = j
 			}
 		}
@@ -497,8 +560,12 @@ func (s *Server) flush(ctx context.Context, now time.Time, work *sync.WaitGroup)
 }
 
 // readJob is one read of a subscribed URI: for …/current the session's own, otherwise one read
-// for every session subscribed to the URI.
-type readJob struct{ uri, session string }
+// for every session subscribed to the URI as the same caller (what a caller is told of is read
+// as that caller, through the door).
+type readJob struct {
+	uri, session string
+	who          caller
+}
 
 func (j readJob) current() bool { return strings.HasSuffix(j.uri, "/current") }
 
@@ -506,14 +573,14 @@ func (j readJob) key() string {
 	if j.current() {
 		return j.session + " " + j.uri
 	}
-	return j.uri
+	return j.uri + j.who.key()
 }
 
 // readAndNotify reads a URI and notifies each of its subscribers whose last seen content
 // differs, then reads again as long as a change arrived during the read.
 func (s *Server) readAndNotify(ctx context.Context, j readJob) {
 	for {
-		rctx, cancel := context.WithTimeout(ctx, subscribeReadWait)
+		rctx, cancel := context.WithTimeout(j.who.as(ctx), subscribeReadWait)
 		r, err := s.readURI(rctx, j.session, j.uri)
 		cancel()
 		if err != nil {
@@ -523,7 +590,7 @@ func (s *Server) readAndNotify(ctx context.Context, j readJob) {
 		var notify []string
 		s.subs.mu.Lock()
 		for session, uris := range s.subs.sessions {
-			if j.current() && session != j.session {
+			if j.current() && session != j.session || s.subs.callers[session].key() != j.who.key() {
 				continue
 			}
 			if prev, ok := uris[j.uri]; ok && prev != sum {
@@ -534,7 +601,7 @@ func (s *Server) readAndNotify(ctx context.Context, j readJob) {
 		s.subs.mu.Unlock()
 		for _, session := range notify {
 			if err := s.notifyUpdated(session, j.uri); err != nil {
-				s.log.Debug().Str("uri", j.uri).Err(err).Msg("resource update not delivered")
+				s.log.Debug().Str(logfield.URI, j.uri).Err(err).Msg("resource update not delivered")
 			}
 		}
 		s.subs.mu.Lock()
@@ -624,7 +691,7 @@ func (s *Server) pin(ctx context.Context, k docKey) {
 	room, err := s.opts.Manager.Open(octx, k.path, k.kind)
 	cancel()
 	if err != nil {
-		s.log.Debug().Str("path", k.path).Err(err).Msg("cannot keep a subscribed document joined")
+		s.log.Debug().Str(logfield.Path, k.path).Err(err).Msg("cannot keep a subscribed document joined")
 		return
 	}
 	sub := room.Subscribe(1) // a pin: events come from the manager's stream; this one only holds the room
@@ -637,6 +704,14 @@ func (s *Server) pin(ctx context.Context, k docKey) {
 	if had || ctx.Err() != nil {
 		sub.Close()
 	}
+}
+
+// pinned reports whether subscriptions keep a document joined.
+func (s *Server) pinned(k docKey) bool {
+	s.subs.mu.Lock()
+	defer s.subs.mu.Unlock()
+	_, ok := s.subs.pins[k]
+	return ok
 }
 
 func (s *Server) unpinAll() {

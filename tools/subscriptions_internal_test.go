@@ -21,7 +21,7 @@ func TestLostEventsCountAsChanges(t *testing.T) {
 	}
 	srv := bridgetest.New(bridgetest.File{Path: "a.ipynb", Type: "notebook", Notebook: nb("a = 1")},
 		bridgetest.File{Path: "c.ipynb", Type: "notebook", Notebook: nb("c = 1")})
-	m, err := bridge.NewManager(bridge.ManagerOptions{Server: srv, Logger: zerolog.Nop(), JoinTimeout: 10 * time.Second})
+	m, err := bridge.NewManager(bridge.ManagerOptions{Jupyter: srv, Logger: zerolog.Nop(), JoinTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -128,24 +128,21 @@ func (s *Server) registerTokenTools() {
 		),
 		Example:  map[string]any{"path": "analysis/report.ipynb", "model": "claude-sonnet-4"},
 		ReadOnly: true, Idempotent: true,
-		Run: s.countTokens,
+		Doc: docRef{Arg: "path", Ref: refAny, Optional: true, Open: true},
+		Run: handle(countArgs{}, s.countTokens, data[countArgs]),
 	})
 }
 
 type countArgs struct {
 	Input     *string    `json:"input"`
-	Path      string     `json:"path"`
 	CellRange *cellRange `json:"cell_range"`
 	Model     string     `json:"model"`
 }
 
-func (s *Server) countTokens(ctx context.Context, raw map[string]any) (result, error) {
-	var args countArgs
-	if err := decodeArgs(raw, &args); err != nil {
-		return result{}, err
-	}
-	if (args.Input == nil) == (args.Path == "") {
-		return result{}, invalid([]any{"input"}, "give either input or path")
+// countTokens counts; its outcome is already what the model reads (data renders it).
+func (s *Server) countTokens(ctx context.Context, c *call, args countArgs) (map[string]any, error) {
+	if (args.Input == nil) == !c.Named() {
+		return nil, invalid([]any{"input"}, "give either input or path")
 	}
 	counter := s.tokens
 	info := modelInfo{encoding: counter.name, context: 200000}
@@ -154,7 +151,7 @@ func (s *Server) countTokens(ctx context.Context, raw map[string]any) (result, e
 		info, known = lookupModel(args.Model)
 		c, err := newTokenCounter(info.encoding)
 		if err != nil {
-			return result{}, err
+			return nil, err
 		}
 		counter = c
 	}
@@ -164,27 +161,23 @@ func (s *Server) countTokens(ctx context.Context, raw map[string]any) (result, e
 	if args.Input != nil {
 		total = adjust(counter.Count(*args.Input))
 	} else {
-		kind := kindOfPath(args.Path)
-		room, err := s.openRoom(ctx, args.Path, kind)
-		if err != nil {
-			return result{}, err
-		}
+		kind, room := c.Kind, c.Room
 		out["path"] = room.Path()
 		if kind == ydoc.KindText {
 			var text string
 			if err := room.View(ctx, func(d *ydoc.Doc) (err error) { text, err = d.Text(); return }); err != nil {
-				return result{}, err
+				return nil, err
 			}
 			total = adjust(counter.Count(text))
 			out["lines"] = strings.Count(text, "\n") + 1
 		} else {
 			var nb ydoc.Notebook
 			if err := room.View(ctx, func(d *ydoc.Doc) (err error) { nb, err = d.Notebook(); return }); err != nil {
-				return result{}, err
+				return nil, err
 			}
 			first, last, err := resolveRange(args.CellRange, len(nb.Cells))
 			if err != nil {
-				return result{}, err
+				return nil, err
 			}
 			type cellCount struct {
 				Index   int    `json:"index"`
@@ -222,7 +215,7 @@ func (s *Server) countTokens(ctx context.Context, raw map[string]any) (result, e
 	if info.margin > 0 {
 		out["estimate"] = fmt.Sprintf("%s is not this model's tokenizer: the count includes a %d%% safety margin", counter.name, int(info.margin*100))
 	}
-	return result{Data: out}, nil
+	return out, nil
 }
 
 // outputText is what an output weighs as text: its text, or its data rendered as JSON.

@@ -63,26 +63,19 @@ func NewCellID() string {
 }
 
 // Notebook returns a copy of the whole notebook.
-func (d *Doc) Notebook() (Notebook, error) {
-	if d.kind != KindNotebook {
-		return Notebook{}, ErrWrongKind
-	}
-	var nb Notebook
-	err := d.run(func() error {
-		nb = d.readNotebook()
-		return nil
-	})
-	return nb, err
-}
+func (d *Doc) Notebook() (Notebook, error) { return d.readNotebookWith(d.readNotebook) }
 
 // Header returns the notebook without its cells (nbformat versions and metadata).
-func (d *Doc) Header() (Notebook, error) {
+func (d *Doc) Header() (Notebook, error) { return d.readNotebookWith(d.readNotebookHeader) }
+
+// readNotebookWith runs a notebook reader under the engine lock.
+func (d *Doc) readNotebookWith(read func() Notebook) (Notebook, error) {
 	if d.kind != KindNotebook {
 		return Notebook{}, ErrWrongKind
 	}
 	var nb Notebook
 	err := d.run(func() error {
-		nb = d.readNotebookHeader()
+		nb = read()
 		return nil
 	})
 	return nb, err
@@ -214,25 +207,6 @@ func readCell(m *y.YMap) Cell {
 		c.Outputs = []map[string]any{}
 	}
 	return c
-}
-
-// outputsOf reads the outputs array: Y.Maps as JupyterLab writes them, or plain objects as
-// some server-side writers do.
-func outputsOf(raw any) []map[string]any {
-	var items []any
-	switch a := raw.(type) {
-	case *y.YArray:
-		items = arrayItems(a)
-	case y.ArrayAny:
-		items = a
-	}
-	out := make([]map[string]any, 0, len(items))
-	for _, it := range items {
-		if o, ok := fromAny(it).(map[string]any); ok {
-			out = append(out, o)
-		}
-	}
-	return out
 }
 
 // Txn edits a document inside one transaction. Mutators validate their arguments before they
@@ -396,6 +370,11 @@ func (tx *Txn) InsertCells(index int, cells []Cell) error {
 		}
 		existing[cells[i].ID] = true
 	}
+	return tx.insertCellMaps(index, cells)
+}
+
+// insertCellMaps integrates empty cell maps at index and fills them with validated cells.
+func (tx *Txn) insertCellMaps(index int, cells []Cell) error {
 	maps := make(y.ArrayAny, len(cells))
 	for i := range cells {
 		maps[i] = y.NewYMap(nil)
@@ -459,53 +438,6 @@ func (tx *Txn) fillCell(m *y.YMap, c Cell) error {
 	return nil
 }
 
-// insertOutputs writes outputs as Y.Maps, stream text as Y.Text, as JupyterLab does.
-func (tx *Txn) insertOutputs(outs *y.YArray, index int, outputs []map[string]any) error {
-	maps := make(y.ArrayAny, len(outputs))
-	for i := range outputs {
-		maps[i] = y.NewYMap(nil)
-	}
-	outs.Insert(index, maps)
-	for i, o := range outputs {
-		m := maps[i].(*y.YMap)
-		stream := o["output_type"] == "stream"
-		for _, k := range sortedKeys(o) {
-			v := o[k]
-			if stream && k == "text" {
-				m.Set("text", y.NewYText(joinText(v)))
-				continue
-			}
-			if err := setMapAny(tx.tr, m, k, v); err != nil {
-				return fmt.Errorf("output %d: %w", i, err)
-			}
-		}
-	}
-	return nil
-}
-
-// joinText joins nbformat multiline strings (a string or a list of strings).
-func joinText(v any) string {
-	switch t := v.(type) {
-	case string:
-		return t
-	case []any:
-		s := ""
-		for _, x := range t {
-			if xs, ok := x.(string); ok {
-				s += xs
-			}
-		}
-		return s
-	case []string:
-		s := ""
-		for _, x := range t {
-			s += x
-		}
-		return s
-	}
-	return ""
-}
-
 // DeleteCells deletes count cells starting at index.
 func (tx *Txn) DeleteCells(index, count int) error {
 	if tx.d.kind != KindNotebook {
@@ -545,17 +477,7 @@ func (tx *Txn) MoveCells(from, count, to int) error {
 		clones[i] = readCell(maps[from+i])
 	}
 	tx.deleteCells(from, count)
-	fresh := make(y.ArrayAny, count)
-	for i := range fresh {
-		fresh[i] = y.NewYMap(nil)
-	}
-	tx.d.cells.Insert(tx.rawIndex(to), fresh)
-	for i := range clones {
-		if err := tx.fillCell(fresh[i].(*y.YMap), clones[i]); err != nil {
-			return err
-		}
-	}
-	return tx.markDirty()
+	return tx.insertCellMaps(to, clones)
 }
 
 // SetSource replaces the source of cell i with a minimal diff, so other users' cursors in the
@@ -616,11 +538,17 @@ func (tx *Txn) SetCellMetadata(i int, md map[string]any) error {
 	if err != nil {
 		return err
 	}
-	raw, _ := mapGet(m, "metadata")
+	return tx.replaceMetadata(m, md)
+}
+
+// replaceMetadata makes the "metadata" map of parent (a cell, or the notebook's meta) hold
+// exactly md, key by key, and marks the document dirty when that changed something.
+func (tx *Txn) replaceMetadata(parent *y.YMap, md map[string]any) error {
+	raw, _ := mapGet(parent, "metadata")
 	ymd, ok := raw.(*y.YMap)
 	if !ok {
 		ymd = y.NewYMap(nil)
-		m.Set("metadata", ymd)
+		parent.Set("metadata", ymd)
 	}
 	changed, err := tx.replaceMap(ymd, md)
 	if err != nil {
@@ -663,191 +591,7 @@ func (tx *Txn) SetNotebookMetadata(md map[string]any) error {
 			return fmt.Errorf("metadata %q: %w", k, err)
 		}
 	}
-	raw, _ := mapGet(tx.d.meta, "metadata")
-	ymd, ok := raw.(*y.YMap)
-	if !ok {
-		ymd = y.NewYMap(nil)
-		tx.d.meta.Set("metadata", ymd)
-	}
-	changed, err := tx.replaceMap(ymd, md)
-	if err != nil {
-		return err
-	}
-	if changed {
-		return tx.markDirty()
-	}
-	return nil
-}
-
-// SetExecutionCount sets a code cell's execution count (nil for null).
-func (tx *Txn) SetExecutionCount(i int, count *int) error {
-	m, err := tx.codeCell(i)
-	if err != nil {
-		return err
-	}
-	var v any
-	if count != nil {
-		v = *count
-	}
-	if err := setMapAny(tx.tr, m, "execution_count", v); err != nil {
-		return err
-	}
-	return tx.markDirty()
-}
-
-// SetExecutionState sets a code cell's execution_state (idle or running).
-func (tx *Txn) SetExecutionState(i int, state string) error {
-	if state != "idle" && state != "running" {
-		return fmt.Errorf("execution state %q: must be idle or running", state)
-	}
-	m, err := tx.codeCell(i)
-	if err != nil {
-		return err
-	}
-	if v, _ := mapGet(m, "execution_state"); v == state {
-		return nil
-	}
-	return setMapAny(tx.tr, m, "execution_state", state)
-}
-
-// ClearOutputs removes every output of a code cell.
-func (tx *Txn) ClearOutputs(i int) error {
-	m, err := tx.codeCell(i)
-	if err != nil {
-		return err
-	}
-	outs := tx.outputsArray(m)
-	if n := outs.GetLength(); n > 0 {
-		tx.deleteRange(outs, 0, n)
-		return tx.markDirty()
-	}
-	return nil
-}
-
-// AppendOutput adds an output to a code cell. A stream output whose name matches the last
-// output's is merged into it by appending to its text, as JupyterLab does.
-func (tx *Txn) AppendOutput(i int, out map[string]any) error {
-	if _, err := toAny(out); err != nil {
-		return fmt.Errorf("output: %w", err)
-	}
-	m, err := tx.codeCell(i)
-	if err != nil {
-		return err
-	}
-	outs := tx.outputsArray(m)
-	items := arrayItems(outs)
-	if out["output_type"] == "stream" && len(items) > 0 {
-		if last, ok := items[len(items)-1].(*y.YMap); ok {
-			lt, _ := mapGet(last, "output_type")
-			ln, _ := mapGet(last, "name")
-			if lt == "stream" && ln == out["name"] {
-				if txt, ok := mustGet(last, "text").(*y.YText); ok {
-					txt.Insert(txt.GetLength(), joinText(out["text"]), nil)
-					return tx.markDirty()
-				}
-			}
-		}
-	}
-	if err := tx.insertOutputs(outs, len(items), []map[string]any{out}); err != nil {
-		return err
-	}
-	return tx.markDirty()
-}
-
-// InsertOutput appends an output to a code cell without merging streams (the executor merges
-// itself, as JupyterLab's output area does).
-func (tx *Txn) InsertOutput(i int, out map[string]any) error {
-	if _, err := toAny(out); err != nil {
-		return fmt.Errorf("output: %w", err)
-	}
-	m, err := tx.codeCell(i)
-	if err != nil {
-		return err
-	}
-	outs := tx.outputsArray(m)
-	if err := tx.insertOutputs(outs, outs.GetLength(), []map[string]any{out}); err != nil {
-		return err
-	}
-	return tx.markDirty()
-}
-
-// ReplaceOutput replaces output j of a code cell (update_display_data).
-func (tx *Txn) ReplaceOutput(i, j int, out map[string]any) error {
-	if _, err := toAny(out); err != nil {
-		return fmt.Errorf("output: %w", err)
-	}
-	m, err := tx.codeCell(i)
-	if err != nil {
-		return err
-	}
-	outs := tx.outputsArray(m)
-	if j < 0 || j >= outs.GetLength() {
-		return fmt.Errorf("output %d of %d: %w", j, outs.GetLength(), ErrOutOfRange)
-	}
-	tx.deleteRange(outs, j, 1)
-	if err := tx.insertOutputs(outs, j, []map[string]any{out}); err != nil {
-		return err
-	}
-	return tx.markDirty()
-}
-
-// SetStreamText rewrites the text of stream output j with a minimal diff (appending, in the
-// common case; carriage-return progress bars rewrite the tail).
-func (tx *Txn) SetStreamText(i, j int, text string) error {
-	m, err := tx.codeCell(i)
-	if err != nil {
-		return err
-	}
-	items := arrayItems(tx.outputsArray(m))
-	if j < 0 || j >= len(items) {
-		return fmt.Errorf("output %d of %d: %w", j, len(items), ErrOutOfRange)
-	}
-	out, ok := items[j].(*y.YMap)
-	if !ok {
-		return fmt.Errorf("output %d is not a map", j)
-	}
-	t, ok := mustGet(out, "text").(*y.YText)
-	if !ok {
-		out.Set("text", y.NewYText(text))
-		return tx.markDirty()
-	}
-	if tx.applyTextDiff(t, textString(t), text) {
-		return tx.markDirty()
-	}
-	return nil
-}
-
-// OutputKind returns output j's output_type and, for streams, its name ("" when absent), so
-// a writer can check the outputs are what it believes before changing them.
-func (tx *Txn) OutputKind(i, j int) (outputType, name string, err error) {
-	m, err := tx.codeCell(i)
-	if err != nil {
-		return "", "", err
-	}
-	items := arrayItems(tx.outputsArray(m))
-	if j < 0 || j >= len(items) {
-		return "", "", fmt.Errorf("output %d of %d: %w", j, len(items), ErrOutOfRange)
-	}
-	switch out := items[j].(type) {
-	case *y.YMap:
-		outputType, _ = mustGet(out, "output_type").(string)
-		name, _ = mustGet(out, "name").(string)
-	default: // a plain object, as the server writes after a reload
-		if o, ok := fromAny(out).(map[string]any); ok {
-			outputType, _ = o["output_type"].(string)
-			name, _ = o["name"].(string)
-		}
-	}
-	return outputType, name, nil
-}
-
-// NumOutputs is the number of outputs of a code cell.
-func (tx *Txn) NumOutputs(i int) (int, error) {
-	m, err := tx.codeCell(i)
-	if err != nil {
-		return 0, err
-	}
-	return tx.outputsArray(m).GetLength(), nil
+	return tx.replaceMetadata(tx.d.meta, md)
 }
 
 // DeleteCellMetadataKey removes one metadata key of a cell (no-op when absent).
@@ -884,26 +628,6 @@ func (tx *Txn) DeleteState(key string) {
 func mustGet(m *y.YMap, key string) any {
 	v, _ := mapGet(m, key)
 	return v
-}
-
-func (tx *Txn) codeCell(i int) (*y.YMap, error) {
-	m, err := tx.cellMap(i)
-	if err != nil {
-		return nil, err
-	}
-	if t, _ := mapGet(m, "cell_type"); t != CellCode {
-		return nil, fmt.Errorf("cell %d is a %v cell, not code: %w", i, t, ErrWrongKind)
-	}
-	return m, nil
-}
-
-func (tx *Txn) outputsArray(m *y.YMap) *y.YArray {
-	if a, ok := mustGet(m, "outputs").(*y.YArray); ok {
-		return a
-	}
-	a := y.NewYArray()
-	m.Set("outputs", a)
-	return a
 }
 
 // SetState sets a key of the state map if its value differs.

@@ -9,18 +9,6 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Session is the Yjs sync protocol for one room, as a pure state machine in the style of etcd's
-// raft RawNode: inputs are method calls (Connect, Receive, Propose, Tick, Reset), outputs are
-// returned values (frames to send, changes, edit outcomes). It starts no goroutines, reads no
-// clock and touches no socket; bridge.Room drives it.
-//
-// Edits are functions over the typed model, not raw updates, so that after a reset (a new server
-// session, a conflict) the ones the server never acknowledged can be run again on the fresh
-// replica. An edit is confirmed only when the server is known to hold it: its inserted IDs are
-// covered by the server's state vector (learned from the server's step 1 and from the echo the
-// server broadcasts for every update, ours included) and its deletions by the delete sets the
-// server sends (each step 2 carries its full delete set; echoes carry the transaction's).
-
 // EditFunc changes a document inside one transaction. Replaying is true when the edit runs again
 // on a fresh replica after a reset; functions can then treat "already gone" as success.
 type EditFunc func(tx *Txn, replaying bool) error
@@ -83,7 +71,21 @@ type pendingEdit struct {
 	marker uint64 // Session.markers when it was confirmed (unsaved edits)
 }
 
-// Session state.
+// Session is the Yjs sync protocol for one room, as a pure state machine in the style of etcd's
+// raft RawNode. It owns the room's replica (a Doc), the edits not yet confirmed, and what the
+// server is known to hold. Inputs are method calls — Connect for a fresh transport, Receive for
+// a server frame, Propose or ProposeDurable for a local edit, Withdraw, Tick for logical time,
+// Reset or ResetServerLost to rebuild the replica — and outputs are the Output each returns
+// (frames to send, document changes, edit outcomes), for the caller to carry out. It starts no
+// goroutines, reads no clock and touches no socket; bridge.Room's goroutine drives it, and tests
+// drive it directly.
+//
+// Edits are functions over the typed model, not raw updates, so that after a reset (a new server
+// session, a conflict) the ones the server never acknowledged can be run again on the fresh
+// replica. An edit is confirmed only when the server is known to hold it: its inserted IDs are
+// covered by the server's state vector (learned from the server's step 1 and from the echo the
+// server broadcasts for every update, ours included) and its deletions by the delete sets the
+// server sends (each step 2 carries its full delete set; echoes carry the transaction's).
 type Session struct {
 	kind Kind
 	log  zerolog.Logger

@@ -1,6 +1,7 @@
-// Package bridgetest is an in-memory fake of the Jupyter collaboration server for tests of
-// package bridge. It implements bridge.Server without any network: OpenDocSession and DialRoom
-// are plain calls, and a room websocket is a pair of in-memory queues.
+// Package bridgetest is an in-memory fake of the Jupyter collaboration server for the unit tests
+// of bridge, execution and tools (never for code that ships). It implements bridge.Jupyter
+// without any network: OpenDocSession and DialRoom are plain calls, and a room websocket is a
+// pair of in-memory queues; Kernels fakes execution.Kernels the same way.
 //
 // The fake behaves like jupyter-collaboration on top of pycrdt-websocket (see
 // jupyter-rtc-protocol.md §2, §3): each room keeps a server-side ydoc.Doc built from the file
@@ -21,7 +22,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -211,13 +211,13 @@ func New(files ...File) *Server {
 }
 
 var (
-	_ bridge.Server     = (*Server)(nil)
+	_ bridge.Jupyter    = (*Server)(nil)
 	_ bridge.FileReader = (*Server)(nil)
 )
 
-// ---- bridge.Server ----
+// ---- bridge.Jupyter ----
 
-// OpenDocSession implements bridge.Server. Like the real server it succeeds for a path that
+// OpenDocSession implements bridge.Jupyter. Like the real server it succeeds for a path that
 // does not exist (the websocket then closes with 4404).
 func (s *Server) OpenDocSession(ctx context.Context, p, format, docType string) (bridge.DocSession, error) {
 	s.mu.Lock()
@@ -257,7 +257,7 @@ func (s *Server) OpenDocSession(ctx context.Context, p, format, docType string) 
 	return bridge.DocSession{FileID: id, SessionID: s.session, RoomID: format + ":" + docType + ":" + id, Engine: s.engine}, nil
 }
 
-// DialRoom implements bridge.Server. The returned conn has already received the server's
+// DialRoom implements bridge.Jupyter. The returned conn has already received the server's
 // step 1, or is already closed with the close code the real server would use.
 func (s *Server) DialRoom(ctx context.Context, roomID, sessionID string) (bridge.Conn, error) {
 	if err := ctx.Err(); err != nil {
@@ -325,7 +325,7 @@ func (s *Server) DialRoom(ctx context.Context, roomID, sessionID string) (bridge
 	return c, nil
 }
 
-// Stat implements bridge.Server.
+// Stat implements bridge.Jupyter.
 func (s *Server) Stat(ctx context.Context, p string) (bridge.FileInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return bridge.FileInfo{}, err
@@ -345,7 +345,7 @@ func (s *Server) Stat(ctx context.Context, p string) (bridge.FileInfo, error) {
 	return fileInfo(f), nil
 }
 
-// Create implements bridge.Server: the file joins the table (notebooks from nbformat JSON).
+// Create implements bridge.Jupyter: the file joins the table (notebooks from nbformat JSON).
 func (s *Server) Create(ctx context.Context, p string, kind ydoc.Kind, content []byte) (bridge.FileInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return bridge.FileInfo{}, err
@@ -373,7 +373,7 @@ func (s *Server) Create(ctx context.Context, p string, kind ydoc.Kind, content [
 	return fileInfo(f), nil
 }
 
-// CreateDir implements bridge.Server.
+// CreateDir implements bridge.Jupyter.
 func (s *Server) CreateDir(ctx context.Context, p string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -396,7 +396,7 @@ func (s *Server) CreateDir(ctx context.Context, p string) error {
 	return nil
 }
 
-// List implements bridge.Server.
+// List implements bridge.Jupyter.
 func (s *Server) List(ctx context.Context, dir string) ([]bridge.FileInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -804,22 +804,24 @@ func (s *Server) Up() { s.set(func() { s.down = false }) }
 
 // BlockOpen makes OpenDocSession block (until UnblockOpen or its context ends), as a server
 // that accepts TCP but never answers would.
-func (s *Server) BlockOpen() {
-	s.set(func() {
-		if s.openGate == nil {
-			s.openGate = make(chan struct{})
-		}
-	})
-}
+func (s *Server) BlockOpen() { s.set(func() { shut(&s.openGate) }) }
 
 // UnblockOpen releases OpenDocSession calls blocked by BlockOpen.
-func (s *Server) UnblockOpen() {
-	s.set(func() {
-		if s.openGate != nil {
-			close(s.openGate)
-			s.openGate = nil
-		}
-	})
+func (s *Server) UnblockOpen() { s.set(func() { open(&s.openGate) }) }
+
+// shut closes a gate: a nil channel is an open one; waiters block on a shut one until open.
+func shut(gate *chan struct{}) {
+	if *gate == nil {
+		*gate = make(chan struct{})
+	}
+}
+
+// open opens a gate, releasing whoever waits at it.
+func open(gate *chan struct{}) {
+	if *gate != nil {
+		close(*gate)
+		*gate = nil
+	}
 }
 
 // BlockedOpens returns how many OpenDocSession calls are blocked by BlockOpen right now.
@@ -867,23 +869,10 @@ func (s *Server) FailWrites(err error) { s.set(func() { s.writeErr = err }) }
 
 // StallWrites makes Write and Ping block until ResumeWrites, their deadline, or the conn
 // closes, like a socket whose peer stopped reading.
-func (s *Server) StallWrites() {
-	s.set(func() {
-		if s.stall == nil {
-			s.stall = make(chan struct{})
-		}
-	})
-}
+func (s *Server) StallWrites() { s.set(func() { shut(&s.stall) }) }
 
 // ResumeWrites releases stalled writes.
-func (s *Server) ResumeWrites() {
-	s.set(func() {
-		if s.stall != nil {
-			close(s.stall)
-			s.stall = nil
-		}
-	})
-}
+func (s *Server) ResumeWrites() { s.set(func() { open(&s.stall) }) }
 
 // OnCloseNormal installs a hook called at the start of every Conn.CloseNormal, without locks
 // held; it may block to hold the closing client at that point.
@@ -898,437 +887,4 @@ func (s *Server) Inject(frame []byte) {
 			}
 		}
 	})
-}
-
-// EditDoc changes the server document of the room for path as a peer would, and broadcasts the
-// update to every client (subject to HoldEchoes). The room must exist (a client joined it).
-func (s *Server) EditDoc(p string, fn func(*ydoc.Txn) error) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r := s.roomByPathLocked(p)
-	if r == nil {
-		return fmt.Errorf("fake jupyter: no room for %s", p)
-	}
-	update, _, err := r.doc.Transact(fn)
-	if update != nil {
-		s.broadcastUpdateLocked(r, update)
-	}
-	s.bumpLocked()
-	return err
-}
-
-// DocClientID returns the Yjs client id of the server document for path (0 without a room).
-func (s *Server) DocClientID(p string) uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r := s.roomByPathLocked(p); r != nil {
-		return r.doc.ClientID()
-	}
-	return 0
-}
-
-// Notebook returns a copy of the server document for path.
-func (s *Server) Notebook(p string) (ydoc.Notebook, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r := s.roomByPathLocked(p)
-	if r == nil {
-		return ydoc.Notebook{}, fmt.Errorf("fake jupyter: no room for %s", p)
-	}
-	return r.doc.Notebook()
-}
-
-// Text returns the text of the server document for path.
-func (s *Server) Text(p string) (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r := s.roomByPathLocked(p)
-	if r == nil {
-		return "", fmt.Errorf("fake jupyter: no room for %s", p)
-	}
-	return r.doc.Text()
-}
-
-// CellIDs returns the cell ids of the server document for path, nil without a room.
-func (s *Server) CellIDs(p string) []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r := s.roomByPathLocked(p); r != nil {
-		return r.doc.CellIDs()
-	}
-	return nil
-}
-
-// CountCell returns how many cells of the server document for path have the id.
-func (s *Server) CountCell(p, id string) int {
-	n := 0
-	for _, c := range s.CellIDs(p) {
-		if c == id {
-			n++
-		}
-	}
-	return n
-}
-
-// SessionID returns the current session id.
-func (s *Server) SessionID() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.session
-}
-
-// OpenCalls returns how many times OpenDocSession was called.
-func (s *Server) OpenCalls() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.openCalls
-}
-
-// DialCalls returns how many times DialRoom was called.
-func (s *Server) DialCalls() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.dialCalls
-}
-
-// Conns returns every connection ever dialled, oldest first.
-func (s *Server) Conns() []*Conn {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.conns)
-}
-
-// LiveConns returns the connections currently joined to a room.
-func (s *Server) LiveConns() []*Conn {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []*Conn
-	for _, c := range s.conns {
-		if c.room != nil && !c.isClosed() {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// Awareness returns every awareness record clients sent, in order.
-func (s *Server) Awareness() []AwarenessRecord {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.awareness)
-}
-
-// AwarenessOf returns the awareness records one client id sent, in order.
-func (s *Server) AwarenessOf(clientID uint64) []AwarenessRecord {
-	var out []AwarenessRecord
-	for _, r := range s.Awareness() {
-		if r.ClientID == clientID {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// Changed returns a channel closed at the next state change of the fake (a frame received, a
-// call, a connection opened or closed, a control used).
-func (s *Server) Changed() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.changed
-}
-
-// Await waits until cond holds, re-evaluating it after every state change, or ctx ends.
-// cond must not be called with the fake's lock held, so it may use the accessors.
-func (s *Server) Await(ctx context.Context, cond func() bool) error {
-	for {
-		ch := s.Changed()
-		if cond() {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-func (s *Server) set(fn func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	fn()
-	s.bumpLocked()
-}
-
-// ---- Conn ----
-
-// Conn is one in-memory room websocket, implementing bridge.Conn.
-type Conn struct {
-	srv  *Server
-	room *room // nil when the server closed it at once (4404, 1003)
-
-	mu          sync.Mutex
-	queue       [][]byte
-	wake        chan struct{} // closed and replaced when queue or state changes
-	done        chan struct{} // closed when either side closed the conn
-	closedLocal bool          // the client called Close or CloseNormal
-	remoteErr   error         // the server closed it
-	normal      bool          // the client sent a normal close
-	received    [][]byte      // frames the client wrote
-	pings       int
-}
-
-func newConn(s *Server) *Conn {
-	return &Conn{srv: s, wake: make(chan struct{}), done: make(chan struct{})}
-}
-
-var _ bridge.Conn = (*Conn)(nil)
-
-// pushLocked queues a frame for the client (server lock held).
-func (c *Conn) pushLocked(frame []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closedLocal || c.remoteErr != nil {
-		return
-	}
-	c.queue = append(c.queue, frame)
-	c.wakeLocked()
-}
-
-func (c *Conn) wakeLocked() {
-	close(c.wake)
-	c.wake = make(chan struct{})
-}
-
-// closeRemoteLocked closes the conn from the server side (server lock held): Read returns the
-// frames already queued, then err.
-func (c *Conn) closeRemoteLocked(err error) {
-	c.srv.detachLocked(c)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closedLocal || c.remoteErr != nil {
-		return
-	}
-	c.remoteErr = err
-	close(c.done)
-	c.wakeLocked()
-}
-
-func (c *Conn) isClosed() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closedLocal || c.remoteErr != nil
-}
-
-// Read implements bridge.Conn: it blocks until a frame arrives or the conn is closed.
-func (c *Conn) Read() ([]byte, error) {
-	for {
-		c.mu.Lock()
-		switch {
-		case c.closedLocal:
-			c.mu.Unlock()
-			return nil, net.ErrClosed
-		case len(c.queue) > 0:
-			f := c.queue[0]
-			c.queue[0] = nil
-			c.queue = c.queue[1:]
-			c.mu.Unlock()
-			return f, nil
-		case c.remoteErr != nil:
-			err := c.remoteErr
-			c.mu.Unlock()
-			return nil, err
-		}
-		wake := c.wake
-		c.mu.Unlock()
-		<-wake
-	}
-}
-
-// Write implements bridge.Conn: the server handles the frame before Write returns.
-func (c *Conn) Write(data []byte, deadline time.Time) error {
-	if err := c.writable(deadline); err != nil {
-		return err
-	}
-	c.srv.handle(c, data)
-	return nil
-}
-
-// Ping implements bridge.Conn.
-func (c *Conn) Ping(deadline time.Time) error {
-	if err := c.writable(deadline); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.pings++
-	c.mu.Unlock()
-	return nil
-}
-
-// writable applies FailWrites and StallWrites.
-func (c *Conn) writable(deadline time.Time) error {
-	for {
-		if err := c.closedErr(); err != nil {
-			return err
-		}
-		c.srv.mu.Lock()
-		werr, stall := c.srv.writeErr, c.srv.stall
-		c.srv.mu.Unlock()
-		if werr != nil {
-			return werr
-		}
-		if stall == nil {
-			return nil
-		}
-		t := time.NewTimer(time.Until(deadline))
-		select {
-		case <-stall:
-			t.Stop()
-		case <-c.done:
-			t.Stop()
-		case <-t.C:
-			return os.ErrDeadlineExceeded
-		}
-	}
-}
-
-func (c *Conn) closedErr() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closedLocal {
-		return net.ErrClosed
-	}
-	return c.remoteErr
-}
-
-// CloseNormal implements bridge.Conn: it records a normal close and closes the conn.
-func (c *Conn) CloseNormal(deadline time.Time) error {
-	c.srv.mu.Lock()
-	hook := c.srv.onCloseNorm
-	c.srv.mu.Unlock()
-	if hook != nil {
-		hook(c)
-	}
-	if err := c.closedErr(); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.normal = true
-	c.mu.Unlock()
-	return c.Close()
-}
-
-// Close implements bridge.Conn: it unblocks Read and stalled writes.
-func (c *Conn) Close() error {
-	c.srv.mu.Lock()
-	defer c.srv.mu.Unlock()
-	c.srv.detachLocked(c)
-	c.mu.Lock()
-	if !c.closedLocal {
-		c.closedLocal = true
-		if c.remoteErr == nil {
-			close(c.done)
-		}
-		c.wakeLocked()
-	}
-	c.mu.Unlock()
-	c.srv.bumpLocked()
-	return nil
-}
-
-// Done is closed when either side closed the conn.
-func (c *Conn) Done() <-chan struct{} { return c.done }
-
-// ClosedNormally reports whether the client sent a normal close.
-func (c *Conn) ClosedNormally() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.normal
-}
-
-// ClosedByClient reports whether the client closed the conn (normally or not).
-func (c *Conn) ClosedByClient() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closedLocal
-}
-
-// Received returns the frames the client wrote, decoded; frames that do not decode are left out.
-func (c *Conn) Received() []ydoc.Frame {
-	c.mu.Lock()
-	raw := slices.Clone(c.received)
-	c.mu.Unlock()
-	out := make([]ydoc.Frame, 0, len(raw))
-	for _, b := range raw {
-		if f, err := ydoc.DecodeFrame(b); err == nil {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-// CountReceived returns how many frames of a type (and, for MsgSync, subtype) the client wrote.
-func (c *Conn) CountReceived(t ydoc.MessageType, sync ydoc.SyncType) int {
-	n := 0
-	for _, f := range c.Received() {
-		if f.Type == t && (t != ydoc.MsgSync || f.Sync == sync) {
-			n++
-		}
-	}
-	return n
-}
-
-// Pings returns how many pings the client sent.
-func (c *Conn) Pings() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.pings
-}
-
-// ---- awareness wire format (y-protocols) ----
-
-var errShort = errors.New("fake jupyter: truncated awareness update")
-
-func decodeAwareness(b []byte) ([]AwarenessRecord, error) {
-	n, b, err := varUint(b)
-	if err != nil {
-		return nil, err
-	}
-	var out []AwarenessRecord
-	for i := uint64(0); i < n; i++ {
-		var r AwarenessRecord
-		if r.ClientID, b, err = varUint(b); err != nil {
-			return nil, err
-		}
-		if r.Clock, b, err = varUint(b); err != nil {
-			return nil, err
-		}
-		var l uint64
-		if l, b, err = varUint(b); err != nil {
-			return nil, err
-		}
-		if l > uint64(len(b)) {
-			return nil, errShort
-		}
-		if st := b[:l]; strings.TrimSpace(string(st)) != "null" {
-			if !json.Valid(st) {
-				return nil, errors.New("fake jupyter: awareness state is not JSON")
-			}
-			r.State = append(json.RawMessage(nil), st...)
-		}
-		b = b[l:]
-		out = append(out, r)
-	}
-	return out, nil
-}
-
-func varUint(b []byte) (uint64, []byte, error) {
-	var n uint64
-	for i, shift := 0, uint(0); i < len(b) && shift < 64; i, shift = i+1, shift+7 {
-		n |= uint64(b[i]&0x7f) << shift
-		if b[i] < 0x80 {
-			return n, b[i+1:], nil
-		}
-	}
-	return 0, nil, errShort
 }

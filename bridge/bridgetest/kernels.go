@@ -193,22 +193,19 @@ func (ks *Kernels) KernelState(ctx context.Context, id string) (string, error) {
 // Interrupt implements execution.Kernels: a request waiting (sleep, block) ends with
 // KeyboardInterrupt.
 func (ks *Kernels) Interrupt(ctx context.Context, id string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	ks.mu.Lock()
-	defer ks.mu.Unlock()
-	k, err := ks.kernelLocked(id)
-	if err != nil {
-		return err
-	}
-	k.interrupts++
-	ks.bumpLocked()
-	return nil
+	return ks.withKernel(ctx, id, func(k *kernel) {
+		k.interrupts++
+		ks.bumpLocked()
+	})
 }
 
 // Restart implements execution.Kernels (POST /api/kernels/{id}/restart): see RestartKernel.
 func (ks *Kernels) Restart(ctx context.Context, id string) error {
+	return ks.withKernel(ctx, id, func(k *kernel) { ks.restartLocked(k, KernelRestartOptions{}) })
+}
+
+// withKernel runs fn on a kernel with the fake locked, as a REST call on it would.
+func (ks *Kernels) withKernel(ctx context.Context, id string, fn func(*kernel)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -218,7 +215,7 @@ func (ks *Kernels) Restart(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	ks.restartLocked(k, KernelRestartOptions{})
+	fn(k)
 	return nil
 }
 
@@ -507,17 +504,7 @@ func (ks *Kernels) Changed() <-chan struct{} {
 // Await waits until cond holds, re-evaluating it after every state change, or ctx ends. cond
 // may use the accessors.
 func (ks *Kernels) Await(ctx context.Context, cond func() bool) error {
-	for {
-		ch := ks.Changed()
-		if cond() {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return await(ctx, ks.Changed, cond)
 }
 
 func (ks *Kernels) set(fn func()) {

@@ -1,4 +1,4 @@
-// Package jupyterserver implements bridge.Server and execution.Kernels with the jupyter client:
+// Package jupyterserver implements bridge.Jupyter and execution.Kernels with the jupyter client:
 // the one place where they meet, so that neither side imports the other. It also owns the
 // engine seam: which collaboration engine the server runs (detected on first use unless forced)
 // and how each one finds a document's room.
@@ -19,23 +19,24 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
-// Server adapts a *jupyter.Client. Copies share the engine it detected.
-type Server struct {
+// Adapter adapts a *jupyter.Client to what bridge and execution need. Copies share the engine
+// it detected.
+type Adapter struct {
 	C      *jupyter.Client
 	engine *engineState
 }
 
 var (
-	_ bridge.Server       = Server{}
-	_ bridge.EngineServer = Server{}
+	_ bridge.Jupyter      = Adapter{}
+	_ bridge.EngineServer = Adapter{}
 )
 
 // New returns the adapter; the engine is detected from the server on first use.
-func New(c *jupyter.Client) Server { return NewWithEngine(c, jupyter.EngineAuto) }
+func New(c *jupyter.Client) Adapter { return NewWithEngine(c, jupyter.EngineAuto) }
 
 // NewWithEngine returns the adapter for a given engine (jupyter.EngineAuto: detect it).
-func NewWithEngine(c *jupyter.Client, e jupyter.Engine) Server {
-	return Server{C: c, engine: &engineState{forced: e, known: e}}
+func NewWithEngine(c *jupyter.Client, e jupyter.Engine) Adapter {
+	return Adapter{C: c, engine: &engineState{forced: e, known: e}}
 }
 
 // engineState caches the detected engine. A failed detection is not cached: a server that
@@ -47,8 +48,8 @@ type engineState struct {
 }
 
 // JupyterEngine returns the server's engine, detecting it once.
-func (s Server) JupyterEngine(ctx context.Context) (jupyter.Engine, error) {
-	if s.engine == nil { // a zero Server{C: c}: jupyter-collaboration, as before engines
+func (s Adapter) JupyterEngine(ctx context.Context) (jupyter.Engine, error) {
+	if s.engine == nil { // a zero Adapter{C: c}: jupyter-collaboration, as before engines
 		return jupyter.EngineCollaboration, nil
 	}
 	s.engine.mu.Lock()
@@ -65,7 +66,7 @@ func (s Server) JupyterEngine(ctx context.Context) (jupyter.Engine, error) {
 }
 
 // Engine implements bridge.EngineServer.
-func (s Server) Engine(ctx context.Context) (bridge.Engine, error) {
+func (s Adapter) Engine(ctx context.Context) (bridge.Engine, error) {
 	e, err := s.JupyterEngine(ctx)
 	if err != nil {
 		return bridge.Engine{}, err
@@ -84,11 +85,11 @@ func engineInfo(e jupyter.Engine) bridge.Engine {
 
 // IdleTimeout is how long a room socket may be silent before it is taken for dead (the bridge
 // checks its ping interval against it).
-func (Server) IdleTimeout() time.Duration { return jupyter.IdleTimeout }
+func (Adapter) IdleTimeout() time.Duration { return jupyter.IdleTimeout }
 
-// OpenDocSession implements bridge.Server: jupyter-collaboration's session PUT, or on
+// OpenDocSession implements bridge.Jupyter: jupyter-collaboration's session PUT, or on
 // jupyter-server-documents the file id index (its rooms have no session id).
-func (s Server) OpenDocSession(ctx context.Context, path, format, docType string) (bridge.DocSession, error) {
+func (s Adapter) OpenDocSession(ctx context.Context, path, format, docType string) (bridge.DocSession, error) {
 	e, err := s.JupyterEngine(ctx)
 	if err != nil {
 		return bridge.DocSession{}, err
@@ -107,8 +108,8 @@ func (s Server) OpenDocSession(ctx context.Context, path, format, docType string
 	return bridge.DocSession{FileID: ds.FileID, SessionID: ds.SessionID, RoomID: ds.RoomID(), Engine: engineInfo(e)}, nil
 }
 
-// DialRoom implements bridge.Server.
-func (s Server) DialRoom(ctx context.Context, roomID, sessionID string) (bridge.Conn, error) {
+// DialRoom implements bridge.Jupyter.
+func (s Adapter) DialRoom(ctx context.Context, roomID, sessionID string) (bridge.Conn, error) {
 	c, err := s.C.DialRoom(ctx, roomID, sessionID)
 	if err != nil {
 		return nil, err
@@ -116,8 +117,8 @@ func (s Server) DialRoom(ctx context.Context, roomID, sessionID string) (bridge.
 	return c, nil
 }
 
-// Stat implements bridge.Server.
-func (s Server) Stat(ctx context.Context, path string) (bridge.FileInfo, error) {
+// Stat implements bridge.Jupyter.
+func (s Adapter) Stat(ctx context.Context, path string) (bridge.FileInfo, error) {
 	e, err := s.C.Contents(ctx, path, false)
 	if err != nil {
 		return bridge.FileInfo{}, err
@@ -125,8 +126,8 @@ func (s Server) Stat(ctx context.Context, path string) (bridge.FileInfo, error) 
 	return fileInfo(e), nil
 }
 
-// List implements bridge.Server.
-func (s Server) List(ctx context.Context, dir string) ([]bridge.FileInfo, error) {
+// List implements bridge.Jupyter.
+func (s Adapter) List(ctx context.Context, dir string) ([]bridge.FileInfo, error) {
 	entries, err := s.C.List(ctx, dir)
 	if err != nil {
 		return nil, err
@@ -138,8 +139,8 @@ func (s Server) List(ctx context.Context, dir string) ([]bridge.FileInfo, error)
 	return out, nil
 }
 
-// Create implements bridge.Server.
-func (s Server) Create(ctx context.Context, path string, kind ydoc.Kind, content []byte) (bridge.FileInfo, error) {
+// Create implements bridge.Jupyter.
+func (s Adapter) Create(ctx context.Context, path string, kind ydoc.Kind, content []byte) (bridge.FileInfo, error) {
 	var e jupyter.Entry
 	var err error
 	if kind == ydoc.KindNotebook {
@@ -156,16 +157,16 @@ func (s Server) Create(ctx context.Context, path string, kind ydoc.Kind, content
 	return fileInfo(e), nil
 }
 
-// CreateDir implements bridge.Server.
-func (s Server) CreateDir(ctx context.Context, path string) error {
+// CreateDir implements bridge.Jupyter.
+func (s Adapter) CreateDir(ctx context.Context, path string) error {
 	_, err := s.C.SaveContents(ctx, path, "directory", "", nil)
 	return err
 }
 
-var _ bridge.FileReader = Server{}
+var _ bridge.FileReader = Adapter{}
 
 // ReadFile implements bridge.FileReader.
-func (s Server) ReadFile(ctx context.Context, path string, kind ydoc.Kind, content bool) (bridge.FileContent, error) {
+func (s Adapter) ReadFile(ctx context.Context, path string, kind ydoc.Kind, content bool) (bridge.FileContent, error) {
 	docType := "file"
 	if kind == ydoc.KindNotebook {
 		docType = "notebook"
@@ -206,10 +207,10 @@ func fileInfo(e jupyter.Entry) bridge.FileInfo {
 type Kernels struct {
 	C        *jupyter.Client
 	Username string // in the header of our kernel messages
-	// Server, when set, tells the engine: jupyter-server-documents runs cells itself, and its
+	// Adapter, when set, tells the engine: jupyter-server-documents runs cells itself, and its
 	// kernel websocket speaks only the v1 binary protocol, so the sidecar's own kernel channel
 	// is refused there with a clear error instead of a socket that keeps dropping.
-	Server *Server
+	Adapter *Adapter
 }
 
 // ErrServerExecutes says the engine runs notebook cells on the server and the sidecar cannot
@@ -228,10 +229,10 @@ func (*serverExecutesError) Permanent() bool { return true }
 
 var _ execution.Kernels = Kernels{}
 
-var _ bridge.ForkServer = Server{}
+var _ bridge.ForkServer = Adapter{}
 
 // noForks refuses the fork API on engines without one.
-func (s Server) noForks(ctx context.Context) error {
+func (s Adapter) noForks(ctx context.Context) error {
 	e, err := s.Engine(ctx)
 	if err != nil {
 		return err
@@ -243,7 +244,7 @@ func (s Server) noForks(ctx context.Context) error {
 }
 
 // CreateFork implements bridge.ForkServer.
-func (s Server) CreateFork(ctx context.Context, root string, f bridge.ForkInfo) (string, error) {
+func (s Adapter) CreateFork(ctx context.Context, root string, f bridge.ForkInfo) (string, error) {
 	if err := s.noForks(ctx); err != nil {
 		return "", err
 	}
@@ -252,7 +253,7 @@ func (s Server) CreateFork(ctx context.Context, root string, f bridge.ForkInfo) 
 }
 
 // ListForks implements bridge.ForkServer.
-func (s Server) ListForks(ctx context.Context, root string) (map[string]bridge.ForkInfo, error) {
+func (s Adapter) ListForks(ctx context.Context, root string) (map[string]bridge.ForkInfo, error) {
 	if err := s.noForks(ctx); err != nil {
 		return nil, err
 	}
@@ -268,7 +269,7 @@ func (s Server) ListForks(ctx context.Context, root string) (map[string]bridge.F
 }
 
 // DeleteFork implements bridge.ForkServer.
-func (s Server) DeleteFork(ctx context.Context, id string, merge bool) error {
+func (s Adapter) DeleteFork(ctx context.Context, id string, merge bool) error {
 	if err := s.noForks(ctx); err != nil {
 		return err
 	}
@@ -322,8 +323,8 @@ func (k Kernels) Restart(ctx context.Context, id string) error {
 
 // Connect implements execution.Kernels.
 func (k Kernels) Connect(ctx context.Context, id string) (execution.KernelChannel, error) {
-	if k.Server != nil {
-		e, err := k.Server.JupyterEngine(ctx)
+	if k.Adapter != nil {
+		e, err := k.Adapter.JupyterEngine(ctx)
 		if err != nil {
 			return nil, err
 		}

@@ -20,13 +20,13 @@ func TestRoomsCheckPingsAgainstTheJupyterIdleTimeout(t *testing.T) {
 	if s.IdleTimeout() != jupyter.IdleTimeout {
 		t.Fatalf("IdleTimeout = %v", s.IdleTimeout())
 	}
-	if _, err := bridge.NewRoom(bridge.RoomOptions{Path: "a.ipynb", Kind: ydoc.KindNotebook, Server: s}); err != nil {
+	if _, err := bridge.NewRoom(bridge.RoomOptions{Path: "a.ipynb", Kind: ydoc.KindNotebook, Jupyter: s}); err != nil {
 		t.Errorf("default ping interval: %v", err)
 	}
-	if _, err := bridge.NewRoom(bridge.RoomOptions{Path: "a.ipynb", Kind: ydoc.KindNotebook, Server: s, PingInterval: jupyter.IdleTimeout}); err == nil {
+	if _, err := bridge.NewRoom(bridge.RoomOptions{Path: "a.ipynb", Kind: ydoc.KindNotebook, Jupyter: s, PingInterval: jupyter.IdleTimeout}); err == nil {
 		t.Errorf("a ping interval of %v passed under a %v idle timeout", jupyter.IdleTimeout, jupyter.IdleTimeout)
 	}
-	if _, err := bridge.NewManager(bridge.ManagerOptions{Server: s, Room: bridge.RoomOptions{PingInterval: time.Minute}}); err == nil {
+	if _, err := bridge.NewManager(bridge.ManagerOptions{Jupyter: s, Room: bridge.RoomOptions{PingInterval: time.Minute}}); err == nil {
 		t.Error("NewManager took a one-minute room ping interval")
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/jupyterserver"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/jupyter"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/logfield"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/tools"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
@@ -65,11 +66,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if err != nil {
 		return err
 	}
-	server := jupyterserver.NewWithEngine(client, cfg.Engine)
-	checkJupyter(ctx, client, server, log)
+	adapter := jupyterserver.NewWithEngine(client, cfg.Engine)
+	checkJupyter(ctx, client, adapter, log)
 
 	manager, err := bridge.NewManager(bridge.ManagerOptions{
-		Server:          server,
+		Jupyter:         adapter,
 		Logger:          log,
 		IdleTimeout:     cfg.IdleTimeout,
 		GlobalAwareness: !cfg.NoGlobalAwareness,
@@ -92,7 +93,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	executor, err := execution.NewClientEngine(execution.ClientOptions{
 		Manager:  manager,
-		Kernels:  jupyterserver.Kernels{C: client, Username: cfg.AgentUsername, Server: &server},
+		Kernels:  jupyterserver.Kernels{C: client, Username: cfg.AgentUsername, Adapter: &adapter},
 		Logger:   log,
 		Username: cfg.AgentUsername,
 	})
@@ -130,7 +131,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}()
 	g.Go(func() error {
 		if cfg.Listen == "" {
-			log.Info().Str("jupyter", client.BaseURL()).Msg("serving MCP over stdio")
+			log.Info().Str(logfield.Jupyter, client.BaseURL()).Msg("serving MCP over stdio")
 			return mcpServer.ServeStdio(gctx, stdin, stdout)
 		}
 		l, err := net.Listen("tcp", cfg.Listen)
@@ -143,7 +144,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			return err
 		}
 		opts.Listener = l
-		return mcpServer.ServeHTTP(gctx, opts)
+		return mcpServer.ServeStreamableHTTP(gctx, opts)
 	})
 	err = g.Wait()
 	stopSubs()
@@ -167,7 +168,7 @@ func httpOptions(cfg Config, client *jupyter.Client, mcpServer *tools.Server, re
 	var authn auth.Authenticator
 	switch {
 	case cfg.InsecureNoAuth:
-		log.Warn().Str("addr", cfg.Listen).Msg("HTTP endpoint is open without authentication (--insecure-no-auth, loopback only)")
+		log.Warn().Str(logfield.Addr, cfg.Listen).Msg("HTTP endpoint is open without authentication (--insecure-no-auth, loopback only)")
 	case cfg.Auth == "jupyter":
 		authn = auth.NewJupyterAuthenticator(jupyterLookup(client), cfg.AuthCacheTTL)
 	default:
@@ -183,7 +184,7 @@ func httpOptions(cfg Config, client *jupyter.Client, mcpServer *tools.Server, re
 	}
 	host, _, _ := net.SplitHostPort(cfg.Listen)
 	if cfg.TLSCert == "" && !isLoopback(host) {
-		log.Warn().Str("addr", cfg.Listen).Msg("serving plain HTTP on a non-loopback address: bearer tokens travel in clear unless a proxy terminates TLS (--tls-cert/--tls-key)")
+		log.Warn().Str(logfield.Addr, cfg.Listen).Msg("serving plain HTTP on a non-loopback address: bearer tokens travel in clear unless a proxy terminates TLS (--tls-cert/--tls-key)")
 	}
 	authenticate := func(h http.Handler) http.Handler {
 		if authn == nil {
@@ -246,21 +247,21 @@ func jupyterLookup(client *jupyter.Client) auth.JupyterLookup {
 
 // checkJupyter reports early whether the server answers and accepts the token. It does not
 // fail: in a pod the server may start after the sidecar, and tools report errors per call.
-func checkJupyter(ctx context.Context, c *jupyter.Client, s jupyterserver.Server, log zerolog.Logger) {
+func checkJupyter(ctx context.Context, c *jupyter.Client, s jupyterserver.Adapter, log zerolog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	id, _, err := c.Me(ctx, nil)
 	if err != nil {
-		log.Warn().Err(err).Str("jupyter", c.BaseURL()).Msg("jupyter-server is not reachable yet, or refused the token")
+		log.Warn().Err(err).Str(logfield.Jupyter, c.BaseURL()).Msg("jupyter-server is not reachable yet, or refused the token")
 		return
 	}
 	engine, err := s.JupyterEngine(ctx)
 	if err != nil {
 		// Not fatal: tools report it per call, and the server may get an engine and a restart.
-		log.Error().Err(err).Str("jupyter", c.BaseURL()).Msg("cannot join collaboration rooms")
+		log.Error().Err(err).Str(logfield.Jupyter, c.BaseURL()).Msg("cannot join collaboration rooms")
 		return
 	}
-	log.Info().Str("jupyter", c.BaseURL()).Str("jupyter_user", id.Username).Str("engine", engine.Package()).Msg("connected to jupyter-server")
+	log.Info().Str(logfield.Jupyter, c.BaseURL()).Str(logfield.User, id.Username).Str(logfield.Engine, engine.Package()).Msg("connected to jupyter-server")
 }
 
 func newLogger(cfg Config, w io.Writer) zerolog.Logger {

@@ -12,6 +12,7 @@ import (
 	_ "image/gif" // image results may be any of these
 	_ "image/jpeg"
 	_ "image/png"
+	"maps"
 	"regexp"
 	"strings"
 
@@ -147,54 +148,52 @@ func (a SidecarAdapter) AppendCells(ctx context.Context, path string, sources []
 }
 
 func (a SidecarAdapter) ReadAll(ctx context.Context, path string, outputs bool, cells int) ([]Reply, int, error) {
-	args := map[string]any{"path": path, "include_outputs": outputs}
-	var replies []Reply
-	covered := 0
-	// get_notebook cuts at its token budget and says how to go on: follow it, bounded.
-	for i := 0; i <= cells; i++ {
-		r, err := a.C.Tool(ctx, "get_notebook", args)
-		if err != nil {
-			return replies, covered, err
-		}
-		replies = append(replies, r)
-		got, _ := r.Structured["cells"].([]any)
-		covered += len(got)
-		tr, _ := r.Structured["truncated"].(map[string]any)
-		next, _ := tr["next_call"].(map[string]any)
-		if next == nil {
-			return replies, covered, nil
-		}
-		args = map[string]any{"path": path, "include_outputs": outputs, "cell_range": next["cell_range"]}
-	}
-	return replies, covered, fmt.Errorf("get_notebook: still truncated after %d calls", len(replies))
+	return a.readPaged(ctx, map[string]any{"path": path, "include_outputs": outputs}, cells,
+		func(r Reply, _, _ map[string]any, covered int) (int, error) {
+			got, _ := r.Structured["cells"].([]any)
+			return covered + len(got), nil
+		})
 }
 
 // ReadMarkdown reads every cell with outputs in the compact markdown rendering (an option the
 // other server has no counterpart of), following truncated.next_call.
 func (a SidecarAdapter) ReadMarkdown(ctx context.Context, path string, cells int) ([]Reply, int, error) {
-	args := map[string]any{"path": path, "format": "markdown"}
+	return a.readPaged(ctx, map[string]any{"path": path, "format": "markdown"}, cells,
+		func(_ Reply, tr, next map[string]any, covered int) (int, error) {
+			switch {
+			case tr == nil:
+				return cells, nil // this call ran to the end
+			case next == nil:
+				return covered, fmt.Errorf("get_notebook: truncated without a next call: %v", tr)
+			}
+			rng, _ := next["cell_range"].(map[string]any)
+			start, _ := rng["start"].(float64)
+			return int(start), nil
+		})
+}
+
+// readPaged calls get_notebook, then again from each truncated.next_call (get_notebook cuts at
+// its token budget and says how to go on), at most cells+1 times; covered says how many cells
+// the replies so far cover.
+func (a SidecarAdapter) readPaged(ctx context.Context, args map[string]any, cells int, covered func(r Reply, truncated, next map[string]any, sofar int) (int, error)) ([]Reply, int, error) {
 	var replies []Reply
-	covered := 0
+	n := 0
 	for i := 0; i <= cells; i++ {
 		r, err := a.C.Tool(ctx, "get_notebook", args)
 		if err != nil {
-			return replies, covered, err
+			return replies, n, err
 		}
 		replies = append(replies, r)
 		tr, _ := r.Structured["truncated"].(map[string]any)
-		if tr == nil {
-			return replies, cells, nil // this call ran to the end
-		}
 		next, _ := tr["next_call"].(map[string]any)
-		if next == nil {
-			return replies, covered, fmt.Errorf("get_notebook: truncated without a next call: %v", tr)
+		if n, err = covered(r, tr, next, n); err != nil || next == nil {
+			return replies, n, err
 		}
-		rng, _ := next["cell_range"].(map[string]any)
-		start, _ := rng["start"].(float64)
-		covered = int(start)
-		args = map[string]any{"path": path, "format": "markdown", "cell_range": next["cell_range"]}
+		more := maps.Clone(args)
+		more["cell_range"] = next["cell_range"]
+		args = more
 	}
-	return replies, covered, fmt.Errorf("get_notebook: still truncated after %d calls", len(replies))
+	return replies, n, fmt.Errorf("get_notebook: still truncated after %d calls", len(replies))
 }
 
 func (a SidecarAdapter) Execute(ctx context.Context, path string, _ int, id string) (Reply, error) {

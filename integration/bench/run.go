@@ -193,6 +193,12 @@ func (r *Runner) peer(ctx context.Context, path string) (*integration.Peer, erro
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // pct is the nearest-rank percentile of samples (sorted in place).
+// putPercentiles reports a measure's p50 and p99 as <name>-p50 and <name>-p99.
+func putPercentiles(put func(string, float64), name string, samples []float64) {
+	put(name+"-p50", pct(samples, .5))
+	put(name+"-p99", pct(samples, .99))
+}
+
 func pct(samples []float64, p float64) float64 {
 	slices.Sort(samples)
 	if len(samples) == 0 {
@@ -219,11 +225,8 @@ func (r *Runner) edits(ctx context.Context) {
 		{"edit-lost", "edits that never reached the peer", "edits", "lower"},
 	}
 	r.op(ctx, "edits", rows, func(ctx context.Context, t *Target, put func(string, float64)) error {
-		path, err := r.file(t, "edit", notebookJSON([]string{"bench-edit"}, []string{"x = 0"}))
+		path, err := r.smallNotebook(ctx, t, "edit", "bench-edit", "x = 0")
 		if err != nil {
-			return err
-		}
-		if err := r.openSmall(ctx, t, path); err != nil {
 			return err
 		}
 		p, err := r.peer(ctx, path)
@@ -258,12 +261,10 @@ func (r *Runner) edits(ctx context.Context) {
 			}
 			seen = append(seen, ms(peerAt.Sub(start)))
 		}
-		put("edit-rt-p50", pct(rt, .5))
-		put("edit-rt-p99", pct(rt, .99))
+		putPercentiles(put, "edit-rt", rt)
 		put("edit-lost", float64(lost))
 		if len(seen) > 0 {
-			put("edit-peer-p50", pct(seen, .5))
-			put("edit-peer-p99", pct(seen, .99))
+			putPercentiles(put, "edit-peer", seen)
 		}
 		return nil
 	})
@@ -276,11 +277,8 @@ func (r *Runner) sustained(ctx context.Context) {
 		{"sustained-missed", "  … of which the peer never saw", "edits", "lower"},
 	}
 	r.op(ctx, "sustained", rows, func(ctx context.Context, t *Target, put func(string, float64)) error {
-		path, err := r.file(t, "sustained", notebookJSON([]string{"bench-sustained"}, []string{"x = 0"}))
+		path, err := r.smallNotebook(ctx, t, "sustained", "bench-sustained", "x = 0")
 		if err != nil {
-			return err
-		}
-		if err := r.openSmall(ctx, t, path); err != nil {
 			return err
 		}
 		p, err := r.peer(ctx, path)
@@ -351,11 +349,8 @@ func (r *Runner) inserts(ctx context.Context) {
 		var callMs, peerMs []float64
 		calls := 0
 		for b := 0; b < r.Cfg.InsertBatches; b++ {
-			path, err := r.file(t, "insert", notebookJSON([]string{"bench-first"}, []string{"# first"}))
+			path, err := r.smallNotebook(ctx, t, "insert", "bench-first", "# first")
 			if err != nil {
-				return err
-			}
-			if err := r.openSmall(ctx, t, path); err != nil {
 				return err
 			}
 			p, err := r.peer(ctx, path)
@@ -524,11 +519,8 @@ func (r *Runner) executes(ctx context.Context) {
 		{"exec-p99", "execute a trivial cell p99", "ms", "lower"},
 	}
 	r.op(ctx, "executes", rows, func(ctx context.Context, t *Target, put func(string, float64)) error {
-		path, err := r.file(t, "exec", notebookJSON([]string{"bench-exec"}, []string{"1 + 1"}))
+		path, err := r.smallNotebook(ctx, t, "exec", "bench-exec", "1 + 1")
 		if err != nil {
-			return err
-		}
-		if err := r.openSmall(ctx, t, path); err != nil {
 			return err
 		}
 		var times []float64
@@ -553,8 +545,7 @@ func (r *Runner) executes(ctx context.Context) {
 		if _, err := p.WaitFor(ctx, `nb.cells[0].execution_count != null && JSON.stringify(nb.cells[0].outputs).includes('"2"')`, int(r.Cfg.PeerTimeout.Milliseconds())); err != nil {
 			return fmt.Errorf("the peer never saw the output 2 in the notebook: %w", err)
 		}
-		put("exec-p50", pct(times, .5))
-		put("exec-p99", pct(times, .99))
+		putPercentiles(put, "exec", times)
 		return nil
 	})
 }
@@ -701,6 +692,15 @@ func (r *Runner) kernelNote(ctx context.Context) {
 }
 
 // openSmall opens one of the run's 1-cell notebooks and keeps the time it took.
+// smallNotebook writes a one-cell notebook for an operation and opens it on the target.
+func (r *Runner) smallNotebook(ctx context.Context, t *Target, what, cellID, source string) (string, error) {
+	path, err := r.file(t, what, notebookJSON([]string{cellID}, []string{source}))
+	if err != nil {
+		return "", err
+	}
+	return path, r.openSmall(ctx, t, path)
+}
+
 func (r *Runner) openSmall(ctx context.Context, t *Target, path string) error {
 	start := time.Now()
 	n, err := t.Adapter.Open(ctx, path)

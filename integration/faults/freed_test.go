@@ -57,7 +57,7 @@ func TestFreedRoomRejoinedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := bridge.NewManager(bridge.ManagerOptions{Server: jupyterserver.New(c), Logger: log, Room: bridge.RoomOptions{MaxBackoff: time.Second}})
+	m, err := bridge.NewManager(bridge.ManagerOptions{Jupyter: jupyterserver.New(c), Logger: log, Room: bridge.RoomOptions{MaxBackoff: time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,280 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
+)
+
+// What happened lately and which documents are live: activity, sessions, joining and leaving,
+// and who is typing where (busy cells, for the edit tools).
+
+func (s *Server) getUserActivity(ctx context.Context, c *call, a presenceArgs) ([]bridge.ActivityEntry, error) {
+	rooms := []*bridge.Room{c.Room}
+	if !c.Named() {
+		rooms = s.liveRooms(ctx)
+	}
+	var all []bridge.ActivityEntry
+	for _, r := range rooms {
+		entries, err := r.Activity(ctx, a.Limit)
+		if err != nil {
+			continue
+		}
+		all = append(all, entries...)
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].At.After(all[j].At) })
+	if len(all) > a.Limit {
+		all = all[:a.Limit]
+	}
+	return all, nil
+}
+
+// activityEntry is one change as get_user_activity shows it.
+type activityEntry struct {
+	Document string    `json:"document"`
+	At       time.Time `json:"at"`
+	By       []string  `json:"by,omitempty"`
+	Agent    bool      `json:"agent,omitempty"`
+	Kind     string    `json:"kind"`
+	Cells    []string  `json:"cells,omitempty"`
+}
+
+func renderActivity(_ *call, _ presenceArgs, entries []bridge.ActivityEntry) result {
+	list := make([]activityEntry, len(entries))
+	for i, e := range entries {
+		list[i] = activityEntry{Document: e.Path, At: e.At, By: e.Authors, Agent: e.Local, Kind: e.Kind, Cells: e.CellIDs}
+	}
+	return result{Data: map[string]any{"activity": list, "count": len(list), "note": "\"agent\": true marks this sidecar's own changes; \"by\" names who wrote the new content (it is empty for pure deletions — Yjs records who inserted, not who deleted — and for authors with no presence); loading the document is not listed"}}
+}
+
+type sessionView struct {
+	SessionID    string   `json:"session_id"`
+	Path         string   `json:"path"`
+	Kind         string   `json:"kind"`
+	Open         bool     `json:"open"`
+	RoomID       string   `json:"room_id,omitempty"`
+	Status       string   `json:"status,omitempty"`
+	Participants []string `json:"participants"`
+	// Save: for the rooms the sidecar has open, when jupyter-server last saved the document and
+	// whether changes wait for a save (the save guard, --save-interval).
+	Save *saveView `json:"save,omitempty"`
+	// LastRescue: what happened the last time jupyter-server lost the room (a crash).
+	LastRescue map[string]any `json:"last_rescue,omitempty"`
+}
+
+type saveView struct {
+	LastSaved    *time.Time `json:"last_saved"`              // the server last reported a save (null: not since the sidecar joined)
+	UnsavedSince *time.Time `json:"unsaved_since,omitempty"` // the oldest change not saved yet
+	LastAsked    *time.Time `json:"last_asked,omitempty"`    // the sidecar last asked for a save
+	LastStatus   string     `json:"last_status,omitempty"`   // the server's answer: success, skipped, failed, timeout, disconnected
+	Asked        int        `json:"asked"`                   // save requests made for this room
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// activeSessions are the sessions the caller may see, and the server's collaboration engine.
+type activeSessions struct {
+	list      []*sessionView
+	engine    string
+	engineErr error
+}
+
+// getActiveSessions lists the rooms the sidecar has open and the documents collaborators have
+// open (global awareness), those the caller may see, with participants.
+func (s *Server) getActiveSessions(ctx context.Context, c *call, _ presenceArgs) (activeSessions, error) {
+	sessions := map[string]*sessionView{}
+	for _, r := range s.liveRooms(ctx) {
+		id := bridge.CurrentString(r.Path(), r.Kind())
+		info := r.Info()
+		v := &sessionView{SessionID: id, Path: r.Path(), Kind: r.Kind().String(), Open: true, RoomID: info.RoomID, Status: string(info.Status), Participants: []string{},
+			Save: &saveView{LastSaved: timePtr(info.LastSaved), UnsavedSince: timePtr(info.UnsavedSince), LastAsked: timePtr(info.LastSaveAsked),
+				LastStatus: info.LastSaveStatus, Asked: info.SavesAsked}}
+		if rep := info.LastRescue; rep != nil {
+			v.LastRescue = map[string]any{"at": info.LastRescueAt, "restored": rep.Restored, "summary": rep.Summary()}
+		}
+		for _, c := range collabOf(info).Collaborators {
+			v.Participants = append(v.Participants, c.Name)
+		}
+		sessions[id] = v
+	}
+	for _, p := range s.globalPeers(ctx) {
+		if p.User == nil {
+			continue
+		}
+		name := nonEmptyStr(p.User.DisplayName, p.User.Name, p.User.Username)
+		var docs []string
+		// JupyterLab also names terminals, consoles and viewers in "current": only notebooks
+		// and editors are documents.
+		if cur, ok := p.State["current"].(string); ok && (strings.HasPrefix(cur, "notebook:") || strings.HasPrefix(cur, "editor:")) {
+			docs = append(docs, cur)
+		}
+		if list, ok := p.State["documents"].([]any); ok {
+			for _, d := range list {
+				if ds, ok := d.(string); ok {
+					p, kind := parseSession(ds)
+					docs = append(docs, bridge.CurrentString(p, kind))
+				}
+			}
+		}
+		for _, id := range docs {
+			p, kind := parseSession(id)
+			v := sessions[id]
+			if v == nil {
+				v = &sessionView{SessionID: id, Path: p, Kind: kind.String(), Participants: []string{}}
+				sessions[id] = v
+			}
+			if !contains(v.Participants, name) {
+				v.Participants = append(v.Participants, name)
+			}
+		}
+	}
+	list := []*sessionView{}
+	for _, v := range sessions {
+		if c.Named() && v.Path != c.Path {
+			continue
+		}
+		sort.Strings(v.Participants)
+		list = append(list, v)
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].SessionID < list[j].SessionID })
+	out := activeSessions{list: list}
+	if e, err := s.opts.Manager.Engine(ctx); err == nil {
+		out.engine = e.Name
+	} else {
+		out.engineErr = err
+	}
+	return out, nil
+}
+
+func renderSessions(_ *call, _ presenceArgs, a activeSessions) result {
+	data := map[string]any{"sessions": a.list, "count": len(a.list)}
+	if a.engineErr != nil {
+		data["engine_error"] = a.engineErr.Error()
+	} else {
+		data["engine"] = a.engine // which collaboration engine the server runs
+	}
+	return result{Data: data}
+}
+
+// joinSession has nothing to do: the door joined the room.
+func (s *Server) joinSession(_ context.Context, c *call, _ presenceArgs) (bridge.RoomInfo, error) {
+	return c.Room.Info(), nil
+}
+
+func renderJoined(c *call, _ presenceArgs, info bridge.RoomInfo) result {
+	return result{Data: map[string]any{"session_id": bridge.CurrentString(c.Room.Path(), c.Room.Kind()), "path": c.Room.Path(), "room_id": info.RoomID, "collaboration": collabOf(info)}}
+}
+
+// left is what leave_session did: the caller's use of the room ended; the room closed unless
+// another MCP session still uses it.
+type left struct {
+	open  bool // the room was open
+	was   bool // …and the caller was using it
+	stays bool // …and it stays open for other sessions
+}
+
+func (s *Server) leaveSession(ctx context.Context, c *call, _ presenceArgs) (left, error) {
+	open, was, stays, err := s.leaveDoc(ctx, c.doc)
+	return left{open: open, was: was, stays: stays}, err
+}
+
+func renderLeft(c *call, _ presenceArgs, l left) result {
+	id := bridge.CurrentString(c.Path, c.Kind)
+	switch {
+	case !l.open:
+		return result{Data: map[string]any{"session_id": c.args["session_id"], "left": false, "note": "the sidecar was not in that session"}}
+	case l.stays && l.was:
+		return result{Data: map[string]any{"session_id": id, "left": true,
+			"note": "this client no longer uses the room; it stays open because other clients of the sidecar still work in it"}}
+	case l.stays:
+		return result{Data: map[string]any{"session_id": id, "left": false,
+			"note": "this client was not using the room; it stays open because other clients of the sidecar work in it"}}
+	}
+	return result{Data: map[string]any{"session_id": id, "left": true}}
+}
+
+// busyWindow is how recently a cursor must have moved for its cell to count as being edited:
+// JupyterLab never clears a cursor when its user looks elsewhere.
+const busyWindow = 2 * time.Minute
+
+// busyCells maps each cell a collaborator's cursor recently moved in to their names.
+func (s *Server) busyCells(ctx context.Context, room *bridge.Room) map[string][]string {
+	peers, err := s.peersOf(ctx, room)
+	if err != nil {
+		return nil
+	}
+	busy := map[string][]string{}
+	for _, p := range peers {
+		if p.User == nil || time.Since(p.CursorsAt) > busyWindow {
+			continue
+		}
+		name := nonEmptyStr(p.User.DisplayName, p.User.Name, p.User.Username)
+		for _, c := range p.Cursors {
+			if c.CellID != "" && !contains(busy[c.CellID], name) {
+				busy[c.CellID] = append(busy[c.CellID], name)
+			}
+		}
+	}
+	return busy
+}
+
+// busyCheck refuses (avoid) or lists the addressed cells someone is typing in.
+func busyCheck(busy map[string][]string, ids []string, avoid bool) ([]string, error) {
+	var warnings []string
+	for _, id := range ids {
+		if names := busy[id]; len(names) > 0 {
+			warnings = append(warnings, fmt.Sprintf("%s is editing cell %s", strings.Join(names, " and "), id))
+		}
+	}
+	if avoid && len(warnings) > 0 {
+		return nil, &toolError{
+			Message: "busy: " + strings.Join(warnings, "; ") + "; nothing was changed (avoid_busy_cells). Wait, or edit other cells",
+			Extra:   map[string]any{"busy_cells": warnings},
+		}
+	}
+	return warnings, nil
+}
+
+// moveCursorTo puts the agent's cursor at the end of a cell's source (best effort: a failure
+// here never fails the edit).
+func (s *Server) moveCursorTo(ctx context.Context, room *bridge.Room, cellID string, end int) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_ = room.SetCursors(ctx, []bridge.CursorSpec{{CellID: cellID, Anchor: end, Head: end}})
+}
+
+// presenceWarmup says when a room joined moments ago may not list everyone yet. Collaborators
+// announce themselves when they join and every 15 s after, never in answer to a newcomer
+// (y-protocols), and the server does not pass on the states it holds: people who were there
+// before the sidecar appear at their next renewal.
+func presenceWarmup(room *bridge.Room) string {
+	joined := room.Info().JoinedAt
+	if joined.IsZero() {
+		return ""
+	}
+	if d := time.Since(joined); d < ydoc.AwarenessRenew {
+		return fmt.Sprintf("the sidecar joined %s %.0f s ago: collaborators who were already there appear at their next presence renewal (every %v), so some may be missing", room.Path(), d.Seconds(), ydoc.AwarenessRenew)
+	}
+	return ""
+}
+
+// busyUnknown warns that avoid_busy_cells could not see everyone yet.
+func busyUnknown(room *bridge.Room, avoid bool) []string {
+	if !avoid {
+		return nil
+	}
+	if w := presenceWarmup(room); w != "" {
+		return []string{"avoid_busy_cells: " + w}
+	}
+	return nil
+}
