@@ -214,6 +214,13 @@ func (l *roomLoop) handle(out ydoc.Output) {
 		l.lastSync = now
 		l.resetsNoSync, l.brokenNoSync, l.initErrors = 0, 0, 0
 		l.bo.Reset()
+		// The times first: a caller woken by synced reads them (presence warm-up).
+		l.r.mu.Lock()
+		l.r.info.SyncedAt = now
+		if l.r.info.JoinedAt.IsZero() {
+			l.r.info.JoinedAt = now
+		}
+		l.r.mu.Unlock()
 		select {
 		case <-l.r.synced:
 		default:
@@ -223,12 +230,6 @@ func (l *roomLoop) handle(out ydoc.Output) {
 			rc.run(l, nil)
 		}
 		l.deferred = nil
-		l.r.mu.Lock()
-		l.r.info.SyncedAt = now
-		if l.r.info.JoinedAt.IsZero() {
-			l.r.info.JoinedAt = now
-		}
-		l.r.mu.Unlock()
 		l.setStatus(StatusSynced, nil)
 		l.log.Info().Str(logfield.RoomID, l.ds.RoomID).Msg("room synced")
 		l.r.emit(Event{Path: l.r.opts.Path, Kind: EventSynced, Time: now})
