@@ -456,6 +456,15 @@ func (l *roomLoop) abortEdits(cause error) {
 		d.Err = &UnconfirmedError{Err: cause}
 		l.finishEdit(d)
 	}
+	// The callers hear it from their calls; an agent whose call gave up waiting hears it here.
+	if n := len(notApplied); n > 0 {
+		l.r.logNotice(Notice{Kind: "withdrawn", Level: NoticeWarning, Topic: TopicEdit, Data: map[string]any{"withdrawn": n},
+			Message: fmt.Sprintf("%d edit(s) to %s withdrawn, nothing changed: the room stopped before applying them (%v)", n, l.r.opts.Path, cause)})
+	}
+	if n := len(unconfirmed); n > 0 {
+		l.r.logNotice(Notice{Kind: "unconfirmed", Level: NoticeWarning, Topic: TopicEdit, Data: map[string]any{"unconfirmed": n},
+			Message: fmt.Sprintf("%d edit(s) to %s were sent but not confirmed when the room stopped (%v): re-read the document before making them again", n, l.r.opts.Path, cause)})
+	}
 }
 
 func (l *roomLoop) setStatus(s Status, err error) {

@@ -54,12 +54,13 @@ type Server struct {
 	opsByName map[string]*operation
 	tokens    *tokenCounter
 	stats     *tokenStats
-	current   currentDocs    // per client session: the documents …/current resources show
-	subs      *subscriptions // resource subscriptions (subscriptions.go)
-	metrics   *metrics       // nil without Options.Metrics
-	events    *eventStore    // what HTTP clients may resume (eventstore.go)
-	noticed   noticeSeen     // per client session: the notices its results carried (notices.go)
-	uses      roomUses       // which MCP sessions use which rooms (door.go)
+	current   currentDocs     // per client session: the documents …/current resources show
+	subs      *subscriptions  // resource subscriptions (subscriptions.go)
+	metrics   *metrics        // nil without Options.Metrics
+	events    *eventStore     // what HTTP clients may resume (eventstore.go)
+	noticed   noticeSeen      // per client session: the notices its results carried (notices.go)
+	uses      roomUses        // which MCP sessions use which rooms (door.go)
+	notices   *noticeSessions // who hears log messages (logging.go)
 }
 
 // New builds the MCP server and registers every tool. It starts nothing.
@@ -84,12 +85,14 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, log: opts.Logger, opsByName: map[string]*operation{}, tokens: tc, stats: newTokenStats(), subs: newSubscriptions(),
-		events: newEventStore(256<<10, 64)}
+		events: newEventStore(256<<10, 64), notices: newNoticeSessions()}
 	if opts.Metrics != nil {
 		if s.metrics, err = newMetrics(opts.Metrics, opts.Manager, s.events); err != nil {
 			return nil, fmt.Errorf("tools: register metrics: %w", err)
 		}
 	}
+	hooks := s.hooks()
+	s.addNoticeHooks(hooks)
 	s.mcp = server.NewMCPServer("jupyter-collab-mcp", opts.Version,
 		server.WithToolCapabilities(false),
 		server.WithResourceCapabilities(true, true), // subscribe; list_changed as rooms open and close
@@ -97,7 +100,8 @@ func New(opts Options) (*Server, error) {
 		server.WithCompletions(),
 		server.WithResourceCompletionProvider(completer{s}),
 		server.WithPromptCompletionProvider(completer{s}),
-		server.WithHooks(s.hooks()),
+		server.WithHooks(hooks),
+		server.WithLogging(), // notices.go
 		server.WithRecovery(),
 		server.WithResourceRecovery(),
 		server.WithInstructions(instructions),
