@@ -105,6 +105,7 @@ func TestLogMessagesFollowRoomsAndNotices(t *testing.T) {
 	}
 	otherSink := &logSink{}
 	oc := legacyClient(t, e, auth.WithIdentity(ctxT(t), other), otherSink)
+	//lint:ignore SA1019 protocol 2025-11-25 clients set their level this way
 	if err := oc.SetLevel(ctxT(t), mcp.SetLevelRequest{Params: mcp.SetLevelParams{Level: mcp.LoggingLevelDebug}}); err != nil {
 		t.Fatal(err)
 	}
@@ -113,6 +114,7 @@ func TestLogMessagesFollowRoomsAndNotices(t *testing.T) {
 	go func() { defer close(done); _ = e.ts.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 
+	//lint:ignore SA1019 protocol 2025-11-25 clients set their level this way
 	if err := c.SetLevel(ctxT(t), mcp.SetLevelRequest{Params: mcp.SetLevelParams{Level: mcp.LoggingLevelInfo}}); err != nil {
 		t.Fatalf("logging/setLevel: %v", err)
 	}
@@ -152,6 +154,7 @@ func TestLogMessagesFollowRoomsAndNotices(t *testing.T) {
 	otherSink.mu.Unlock()
 
 	// At error, a warning is not sent.
+	//lint:ignore SA1019 protocol 2025-11-25 clients set their level this way
 	if err := c.SetLevel(ctxT(t), mcp.SetLevelRequest{Params: mcp.SetLevelParams{Level: mcp.LoggingLevelError}}); err != nil {
 		t.Fatal(err)
 	}
