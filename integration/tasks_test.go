@@ -93,7 +93,9 @@ func TestExecTasksWithTypeScriptClient(t *testing.T) {
 
 	// Polled to completion.
 	short := start("short")
-	working := poll(short.TaskID, func(tk sdkTask) bool { return tk.Status != "working" || strings.Contains(tk.StatusMessage, "running cell short") }, 60*time.Second)
+	working := poll(short.TaskID, func(tk sdkTask) bool {
+		return tk.Status != "working" || strings.Contains(tk.StatusMessage, "running cell short")
+	}, 60*time.Second)
 	if working.Status == "working" {
 		t.Logf("while running: %q", working.StatusMessage)
 	}
