@@ -106,14 +106,16 @@ func (s *Server) front(next http.Handler) http.Handler {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		var req rpcRequest
-		if json.Unmarshal(body, &req) != nil { // a batch or garbage: mcp-go's to answer
+		// Most requests are none of the front's business: decode only those that may be.
+		maybe := bytes.Contains(body, []byte(`"tasks/`)) || bytes.Contains(body, []byte(`"task"`)) || bytes.Contains(body, []byte(`"resources/read"`))
+		if !maybe || json.Unmarshal(body, &req) != nil { // a batch or garbage: mcp-go's to answer
 			next.ServeHTTP(w, r)
 			return
 		}
 		if req.ours() {
 			session := r.Header.Get("Mcp-Session-Id")
-			if !s.notices.known(session) {
-				http.Error(w, "unknown or missing Mcp-Session-Id: initialize first", http.StatusNotFound)
+			if status := admit(next, r, session); status != http.StatusOK {
+				http.Error(w, "unknown, missing or terminated Mcp-Session-Id: initialize first", status)
 				return
 			}
 			w.Header().Set("Content-Type", "application/json")
@@ -125,6 +127,46 @@ func (s *Server) front(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// activityNote is a notification no one handles: passed through mcp-go for a request the front
+// answers, it makes mcp-go check the session as for any request and count it as activity for its
+// idle sweeper (which would otherwise free the session of a client that only polls a task).
+var activityNote = []byte(`{"jsonrpc":"2.0","method":"notifications/jupyter-collab-mcp/activity"}`)
+
+// admit asks mcp-go whether the session may send requests: 200 when it may, else the status
+// mcp-go gave (404 for an unknown or terminated session, 400 for a missing one).
+func admit(next http.Handler, r *http.Request, session string) int {
+	if session == "" {
+		return http.StatusBadRequest
+	}
+	probe := r.Clone(r.Context())
+	probe.Body, probe.ContentLength = io.NopCloser(bytes.NewReader(activityNote)), int64(len(activityNote))
+	rec := &statusOnly{header: http.Header{}}
+	next.ServeHTTP(rec, probe)
+	if rec.status == 0 || rec.status == http.StatusAccepted || rec.status == http.StatusOK {
+		return http.StatusOK
+	}
+	return rec.status
+}
+
+// statusOnly is a ResponseWriter that keeps the status and discards the rest.
+type statusOnly struct {
+	header http.Header
+	status int
+}
+
+func (s *statusOnly) Header() http.Header { return s.header }
+func (s *statusOnly) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return len(b), nil
+}
+func (s *statusOnly) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
 }
 
 // codeFixer rewrites resource error codes in a response as it is written.
@@ -209,15 +251,4 @@ func (l *lineWriter) Write(b []byte) (int, error) {
 		}
 		l.buf = l.buf[i+1:]
 	}
-}
-
-// known reports whether a session id belongs to a registered session.
-func (n *noticeSessions) known(id string) bool {
-	if id == "" {
-		return false
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	_, ok := n.sessions[id]
-	return ok
 }

@@ -189,6 +189,24 @@ func TestTasksOverHTTP(t *testing.T) {
 		t.Errorf("another session lists %v", l)
 	}
 
+	// A made-up session id is refused as mcp-go refuses it for any request.
+	for sid, want := range map[string]int{"made-up": http.StatusNotFound, "": http.StatusBadRequest} {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tasks/get","params":{"taskId":"`+id+`"}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("tasks/get with session id %q: HTTP %d, want %d", sid, resp.StatusCode, want)
+		}
+	}
+
 	// A run the tool refuses to start is a failed task whose result is the tool's error.
 	created = c.result("tools/call", map[string]any{"name": "execute_notebook_cell", "arguments": map[string]any{"path": xPath, "cell_id": "nope"}, "task": map[string]any{}})
 	t3 := created["task"].(map[string]any)
@@ -197,6 +215,31 @@ func TestTasksOverHTTP(t *testing.T) {
 	}
 	if res := c.result("tasks/result", map[string]any{"taskId": t3["taskId"]}); res["isError"] != true {
 		t.Errorf("a refused run's tasks/result = %v", res)
+	}
+}
+
+// Over stdio too, a task-augmented call is answered with a task (the job's id).
+func TestTaskOverStdio(t *testing.T) {
+	e := newXEnv(t, xNotebook(code("c1", "print:one")))
+	out := stdioExchange(t, e.ts, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"tasks":{}},"clientInfo":{"name":"s","version":"1"}}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"execute_notebook_cell","arguments":{"path":"`+xPath+`","cell_id":"c1"},"task":{"ttl":1000}}}
+`, 2)
+	var created map[string]any
+	for _, line := range strings.Split(out, "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["id"] == float64(2) {
+			created = m
+		}
+	}
+	task, _ := created["result"].(map[string]any)["task"].(map[string]any)
+	// A one-line cell may be done by the time the task is shown: working or completed.
+	if id, _ := task["taskId"].(string); !strings.HasPrefix(id, "job-") || (task["status"] != "working" && task["status"] != "completed") || task["ttl"] != float64(1000) {
+		t.Fatalf("stdio task creation: %v\n%s", created, out)
+	}
+	job := e.ok("get_execution", map[string]any{"job_id": task["taskId"], "timeout": 10})
+	if job["status"] != "completed" {
+		t.Errorf("the stdio task's job: %s", compact(job))
 	}
 }
 
@@ -224,20 +267,41 @@ func TestResourceErrorCodes(t *testing.T) {
 	}
 
 	// stdio: the same rewrite on mcp-go's output lines.
-	in := strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"s","version":"1"}}}
+	out := stdioExchange(t, e.ts, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"s","version":"1"}}}
 {"jsonrpc":"2.0","method":"notifications/initialized"}
 {"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"jupyter://notebooks/no-such-file-id"}}
-`)
-	var out bytes.Buffer
-	w := &syncWriter{w: &out}
+`, 2)
+	if !strings.Contains(out, `"id":2,"error":{"code":-32002,"message":"resource not found: `) {
+		t.Errorf("stdio resources/read of an unknown file id:\n%s", out)
+	}
+}
+
+// stdioExchange runs ServeStdio with the lines as input, keeping stdin open until the response
+// with id wantID has been written (mcp-go cancels requests still running at EOF), and returns
+// everything written.
+func stdioExchange(t *testing.T, ts *tools.Server, lines string, wantID int) string {
+	t.Helper()
+	pr, pw := io.Pipe()
+	w := &syncWriter{w: &bytes.Buffer{}}
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	if err := e.ts.ServeStdio(ctx, in, w); err != nil {
+	done := make(chan error, 1)
+	go func() { done <- ts.ServeStdio(ctx, pr, w) }()
+	if _, err := io.WriteString(pw, lines); err != nil {
+		t.Fatal(err)
+	}
+	marker := fmt.Sprintf(`"id":%d,`, wantID)
+	for !strings.Contains(w.String(), marker) {
+		if ctx.Err() != nil {
+			t.Fatalf("no response %d over stdio:\n%s", wantID, w.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	pw.Close()
+	if err := <-done; err != nil {
 		t.Fatalf("ServeStdio: %v", err)
 	}
-	if !strings.Contains(w.String(), `"id":2,"error":{"code":-32002,"message":"resource not found: `) {
-		t.Errorf("stdio resources/read of an unknown file id:\n%s", w.String())
-	}
+	return w.String()
 }
 
 // syncWriter is a bytes.Buffer safe for the writers of ServeStdio.
