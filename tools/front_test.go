@@ -110,7 +110,7 @@ func newRPCClient(t *testing.T, url string, wantTasks bool) *rpcClient {
 // the one get_execution gives; another is cancelled with tasks/cancel and cancel_execution sees
 // the same run; a task of the other session does not exist.
 func TestTasksOverHTTP(t *testing.T) {
-	e := newXEnv(t, xNotebook(code("c1", "print:one\nblock:first"), code("c2", "print:two\nblock:second")))
+	e := newXEnv(t, xNotebook(code("c1", "print:one\nblock:first"), code("c2", "print:two\nblock:second"), code("c3", "error:ValueError:bad value")))
 	url := serveHTTP(t, e.ts)
 	c := newRPCClient(t, url, true)
 
@@ -176,7 +176,7 @@ func TestTasksOverHTTP(t *testing.T) {
 		t.Errorf("cancelling a cancelled task = %v", r)
 	}
 	tasks := c.result("tasks/list", map[string]any{})["tasks"].([]any)
-	if len(tasks) != 2 || tasks[0].(map[string]any)["taskId"] != id2 {
+	if len(tasks) != 2 || tasks[0].(map[string]any)["taskId"] != id2 { // before the raising run
 		t.Errorf("tasks/list = %v", tasks)
 	}
 
@@ -187,6 +187,17 @@ func TestTasksOverHTTP(t *testing.T) {
 	}
 	if l := other.result("tasks/list", map[string]any{})["tasks"].([]any); len(l) != 0 {
 		t.Errorf("another session lists %v", l)
+	}
+
+	// A cell that raises: the task completes, and its result has the traceback.
+	created = c.result("tools/call", map[string]any{"name": "execute_notebook_cell", "arguments": map[string]any{"path": xPath, "cell_id": "c3"}, "task": map[string]any{}})
+	id3 := created["task"].(map[string]any)["taskId"].(string)
+	res = c.result("tasks/result", map[string]any{"taskId": id3})
+	if got := c.result("tasks/get", map[string]any{"taskId": id3}); got["status"] != "completed" || !strings.Contains(fmt.Sprint(got["statusMessage"]), "1 with an error") {
+		t.Errorf("tasks/get of a run whose cell raised = %v", got)
+	}
+	if !strings.Contains(fmt.Sprint(res["structuredContent"]), "ValueError") {
+		t.Errorf("tasks/result of a run whose cell raised = %v", res)
 	}
 
 	// A made-up session id is refused as mcp-go refuses it for any request.
@@ -207,10 +218,11 @@ func TestTasksOverHTTP(t *testing.T) {
 		}
 	}
 
-	// A run the tool refuses to start is a failed task whose result is the tool's error.
+	// A run the tool refuses to start is a completed task whose result is the tool's error (a
+	// tool error is a result; "failed" is for a task without one).
 	created = c.result("tools/call", map[string]any{"name": "execute_notebook_cell", "arguments": map[string]any{"path": xPath, "cell_id": "nope"}, "task": map[string]any{}})
 	t3 := created["task"].(map[string]any)
-	if t3["status"] != "failed" {
+	if t3["status"] != "completed" {
 		t.Errorf("a refused run's task = %v", t3)
 	}
 	if res := c.result("tasks/result", map[string]any{"taskId": t3["taskId"]}); res["isError"] != true {

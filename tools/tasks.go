@@ -260,7 +260,9 @@ func (s *Server) taskView(rec *taskRecord) mcp.Task {
 	ttl, poll := rec.ttl, int64(taskPollMs)
 	t := mcp.Task{TaskId: rec.id, CreatedAt: rec.created.Format(time.RFC3339), LastUpdatedAt: rec.created.Format(time.RFC3339), TTL: &ttl, PollInterval: &poll}
 	if rec.refusal != nil {
-		t.Status, t.StatusMessage = mcp.TaskStatusFailed, "the tool refused to start the run: tasks/result has its error"
+		// A tool error is the call's result, not a failure of the task (SEP-1686; the TypeScript
+		// SDK does not even read the result of a failed task).
+		t.Status, t.StatusMessage = mcp.TaskStatusCompleted, "the tool refused to start the run: tasks/result has its error"
 		return t
 	}
 	job, err := s.opts.Executor.Job(rec.id)
@@ -303,8 +305,10 @@ func (s *Server) taskView(rec *taskRecord) mcp.Task {
 		}
 	case v.Status == execution.JobCompleted:
 		t.Status, t.StatusMessage = mcp.TaskStatusCompleted, fmt.Sprintf("%d cells ran without error", done)
-	default: // failed: a cell raised or the kernel was lost; the result says which
-		t.Status, t.StatusMessage = mcp.TaskStatusFailed, fmt.Sprintf("%d of %d cells ran, %d with an error: tasks/result has the outputs", done, len(v.Cells), errs)
+	default:
+		// The job failed: a cell raised or the kernel was lost. The run still has a result (the
+		// outputs, the traceback), so the task completed; "failed" is for a task that has none.
+		t.Status, t.StatusMessage = mcp.TaskStatusCompleted, fmt.Sprintf("%d of %d cells ran, %d with an error: tasks/result has the outputs", done, len(v.Cells), errs)
 		if v.Note != "" {
 			t.StatusMessage += "; " + v.Note
 		}
