@@ -87,6 +87,11 @@ func (s *Server) noticeOf(e bridge.Event) (noticeMessage, bool) {
 		}
 		return noticeMessage{level: mcp.LoggingLevel(n.LevelOf()), logger: n.TopicOf(), path: n.Path, data: data}, true
 	}
+	switch e.Kind {
+	case bridge.EventDisconnected, bridge.EventSynced, bridge.EventReset, bridge.EventFailed, bridge.EventClosed:
+	default:
+		return noticeMessage{}, false // changes and awareness: the agent reads those itself
+	}
 	key := fmt.Sprintf("%s\x00%d\x00%s\x00%v", e.Path, e.DocKind, e.Fork, e.Transient)
 	what := e.Path
 	logger := bridge.TopicRoom
