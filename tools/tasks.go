@@ -164,6 +164,7 @@ func (s *Server) createTask(ctx context.Context, session string, params json.Raw
 	if p.Task.TTL != nil && *p.Task.TTL > 0 {
 		ttl = min(*p.Task.TTL, taskMaxTTL)
 	}
+	s.pruneTasks()
 	rec := &taskRecord{session: session, tool: p.Name, created: time.Now().UTC(), ttl: ttl}
 	jobID, _ := structured(res)["job_id"].(string)
 	s.tasks.mu.Lock()
@@ -249,6 +250,20 @@ func (s *Server) taskExpired(rec *taskRecord) bool {
 		s.tasks.mu.Unlock()
 	}
 	return gone
+}
+
+// pruneTasks forgets the tasks whose job the executor no longer keeps or whose ttl ran out, so
+// tasks nobody polls do not pile up.
+func (s *Server) pruneTasks() {
+	s.tasks.mu.Lock()
+	recs := make([]*taskRecord, 0, len(s.tasks.tasks))
+	for _, r := range s.tasks.tasks {
+		recs = append(recs, r)
+	}
+	s.tasks.mu.Unlock()
+	for _, r := range recs {
+		s.taskExpired(r) // forgets it when it is
+	}
 }
 
 func isTerminal(st execution.JobStatus) bool {
