@@ -304,7 +304,7 @@ func (s *Server) taskView(rec *taskRecord) mcp.Task {
 		t.LastUpdatedAt = v.Ended.UTC().Format(time.RFC3339)
 	}
 	switch {
-	case v.Status == execution.JobCancelled || rec.cancelled:
+	case v.Status == execution.JobCancelled || s.cancelRequested(rec):
 		t.Status = mcp.TaskStatusCancelled
 		t.StatusMessage = fmt.Sprintf("cancelled: %d of %d cells ran", done, len(v.Cells))
 		if !isTerminal(v.Status) {
@@ -329,6 +329,13 @@ func (s *Server) taskView(rec *taskRecord) mcp.Task {
 		}
 	}
 	return t
+}
+
+// cancelRequested reports whether tasks/cancel was called for the task.
+func (s *Server) cancelRequested(rec *taskRecord) bool {
+	s.tasks.mu.Lock()
+	defer s.tasks.mu.Unlock()
+	return rec.cancelled
 }
 
 // listTasks lists a session's tasks, newest first.
