@@ -106,7 +106,7 @@ func New(opts Options) (*Server, error) {
 		server.WithResourceCompletionProvider(completer{s}),
 		server.WithPromptCompletionProvider(completer{s}),
 		server.WithHooks(hooks),
-		server.WithLogging(), // notices.go
+		server.WithLogging(), // logging.go
 		server.WithRecovery(),
 		server.WithResourceRecovery(),
 		server.WithInstructions(instructions),
