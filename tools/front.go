@@ -114,7 +114,7 @@ func (s *Server) front(next http.Handler) http.Handler {
 		}
 		if req.ours() {
 			session := r.Header.Get("Mcp-Session-Id")
-			if status := admit(next, r, session); status != http.StatusOK {
+			if status := admitSession(next, r, session); status != http.StatusOK {
 				http.Error(w, "unknown, missing or terminated Mcp-Session-Id: initialize first", status)
 				return
 			}
@@ -134,9 +134,9 @@ func (s *Server) front(next http.Handler) http.Handler {
 // idle sweeper (which would otherwise free the session of a client that only polls a task).
 var activityNote = []byte(`{"jsonrpc":"2.0","method":"notifications/jupyter-collab-mcp/activity"}`)
 
-// admit asks mcp-go whether the session may send requests: 200 when it may, else the status
+// admitSession asks mcp-go whether the session may send requests: 200 when it may, else the status
 // mcp-go gave (404 for an unknown or terminated session, 400 for a missing one).
-func admit(next http.Handler, r *http.Request, session string) int {
+func admitSession(next http.Handler, r *http.Request, session string) int {
 	if session == "" {
 		return http.StatusBadRequest
 	}

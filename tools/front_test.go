@@ -36,7 +36,7 @@ func serveHTTP(t *testing.T, ts *tools.Server) string {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); _ = ts.ServeHTTP(ctx, tools.HTTPOptions{Listener: ln}) }()
+	go func() { defer close(done); _ = ts.ServeStreamableHTTP(ctx, tools.HTTPOptions{Listener: ln}) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return "http://" + ln.Addr().String() + "/mcp"
 }

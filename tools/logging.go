@@ -54,6 +54,7 @@ func (s *Server) addNoticeHooks(h *server.Hooks) {
 		s.notices.mu.Lock()
 		delete(s.notices.sessions, cs.SessionID())
 		s.notices.mu.Unlock()
+		s.dropSessionTasks(cs.SessionID()) // tasks.go: a task is its session's only
 	})
 }
 

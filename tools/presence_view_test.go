@@ -28,7 +28,7 @@ func (c *offsetClock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
 func startPeerRoom(t *testing.T, srv *bridgetest.Server, path string, kind ydoc.Kind, user ydoc.AwarenessUser, transient string) *bridge.Room {
 	t.Helper()
 	opts := fastRoom()
-	opts.Path, opts.Kind, opts.Server, opts.User, opts.Transient = path, kind, srv, user, transient
+	opts.Path, opts.Kind, opts.Jupyter, opts.User, opts.Transient = path, kind, srv, user, transient
 	room, err := bridge.NewRoom(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +51,7 @@ func TestPresenceFromGlobalAwarenessAtJoin(t *testing.T) {
 	clk := &offsetClock{}
 	room := fastRoom()
 	room.Now = clk.Now
-	m, err := bridge.NewManager(bridge.ManagerOptions{Server: srv, Logger: zerolog.Nop(), Room: room, JoinTimeout: waitLimit, GlobalAwareness: true})
+	m, err := bridge.NewManager(bridge.ManagerOptions{Jupyter: srv, Logger: zerolog.Nop(), Room: room, JoinTimeout: waitLimit, GlobalAwareness: true})
 	if err != nil {
 		t.Fatal(err)
 	}

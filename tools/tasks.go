@@ -3,7 +3,6 @@ package tools
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -117,7 +116,7 @@ func (s *Server) handleTask(ctx context.Context, session, method string, params 
 	case mcp.MethodToolsCall:
 		return s.createTask(ctx, session, params)
 	case mcp.MethodTasksList:
-		return s.listTasks(session), nil
+		return s.listTasks(ctx, session), nil
 	}
 	var p struct {
 		TaskID string `json:"taskId"`
@@ -125,13 +124,13 @@ func (s *Server) handleTask(ctx context.Context, session, method string, params 
 	if err := json.Unmarshal(params, &p); err != nil || p.TaskID == "" {
 		return nil, invalidParams("taskId is required")
 	}
-	rec, err := s.taskOf(session, p.TaskID)
+	rec, err := s.taskOf(ctx, session, p.TaskID)
 	if err != nil {
 		return nil, err
 	}
 	switch mcp.MCPMethod(method) {
 	case mcp.MethodTasksGet:
-		return s.taskView(rec), nil
+		return s.taskView(ctx, rec), nil
 	case mcp.MethodTasksCancel:
 		return s.cancelTask(ctx, rec)
 	default: // tasks/result
@@ -164,7 +163,7 @@ func (s *Server) createTask(ctx context.Context, session string, params json.Raw
 	if p.Task.TTL != nil && *p.Task.TTL > 0 {
 		ttl = min(*p.Task.TTL, taskMaxTTL)
 	}
-	s.pruneTasks()
+	s.pruneTasks(ctx, session)
 	rec := &taskRecord{session: session, tool: p.Name, created: time.Now().UTC(), ttl: ttl}
 	jobID, _ := structured(res)["job_id"].(string)
 	s.tasks.mu.Lock()
@@ -176,7 +175,7 @@ func (s *Server) createTask(ctx context.Context, session string, params json.Raw
 	}
 	s.tasks.tasks[rec.id] = rec
 	s.tasks.mu.Unlock()
-	return map[string]any{"task": s.taskView(rec)}, nil
+	return map[string]any{"task": s.taskView(ctx, rec)}, nil
 }
 
 // callTool runs a tool's handler as mcp-go would (the permission check, audit log and metrics
@@ -218,26 +217,25 @@ func structured(res *mcp.CallToolResult) map[string]any {
 }
 
 // taskOf finds a session's task; another session's tasks do not exist for it.
-func (s *Server) taskOf(session, id string) (*taskRecord, error) {
+func (s *Server) taskOf(ctx context.Context, session, id string) (*taskRecord, error) {
 	s.tasks.mu.Lock()
 	rec := s.tasks.tasks[id]
 	s.tasks.mu.Unlock()
-	if rec == nil || rec.session != session || s.taskExpired(rec) {
+	if rec == nil || rec.session != session || s.taskExpired(ctx, rec) {
 		return nil, invalidParams("no task %q", id)
 	}
 	return rec, nil
 }
 
 // taskExpired forgets a task whose ttl has run out after it ended, or whose job the executor
-// no longer keeps.
-func (s *Server) taskExpired(rec *taskRecord) bool {
+// no longer keeps (or the caller may no longer see: the door decides, as for get_execution).
+func (s *Server) taskExpired(ctx context.Context, rec *taskRecord) bool {
 	gone := false
 	if rec.refusal == nil {
-		job, err := s.opts.Executor.Job(rec.id)
-		switch {
-		case errors.Is(err, execution.ErrUnknownJob):
+		job, err := s.job(ctx, rec.id)
+		if err != nil {
 			gone = true
-		case err == nil:
+		} else {
 			v := job.View()
 			gone = isTerminal(v.Status) && time.Since(rec.created) > time.Duration(rec.ttl)*time.Millisecond
 		}
@@ -252,17 +250,30 @@ func (s *Server) taskExpired(rec *taskRecord) bool {
 	return gone
 }
 
-// pruneTasks forgets the tasks whose job the executor no longer keeps or whose ttl ran out, so
-// tasks nobody polls do not pile up.
-func (s *Server) pruneTasks() {
+// pruneTasks forgets a session's tasks whose job the executor no longer keeps or whose ttl ran
+// out, so tasks nobody polls do not pile up (a session's tasks go with it: dropSessionTasks).
+func (s *Server) pruneTasks(ctx context.Context, session string) {
 	s.tasks.mu.Lock()
-	recs := make([]*taskRecord, 0, len(s.tasks.tasks))
+	var recs []*taskRecord
 	for _, r := range s.tasks.tasks {
-		recs = append(recs, r)
+		if r.session == session {
+			recs = append(recs, r)
+		}
 	}
 	s.tasks.mu.Unlock()
 	for _, r := range recs {
-		s.taskExpired(r) // forgets it when it is
+		s.taskExpired(ctx, r) // forgets it when it is
+	}
+}
+
+// dropSessionTasks forgets the tasks of a session that ended.
+func (s *Server) dropSessionTasks(session string) {
+	s.tasks.mu.Lock()
+	defer s.tasks.mu.Unlock()
+	for id, r := range s.tasks.tasks {
+		if r.session == session {
+			delete(s.tasks.tasks, id)
+		}
 	}
 }
 
@@ -271,7 +282,7 @@ func isTerminal(st execution.JobStatus) bool {
 }
 
 // taskView is the task as the protocol shows it.
-func (s *Server) taskView(rec *taskRecord) mcp.Task {
+func (s *Server) taskView(ctx context.Context, rec *taskRecord) mcp.Task {
 	ttl, poll := rec.ttl, int64(taskPollMs)
 	t := mcp.Task{TaskId: rec.id, CreatedAt: rec.created.Format(time.RFC3339), LastUpdatedAt: rec.created.Format(time.RFC3339), TTL: &ttl, PollInterval: &poll}
 	if rec.refusal != nil {
@@ -280,9 +291,9 @@ func (s *Server) taskView(rec *taskRecord) mcp.Task {
 		t.Status, t.StatusMessage = mcp.TaskStatusCompleted, "the tool refused to start the run: tasks/result has its error"
 		return t
 	}
-	job, err := s.opts.Executor.Job(rec.id)
+	job, err := s.job(ctx, rec.id)
 	if err != nil {
-		t.Status, t.StatusMessage = mcp.TaskStatusFailed, err.Error()
+		t.Status, t.StatusMessage = mcp.TaskStatusFailed, errUnknownJob
 		return t
 	}
 	v := job.View()
@@ -339,7 +350,7 @@ func (s *Server) cancelRequested(rec *taskRecord) bool {
 }
 
 // listTasks lists a session's tasks, newest first.
-func (s *Server) listTasks(session string) any {
+func (s *Server) listTasks(ctx context.Context, session string) any {
 	s.tasks.mu.Lock()
 	var recs []*taskRecord
 	for _, r := range s.tasks.tasks {
@@ -351,8 +362,8 @@ func (s *Server) listTasks(session string) any {
 	sort.Slice(recs, func(i, j int) bool { return recs[i].created.After(recs[j].created) })
 	list := []mcp.Task{}
 	for _, r := range recs {
-		if !s.taskExpired(r) {
-			list = append(list, s.taskView(r))
+		if !s.taskExpired(ctx, r) {
+			list = append(list, s.taskView(ctx, r))
 		}
 	}
 	return map[string]any{"tasks": list}
@@ -360,7 +371,7 @@ func (s *Server) listTasks(session string) any {
 
 // cancelTask cancels the job (as cancel_execution does); the task is cancelled from now on.
 func (s *Server) cancelTask(ctx context.Context, rec *taskRecord) (any, error) {
-	t := s.taskView(rec)
+	t := s.taskView(ctx, rec)
 	switch t.Status {
 	case mcp.TaskStatusCompleted, mcp.TaskStatusFailed, mcp.TaskStatusCancelled:
 		return nil, invalidParams("task %s is already %s", rec.id, t.Status)
@@ -371,7 +382,7 @@ func (s *Server) cancelTask(ctx context.Context, rec *taskRecord) (any, error) {
 	s.tasks.mu.Lock()
 	rec.cancelled = true
 	s.tasks.mu.Unlock()
-	return s.taskView(rec), nil
+	return s.taskView(ctx, rec), nil
 }
 
 // taskResult waits for the run to end and answers what get_execution answers then.
@@ -380,9 +391,9 @@ func (s *Server) taskResult(ctx context.Context, rec *taskRecord) (any, error) {
 	if rec.refusal != nil {
 		return withMeta(rec.refusal, related), nil
 	}
-	job, err := s.opts.Executor.Job(rec.id)
+	job, err := s.job(ctx, rec.id)
 	if err != nil {
-		return nil, invalidParams("no task %q: %v", rec.id, err)
+		return nil, invalidParams("no task %q: %s", rec.id, errUnknownJob)
 	}
 	select {
 	case <-job.Done():
