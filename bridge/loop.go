@@ -214,6 +214,13 @@ func (l *roomLoop) handle(out ydoc.Output) {
 		l.lastSync = now
 		l.resetsNoSync, l.brokenNoSync, l.initErrors = 0, 0, 0
 		l.bo.Reset()
+		// The times first: a caller woken by synced reads them (presence warm-up).
+		l.r.mu.Lock()
+		l.r.info.SyncedAt = now
+		if l.r.info.JoinedAt.IsZero() {
+			l.r.info.JoinedAt = now
+		}
+		l.r.mu.Unlock()
 		select {
 		case <-l.r.synced:
 		default:
@@ -223,12 +230,6 @@ func (l *roomLoop) handle(out ydoc.Output) {
 			rc.run(l, nil)
 		}
 		l.deferred = nil
-		l.r.mu.Lock()
-		l.r.info.SyncedAt = now
-		if l.r.info.JoinedAt.IsZero() {
-			l.r.info.JoinedAt = now
-		}
-		l.r.mu.Unlock()
 		l.setStatus(StatusSynced, nil)
 		l.log.Info().Str(logfield.RoomID, l.ds.RoomID).Msg("room synced")
 		l.r.emit(Event{Path: l.r.opts.Path, Kind: EventSynced, Time: now})
@@ -454,6 +455,15 @@ func (l *roomLoop) abortEdits(cause error) {
 	for _, d := range unconfirmed {
 		d.Err = &UnconfirmedError{Err: cause}
 		l.finishEdit(d)
+	}
+	// The callers hear it from their calls; an agent whose call gave up waiting hears it here.
+	if n := len(notApplied); n > 0 {
+		l.r.logNotice(Notice{Kind: "withdrawn", Level: NoticeWarning, Topic: TopicEdit, Data: map[string]any{"withdrawn": n},
+			Message: fmt.Sprintf("%d edit(s) to %s withdrawn, nothing changed: the room stopped before applying them (%v)", n, l.r.opts.Path, cause)})
+	}
+	if n := len(unconfirmed); n > 0 {
+		l.r.logNotice(Notice{Kind: "unconfirmed", Level: NoticeWarning, Topic: TopicEdit, Data: map[string]any{"unconfirmed": n},
+			Message: fmt.Sprintf("%d edit(s) to %s were sent but not confirmed when the room stopped (%v): re-read the document before making them again", n, l.r.opts.Path, cause)})
 	}
 }
 

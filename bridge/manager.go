@@ -125,7 +125,7 @@ func (m *Manager) Notices(seq uint64) ([]Notice, uint64) { return m.notices.sinc
 
 // onRoomEvent keeps notices and publishes every room event.
 func (m *Manager) onRoomEvent(e Event) {
-	if e.Kind == EventNotice && e.Notice != nil {
+	if e.Kind == EventNotice && e.Notice != nil && !e.Notice.LogOnly {
 		m.notices.add(*e.Notice)
 	}
 	m.hub.publish(e)

@@ -40,10 +40,19 @@ type Notice struct {
 	Seq     uint64             `json:"-"`
 	Time    time.Time          `json:"time"`
 	Path    string             `json:"path"`
-	Kind    string             `json:"kind"` // rescued, not_restored, reapply_failed
+	Kind    string             `json:"kind"` // rescued, not_restored, reapply_failed; withdrawn, unconfirmed; restarted, lost, replaced
 	Message string             `json:"message"`
 	Details []string           `json:"details,omitempty"`
 	Rescue  *ydoc.RescueReport `json:"-"`
+	// For MCP logging (notices.go): how much it matters and what it is about (LevelOf and
+	// TopicOf fill them in for the kinds above), the document's kind, small structured facts
+	// (ids, counts: never content), and whether it is for the log only, not for the board of
+	// notices that ride on tool results.
+	Level   NoticeLevel    `json:"-"`
+	Topic   string         `json:"-"`
+	DocKind string         `json:"-"`
+	Data    map[string]any `json:"-"`
+	LogOnly bool           `json:"-"`
 }
 
 // noticeBoard keeps a manager's recent notices (bounded in number and age).

@@ -157,6 +157,11 @@ func TestCloseWithEditInFlightIsUnconfirmed(t *testing.T) {
 	if !errors.As(err, &ue) || !errors.Is(err, bridge.ErrRoomClosed) {
 		t.Errorf("Edit in flight at Close: %v (%T), want *UnconfirmedError wrapping ErrRoomClosed", err, err)
 	}
+	// Agents hear it too (a caller may have stopped waiting): one notice, with the count.
+	ev := awaitEvent(t, h.sub, "the unconfirmed-edit notice", kindIs(bridge.EventNotice))
+	if n := ev.Notice; n == nil || n.Topic != bridge.TopicEdit || n.Level != bridge.NoticeWarning || n.Data["unconfirmed"] != 1 || n.Path != h.room.Path() {
+		t.Errorf("notice %+v", ev.Notice)
+	}
 }
 
 // A stuck pending set makes the room ask the server once, not ping-pong step 1 / step 2.

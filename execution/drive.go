@@ -173,6 +173,7 @@ func (x *ClientEngine) runCell(ctx context.Context, cj *clientJob, i int, room *
 	run.Index = idx
 	if note := k.restartedNote(); note != "" {
 		cj.job.Update(func(s *JobState) { s.Note = joinNotes(s.Note, note) })
+		x.kernelNotice(room.Path(), bridge.NoticeNotice, "restarted", k.session.KernelID, note)
 	}
 	return run
 }
@@ -224,7 +225,11 @@ func (x *ClientEngine) RunCode(ctx context.Context, path, code, kernelName strin
 		return CellRun{}, note, m.sendErr
 	}
 	run.Index = 0
-	return run, joinNotes(note, k.restartedNote()), nil
+	restarted := k.restartedNote()
+	if restarted != "" {
+		x.kernelNotice(path, bridge.NoticeNotice, "restarted", k.session.KernelID, restarted)
+	}
+	return run, joinNotes(note, restarted), nil
 }
 
 // runIO is what the driver of one run works with.
@@ -373,6 +378,7 @@ func (d *driver) perform(a action) {
 		})
 	case kernelLost:
 		io.k.lost = a.reason
+		x.kernelNotice(io.k.session.Path, bridge.NoticeWarning, "lost", io.k.session.KernelID, "the kernel was lost during a run: "+a.reason)
 		if a.closeChannel && io.k.ch != nil {
 			_ = io.k.ch.Close()
 		}

@@ -173,9 +173,12 @@ func (x *ClientEngine) ensureChannel(ctx context.Context, room *bridge.Room, k *
 	case k.session.KernelID == "" || k.session.KernelID == found.KernelID:
 		// first use, or the same kernel again after its connection dropped
 	case gone != "":
-		note = joinNotes(note, fmt.Sprintf("the notebook's kernel (%s) was gone (%s); a new kernel was started, so variables from earlier runs are lost", k.session.KernelID, gone))
+		msg := fmt.Sprintf("the notebook's kernel (%s) was gone (%s); a new kernel was started, so variables from earlier runs are lost", k.session.KernelID, gone)
+		note = joinNotes(note, msg)
+		x.kernelNotice(path, bridge.NoticeWarning, "replaced", found.KernelID, msg)
 	default:
 		note = joinNotes(note, "the notebook now has another kernel; variables from earlier runs are lost")
+		x.kernelNotice(path, bridge.NoticeNotice, "replaced", found.KernelID, "the notebook now has another kernel; variables from earlier runs are lost")
 	}
 	ch, err := x.opts.Kernels.Connect(ctx, found.KernelID)
 	if err != nil {
@@ -190,6 +193,13 @@ func (x *ClientEngine) ensureChannel(ctx context.Context, room *bridge.Room, k *
 	cancel()
 	k.session, k.ch, k.restarts, k.stale = *found, ch, ch.Restarts(), false
 	return note, nil
+}
+
+// kernelNotice tells agents (bridge.Manager.Notify) what happened to a notebook's kernel:
+// event is "restarted", "lost" or "replaced".
+func (x *ClientEngine) kernelNotice(path string, level bridge.NoticeLevel, event, kernelID, msg string) {
+	x.opts.Manager.Notify(bridge.Notice{Level: level, Topic: bridge.TopicKernel, Kind: event, Path: path, DocKind: ydoc.KindNotebook.String(),
+		Message: path + ": " + msg, Data: map[string]any{"event": event, "kernel_id": kernelID}})
 }
 
 // joinNotes joins two notes ("" is no note).

@@ -257,6 +257,7 @@ func runScenario(t *testing.T, ctx context.Context, c *MCPClient, name string, s
 	var read2 struct {
 		Contents []map[string]any `json:"contents"`
 		RPCError *struct {
+			Code    int    `json:"code"`
 			Message string `json:"message"`
 		} `json:"rpcError"`
 	}
@@ -270,8 +271,15 @@ func runScenario(t *testing.T, ctx context.Context, c *MCPClient, name string, s
 	if err := c.Call(ctx, "readResource", map[string]any{"uri": "jupyter://operations/no_such_tool"}, &read2); err != nil {
 		t.Fatal(err)
 	}
-	if read2.RPCError == nil || !strings.Contains(read2.RPCError.Message, "get_notebook") {
-		t.Errorf("unknown operation: %+v", read2.RPCError)
+	if read2.RPCError == nil || !strings.Contains(read2.RPCError.Message, "get_notebook") || read2.RPCError.Code != -32002 {
+		t.Errorf("unknown operation: %+v (want code -32002, resource not found)", read2.RPCError)
+	}
+	read2.RPCError = nil
+	if err := c.Call(ctx, "readResource", map[string]any{"uri": "jupyter://notebooks/no-such-file-id/cells"}, &read2); err != nil {
+		t.Fatal(err)
+	}
+	if read2.RPCError == nil || read2.RPCError.Code != -32002 {
+		t.Errorf("unknown file id: %+v (want code -32002, resource not found)", read2.RPCError)
 	}
 
 	checkLiveResources(t, ctx, c, p, name)

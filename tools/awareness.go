@@ -181,20 +181,23 @@ func parseSession(id string) (string, ydoc.Kind) {
 
 // userView is a collaborator as the tools show them.
 type userView struct {
-	Username  string          `json:"username"`
-	Name      string          `json:"name"`
-	Initials  string          `json:"initials,omitempty"`
-	Color     string          `json:"color,omitempty"`
-	Agent     bool            `json:"agent,omitempty"`
-	Status    string          `json:"status,omitempty"`
-	Message   string          `json:"message,omitempty"`
-	Activity  any             `json:"activity,omitempty"`
-	Current   string          `json:"current,omitempty"`
-	Documents []string        `json:"documents,omitempty"`
-	Where     []cursorWhere   `json:"where,omitempty"`
-	Since     string          `json:"since,omitempty"`
-	since     time.Time       // earliest
-	clients   map[uint64]bool // awareness client ids (one per tab)
+	Username  string        `json:"username"`
+	Name      string        `json:"name"`
+	Initials  string        `json:"initials,omitempty"`
+	Color     string        `json:"color,omitempty"`
+	Agent     bool          `json:"agent,omitempty"`
+	Status    string        `json:"status,omitempty"`
+	Message   string        `json:"message,omitempty"`
+	Activity  any           `json:"activity,omitempty"`
+	Current   string        `json:"current,omitempty"`
+	Documents []string      `json:"documents,omitempty"`
+	Where     []cursorWhere `json:"where,omitempty"`
+	Since     string        `json:"since,omitempty"`
+	// CursorPending: they have the document open (global awareness) but their state in its room
+	// (their cursor) has not reached the sidecar yet.
+	CursorPending bool            `json:"cursor_pending,omitempty"`
+	since         time.Time       // earliest
+	clients       map[uint64]bool // awareness client ids (one per tab)
 }
 
 // cursorWhere is a cursor placed in a document.
@@ -233,7 +236,7 @@ type presenceArgs struct {
 // users are the collaborators the caller may see, by username.
 type users struct {
 	byName map[string]*userView
-	warmup string // a note when the one document asked about was joined moments ago
+	note   string // what the sidecar does not know yet about who is in the one document asked about
 }
 
 // collectUsers gathers collaborators from the global room and from the document rooms the caller
@@ -282,13 +285,19 @@ func (s *Server) collectUsers(ctx context.Context, c *call, _ presenceArgs) (use
 			}
 		}
 		rooms = s.liveRooms(ctx)
-	} else {
-		out.warmup = presenceWarmup(c.Room)
 	}
+	var presence *bridge.DocumentPresence
 	for _, room := range rooms {
-		peers, err := s.peersOf(ctx, room)
-		if err != nil {
-			continue
+		var peers []bridge.PeerView
+		if c.Named() {
+			// Who has it open comes from global awareness too: known from the first call.
+			p := s.presenceOf(ctx, room)
+			peers, presence = p.Peers, &p
+		} else {
+			var err error
+			if peers, err = s.peersOf(ctx, room); err != nil {
+				continue
+			}
 		}
 		where, err := s.placeCursors(ctx, room, peers)
 		if err != nil {
@@ -305,6 +314,10 @@ func (s *Server) collectUsers(ctx context.Context, c *call, _ presenceArgs) (use
 			u.Where = append(u.Where, where[i]...)
 		}
 	}
+	if presence != nil {
+		addViewers(out.byName, *presence, c.Room.Path(), bridge.CurrentString(c.Room.Path(), c.Room.Kind()))
+		out.note = presenceNote(*presence, c.Room.Path(), time.Now())
+	}
 	for _, u := range out.byName {
 		if !u.since.IsZero() {
 			u.Since = u.since.UTC().Format(time.RFC3339)
@@ -319,8 +332,8 @@ func renderOnlineUsers(c *call, _ presenceArgs, us users) result {
 	out := map[string]any{"users": list, "count": len(list)}
 	if c.Named() {
 		out["document"] = c.args["document_path"]
-		if us.warmup != "" {
-			out["note"] = us.warmup
+		if us.note != "" {
+			out["note"] = us.note
 		}
 	}
 	return result{Data: out}
@@ -471,14 +484,20 @@ type userCursors struct {
 	Active   bool          `json:"active"` // moved within the last two minutes
 }
 
-func (s *Server) getUserCursors(ctx context.Context, c *call, _ presenceArgs) ([]userCursors, error) {
-	peers, err := s.peersOf(ctx, c.Room)
-	if err != nil {
-		return nil, err
-	}
+// cursorsView is get_user_cursors' answer: the cursors placed, the collaborators whose cursor
+// has not arrived yet, and what the sidecar does not know yet.
+type cursorsView struct {
+	list    []userCursors
+	pending []pendingCursor
+	note    string
+}
+
+func (s *Server) getUserCursors(ctx context.Context, c *call, _ presenceArgs) (cursorsView, error) {
+	presence := s.presenceOf(ctx, c.Room)
+	peers := presence.Peers
 	where, err := s.placeCursors(ctx, c.Room, peers)
 	if err != nil {
-		return nil, err
+		return cursorsView{}, err
 	}
 	out := []userCursors{}
 	for i, p := range peers {
@@ -493,13 +512,16 @@ func (s *Server) getUserCursors(ctx context.Context, c *call, _ presenceArgs) ([
 		out = append(out, uc)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Username < out[j].Username })
-	return out, nil
+	return cursorsView{list: out, pending: pendingCursors(presence), note: presenceNote(presence, c.Room.Path(), time.Now())}, nil
 }
 
-func renderCursors(c *call, _ presenceArgs, cursors []userCursors) result {
-	data := map[string]any{"document": c.Room.Path(), "cursors": cursors}
-	if w := presenceWarmup(c.Room); w != "" {
-		data["note"] = w
+func renderCursors(c *call, _ presenceArgs, v cursorsView) result {
+	data := map[string]any{"document": c.Room.Path(), "cursors": v.list}
+	if len(v.pending) > 0 {
+		data["cursors_pending"] = v.pending // they have it open; their cursor has not arrived yet
+	}
+	if v.note != "" {
+		data["note"] = v.note
 	}
 	return result{Data: data}
 }

@@ -434,7 +434,7 @@ func (s *Server) batchUpdate(ctx context.Context, c *call, args updateArgs) (cel
 		return cellsEdited{}, invalid([]any{"cell_ids"}, "has %d ids for %d updates; they are matched one to one", len(args.CellIDs), len(args.Updates))
 	}
 	room := c.Room
-	busy := s.busyCells(ctx, room)
+	busy := s.busyCells(ctx, room, args.AvoidBusyCells)
 	var updated []updatedCell
 	var warnings []string
 	var lastID string
@@ -514,7 +514,7 @@ func (s *Server) batchUpdate(ctx context.Context, c *call, args updateArgs) (cel
 	}
 	s.moveCursorTo(ctx, room, lastID, lastEnd)
 	e := cellsEdited{path: room.Path(), version: ed.Version, key: "updated", cells: updated,
-		warnings: append(warnings, busyUnknown(room, args.AvoidBusyCells)...)}
+		warnings: append(warnings, s.busyUnknown(ctx, room, args.AvoidBusyCells)...)}
 	var run []string
 	for k, u := range updated {
 		if contains(u.Changed, "source") || (contains(u.Changed, "cell_type") && args.Updates[k].CellType == ydoc.CellCode) {
@@ -578,7 +578,7 @@ type deleteArgs struct {
 
 func (s *Server) batchDelete(ctx context.Context, c *call, args deleteArgs) (cellsEdited, error) {
 	room := c.Room
-	busy := s.busyCells(ctx, room)
+	busy := s.busyCells(ctx, room, args.AvoidBusyCells)
 	var warnings []string
 	var deleted []placedCell
 	var count int
@@ -635,7 +635,7 @@ func (s *Server) batchDelete(ctx context.Context, c *call, args deleteArgs) (cel
 		deleted = []placedCell{}
 	}
 	return cellsEdited{path: room.Path(), version: ed.Version, key: "deleted", cells: deleted, cellCount: &count,
-		warnings: append(warnings, busyUnknown(room, args.AvoidBusyCells)...)}, nil
+		warnings: append(warnings, s.busyUnknown(ctx, room, args.AvoidBusyCells)...)}, nil
 }
 
 // --- move ------------------------------------------------------------------------------------
@@ -670,7 +670,7 @@ func (s *Server) moveCells(ctx context.Context, c *call, args moveArgs) (cellsEd
 		}
 	}
 	room := c.Room
-	busy := s.busyCells(ctx, room)
+	busy := s.busyCells(ctx, room, args.AvoidBusyCells)
 	var warnings []string
 	var moved []movedCell
 	// Durable: by cell id, and a cell already in place is left alone, so running it again after
@@ -771,5 +771,5 @@ func (s *Server) moveCells(ctx context.Context, c *call, args moveArgs) (cellsEd
 		return cellsEdited{}, err
 	}
 	return cellsEdited{path: room.Path(), version: ed.Version, key: "moved", cells: moved,
-		warnings: append(warnings, busyUnknown(room, args.AvoidBusyCells)...)}, nil
+		warnings: append(warnings, s.busyUnknown(ctx, room, args.AvoidBusyCells)...)}, nil
 }

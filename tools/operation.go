@@ -298,7 +298,7 @@ func (s *Server) registerOperationResources() {
 		name := strings.TrimPrefix(req.Params.URI, "jupyter://operations/")
 		op, ok := s.opsByName[name]
 		if !ok {
-			return nil, fmt.Errorf("unknown operation %q; valid operations: %s", name, strings.Join(s.operationNames(), ", "))
+			return nil, fmt.Errorf("%sunknown operation %q; valid operations: %s", notFoundPrefix, name, strings.Join(s.operationNames(), ", "))
 		}
 		b, _ := json.Marshal(s.operationDoc(op))
 		return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: "application/json", Text: string(b)}}, nil

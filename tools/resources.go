@@ -75,13 +75,23 @@ const (
 	uriTemplates        = "jupyter://templates"
 )
 
-// resourceError is a read that cannot be served, with what to do instead.
-type resourceError struct{ msg string }
+// resourceError is a read that cannot be served, with what to do instead: a resource that does
+// not exist (JSON-RPC -32002), or, invalid set, a malformed argument (-32602).
+type resourceError struct {
+	msg     string
+	invalid bool
+}
 
 func (e *resourceError) Error() string { return e.msg }
 
+// badURI is a resource that does not exist.
 func badURI(format string, args ...any) error {
 	return &resourceError{msg: fmt.Sprintf(format, args...)}
+}
+
+// badArgument is a resource argument that cannot name anything.
+func badArgument(format string, args ...any) error {
+	return &resourceError{msg: fmt.Sprintf(format, args...), invalid: true}
 }
 
 // sessionKey names the MCP client session of a request ("" for none: tests calling handlers).
@@ -240,7 +250,7 @@ func templateCells(name string) int {
 // yet makes one listing of that kind (which learns every id) before it is declared unknown.
 func (s *Server) pathOfID(ctx context.Context, id string, kind ydoc.Kind) (string, error) {
 	if id == "" {
-		return "", badURI("the file id is empty")
+		return "", badArgument("the file id is empty")
 	}
 	if p, ok := s.knownPathOf(ctx, id, kind); ok {
 		return p, nil
@@ -603,13 +613,31 @@ func (r resourceRead) contents(uri string) []mcp.ResourceContents {
 }
 
 // resourceFailure makes a read error what the client shows: the tool-style message for
-// argument problems, the error otherwise.
+// argument problems, the error otherwise. A resource that does not exist (also one the caller
+// may not read: its existence is not the caller's to learn) starts "resource not found: " and a
+// malformed argument "invalid resource request: ", words the front (front.go) turns into the
+// JSON-RPC codes MCP specifies; anything else stays an internal error.
 func resourceFailure(uri string, err error) error {
+	var re *resourceError
 	var te *toolError
-	if errors.As(err, &te) {
+	switch {
+	case errors.As(err, &re) && re.invalid:
+		return fmt.Errorf("%sread %s: %s", invalidPrefix, uri, re.msg)
+	case errors.As(err, &re), notPermitted(err), bridge.IsNotFound(err):
+		return fmt.Errorf("%sread %s: %w", notFoundPrefix, uri, err)
+	case errors.As(err, &te):
 		return fmt.Errorf("read %s: %s", uri, te.Message)
 	}
 	return fmt.Errorf("read %s: %w", uri, err)
+}
+
+// notPermitted reports a refusal of the door (door.go: mayUse, refused).
+func notPermitted(err error) bool {
+	var te *toolError
+	if errors.As(err, &te) && len(te.Details) > 0 && te.Details[0].Message == "not permitted" {
+		return true
+	}
+	return strings.HasPrefix(err.Error(), "not permitted: ")
 }
 
 // registerContentResources registers the jupyter:// content resources and templates.

@@ -54,12 +54,14 @@ type Server struct {
 	opsByName map[string]*operation
 	tokens    *tokenCounter
 	stats     *tokenStats
-	current   currentDocs    // per client session: the documents …/current resources show
-	subs      *subscriptions // resource subscriptions (subscriptions.go)
-	metrics   *metrics       // nil without Options.Metrics
-	events    *eventStore    // what HTTP clients may resume (eventstore.go)
-	noticed   noticeSeen     // per client session: the notices its results carried (notices.go)
-	uses      roomUses       // which MCP sessions use which rooms (door.go)
+	current   currentDocs     // per client session: the documents …/current resources show
+	subs      *subscriptions  // resource subscriptions (subscriptions.go)
+	metrics   *metrics        // nil without Options.Metrics
+	events    *eventStore     // what HTTP clients may resume (eventstore.go)
+	noticed   noticeSeen      // per client session: the notices its results carried (notices.go)
+	uses      roomUses        // which MCP sessions use which rooms (door.go)
+	notices   *noticeSessions // who hears log messages (logging.go)
+	tasks     *taskTable      // MCP tasks over execution jobs (tasks.go)
 }
 
 // New builds the MCP server and registers every tool. It starts nothing.
@@ -84,29 +86,37 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, log: opts.Logger, opsByName: map[string]*operation{}, tokens: tc, stats: newTokenStats(), subs: newSubscriptions(),
-		events: newEventStore(256<<10, 64)}
+		events: newEventStore(256<<10, 64), notices: newNoticeSessions(), tasks: newTaskTable()}
 	if opts.Metrics != nil {
 		if s.metrics, err = newMetrics(opts.Metrics, opts.Manager, s.events); err != nil {
 			return nil, fmt.Errorf("tools: register metrics: %w", err)
 		}
 	}
-	s.mcp = server.NewMCPServer("jupyter-collab-mcp", opts.Version,
+	hooks := s.hooks()
+	s.addNoticeHooks(hooks)
+	var taskCaps []server.ServerOption
+	if opts.Executor != nil {
+		taskCaps = append(taskCaps, server.WithTaskCapabilities(true, true, true)) // advertised only: tasks.go answers
+	}
+	s.mcp = server.NewMCPServer("jupyter-collab-mcp", opts.Version, append([]server.ServerOption{
 		server.WithToolCapabilities(false),
 		server.WithResourceCapabilities(true, true), // subscribe; list_changed as rooms open and close
 		server.WithPromptCapabilities(false),
 		server.WithCompletions(),
 		server.WithResourceCompletionProvider(completer{s}),
 		server.WithPromptCompletionProvider(completer{s}),
-		server.WithHooks(s.hooks()),
+		server.WithHooks(hooks),
+		server.WithLogging(), // logging.go
 		server.WithRecovery(),
 		server.WithResourceRecovery(),
 		server.WithInstructions(instructions),
-	)
+	}, taskCaps...)...)
 	s.registerNotebookTools()
 	s.registerNotebookEditTools()
 	s.registerDocumentTools()
 	if opts.Executor != nil {
 		s.registerExecutionTools()
+		s.offerTasks()
 	}
 	s.registerAwarenessTools()
 	s.registerForkTools()
@@ -146,6 +156,8 @@ func limitBody(max int64, next http.Handler) http.Handler {
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	ss := server.NewStdioServer(s.mcp)
 	ss.SetErrorLogger(log.New(s.log.With().Str(logfield.Transport, "stdio").Logger(), "", 0))
+	in, out, done := s.frontStdio(ctx, in, out) // tasks and resource error codes (front.go)
+	defer done()
 	err := ss.Listen(ctx, in, out)
 	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, io.EOF)) {
 		return nil
@@ -198,7 +210,7 @@ func (s *Server) ServeStreamableHTTP(ctx context.Context, opts HTTPOptions) erro
 			return ctx
 		}),
 	)
-	var h http.Handler = mcpHTTP
+	var h http.Handler = s.front(mcpHTTP) // tasks and resource error codes (front.go)
 	if opts.Protect != nil {
 		h = opts.Protect(h)
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
-	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
 // What happened lately and which documents are live: activity, sessions, joining and leaving,
@@ -207,25 +206,22 @@ func renderLeft(c *call, _ presenceArgs, l left) result {
 // JupyterLab never clears a cursor when its user looks elsewhere.
 const busyWindow = 2 * time.Minute
 
-// busyCells maps each cell a collaborator's cursor recently moved in to their names.
-func (s *Server) busyCells(ctx context.Context, room *bridge.Room) map[string][]string {
-	peers, err := s.peersOf(ctx, room)
+// busyCells maps each cell a collaborator's cursor recently moved in to their names. With
+// avoid it first waits (bounded by their renewal, at most bridge.GlobalWarm after the join) for
+// the cursors of collaborators who have the document in front of them but whose cursor has not
+// arrived yet: right after joining is when an edit is likeliest to land where someone types.
+func (s *Server) busyCells(ctx context.Context, room *bridge.Room, avoid bool) map[string][]string {
+	var p bridge.DocumentPresence
+	var err error
+	if avoid {
+		p, err = s.opts.Manager.AwaitPresence(ctx, room)
+	} else {
+		p, err = s.opts.Manager.DocumentPresence(ctx, room)
+	}
 	if err != nil {
 		return nil
 	}
-	busy := map[string][]string{}
-	for _, p := range peers {
-		if p.User == nil || time.Since(p.CursorsAt) > busyWindow {
-			continue
-		}
-		name := nonEmptyStr(p.User.DisplayName, p.User.Name, p.User.Username)
-		for _, c := range p.Cursors {
-			if c.CellID != "" && !contains(busy[c.CellID], name) {
-				busy[c.CellID] = append(busy[c.CellID], name)
-			}
-		}
-	}
-	return busy
+	return busyIn(p.Peers, time.Now())
 }
 
 // busyCheck refuses (avoid) or lists the addressed cells someone is typing in.
@@ -253,28 +249,15 @@ func (s *Server) moveCursorTo(ctx context.Context, room *bridge.Room, cellID str
 	_ = room.SetCursors(ctx, []bridge.CursorSpec{{CellID: cellID, Anchor: end, Head: end}})
 }
 
-// presenceWarmup says when a room joined moments ago may not list everyone yet. Collaborators
-// announce themselves when they join and every 15 s after, never in answer to a newcomer
-// (y-protocols), and the server does not pass on the states it holds: people who were there
-// before the sidecar appear at their next renewal.
-func presenceWarmup(room *bridge.Room) string {
-	joined := room.Info().JoinedAt
-	if joined.IsZero() {
-		return ""
+// busyUnknown warns about the collaborators an edit could not see typing: someone with the
+// document in front of them whose cursor has not arrived yet, and, with avoid_busy_cells, anyone
+// the sidecar cannot see yet (no warm global awareness, a room joined moments ago).
+func (s *Server) busyUnknown(ctx context.Context, room *bridge.Room, avoid bool) []string {
+	p := s.presenceOf(ctx, room)
+	now := time.Now()
+	out := unseenTypists(p, room.Path(), now)
+	if avoid && len(out) == 0 && p.Blind {
+		out = append(out, "avoid_busy_cells: "+presenceNote(p, room.Path(), now))
 	}
-	if d := time.Since(joined); d < ydoc.AwarenessRenew {
-		return fmt.Sprintf("the sidecar joined %s %.0f s ago: collaborators who were already there appear at their next presence renewal (every %v), so some may be missing", room.Path(), d.Seconds(), ydoc.AwarenessRenew)
-	}
-	return ""
-}
-
-// busyUnknown warns that avoid_busy_cells could not see everyone yet.
-func busyUnknown(room *bridge.Room, avoid bool) []string {
-	if !avoid {
-		return nil
-	}
-	if w := presenceWarmup(room); w != "" {
-		return []string{"avoid_busy_cells: " + w}
-	}
-	return nil
+	return out
 }

@@ -306,6 +306,7 @@ func (s *Server) follow(ctx context.Context, events *bridge.Subscription) error 
 				return nil
 			}
 			s.noteEvent(e)
+			s.notify(e)
 			if n := events.Dropped(); n != dropped { // we fell behind: what was lost is unknown
 				dropped = n
 				s.subs.mu.Lock()

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -398,4 +399,51 @@ func indexOf(list []string, s string) int {
 		}
 	}
 	return -1
+}
+
+// A person who opened the notebook before the agent joined it: the agent's first call lists them
+// (from JupyterLab's global awareness, which the sidecar joined at start), with the notebook in
+// front of them; their cursor comes with the room's awareness, at once when they type.
+func TestAgentSeesHumanAlreadyInNotebook(t *testing.T) {
+	ctx := ctxT(t, 3*time.Minute)
+	name := "early_human.ipynb"
+	notebookFixture(t, name, [2]string{"e1", "a = 1"}, [2]string{"e2", "b = 2"})
+	openNotebook(t, ctx, name) // the human first; the agent has not touched this notebook
+	if err := env.browser.WaitFor(ctx, `cells.length === 2`, nil, 30*time.Second, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The tab's global state (documents, current) reaches the sidecar when JupyterLab sets it.
+	time.Sleep(2 * time.Second)
+
+	join := time.Now()
+	users := call(t, ctx, "get_online_users", map[string]any{"document_path": name}) // joins the room
+	took := time.Since(join)
+	var human map[string]any
+	list, _ := users["users"].([]any)
+	for _, u := range list {
+		if m, _ := u.(map[string]any); m["agent"] != true {
+			human = m
+		}
+	}
+	if human == nil || human["current"] != "notebook:"+name {
+		t.Fatalf("the first get_online_users after the join (%v) does not list the person with the notebook in front of them: %v", took, users)
+	}
+	t.Logf("the person already in the notebook listed %v after the agent joined: %v", took.Round(time.Millisecond), human)
+
+	// They type: their cursor reaches the agent with the keystroke.
+	if err := env.browser.Type(ctx, 1, "3", 0); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		cursors := call(t, ctx, "get_user_cursors", map[string]any{"document_path": name})
+		b, _ := json.Marshal(cursors["cursors"])
+		if strings.Contains(string(b), `"cell_id":"e2"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the person's cursor in e2 not known 20 s after they typed: %v", cursors)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -5,7 +5,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
-import { ResourceUpdatedNotificationSchema, ResourceListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
+import { ResourceUpdatedNotificationSchema, ResourceListChangedNotificationSchema, CreateTaskResultSchema, CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js'
 import readline from 'node:readline'
 
 let client = null
@@ -82,6 +82,14 @@ const ops = {
       return { rpcError: { code: e.code, message: e.message } }
     }
   },
+  // MCP tasks (the SDK's experimental task support): start a tool call as a task, follow it
+  callTask: async (req) => {
+    const res = await client.request({ method: 'tools/call', params: { name: req.name, arguments: req.arguments ?? {} } }, CreateTaskResultSchema, { task: { ttl: req.ttl ?? 60000 } })
+    return { task: res.task }
+  },
+  getTask: async (req) => ({ task: await client.experimental.tasks.getTask(req.taskId) }),
+  taskResult: async (req) => ({ result: await client.experimental.tasks.getTaskResult(req.taskId, CallToolResultSchema) }),
+  cancelTask: async (req) => ({ task: await client.experimental.tasks.cancelTask(req.taskId) }),
   close: async () => { await client.close(); return {} }
 }
 
