@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
 )
 
 // Faults around execution against a real kernel: a restart through the REST API while a cell
@@ -32,7 +33,6 @@ func insertNoExec(t *testing.T, a *agent, name string, cells ...map[string]any) 
 }
 
 func TestExecuteKernelRestartedDuringARun(t *testing.T) {
-	requireAgentExecution(t, shared)
 	ctx := ctxT(t, 3*time.Minute)
 	name := uniqueName(t, ".ipynb")
 	if err := shared.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {
@@ -63,14 +63,29 @@ func TestExecuteKernelRestartedDuringARun(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The kernel is usable, nothing waits on the dead run.
-	res := a.ok(ctx, "execute_code", map[string]any{"path": name, "code": "6 * 7", "timeout": 30})
+	kernelAnswers(t, ctx, a, name, 30)
+}
+
+// kernelAnswers checks that the notebook's kernel runs code: scratch code, or on
+// jupyter-server-documents (which runs code only as cells) a cell of its own.
+func kernelAnswers(t *testing.T, ctx context.Context, a *agent, name string, timeout int) {
+	t.Helper()
+	if runsOnServer(shared) {
+		id := fmt.Sprintf("answer-%d", time.Now().UnixNano())
+		a.ok(ctx, "batch_insert_notebook_cells", map[string]any{"path": name, "start_position": 0, "exec": false, "cells": []any{map[string]any{"id": id, "content": "6 * 7"}}})
+		out := a.ok(ctx, "execute_notebook_cell", map[string]any{"path": name, "cell_id": id, "timeout": timeout})
+		if !strings.Contains(fmt.Sprint(cellResults(out)[0]["outputs"]), "42") {
+			t.Errorf("a cell after the kernel's trouble: %v", out)
+		}
+		return
+	}
+	res := a.ok(ctx, "execute_code", map[string]any{"path": name, "code": "6 * 7", "timeout": timeout})
 	if !strings.Contains(fmt.Sprint(res["result"]), "42") {
-		t.Errorf("scratch code after the restart: %v", res)
+		t.Errorf("scratch code after the kernel's trouble: %v", res)
 	}
 }
 
 func TestExecuteCellThatKillsItsKernelRunsOnce(t *testing.T) {
-	requireAgentExecution(t, shared)
 	ctx := ctxT(t, 5*time.Minute)
 	name := uniqueName(t, ".ipynb")
 	if err := shared.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {
@@ -91,14 +106,10 @@ func TestExecuteCellThatKillsItsKernelRunsOnce(t *testing.T) {
 			t.Fatalf("after %d runs the cell's side effect happened %q: it ran more than once", i, got)
 		}
 	}
-	res := a.ok(ctx, "execute_code", map[string]any{"path": name, "code": "6 * 7", "timeout": 60})
-	if !strings.Contains(fmt.Sprint(res["result"]), "42") {
-		t.Errorf("scratch code after the kernel died twice: %v", res)
-	}
+	kernelAnswers(t, ctx, a, name, 60)
 }
 
 func TestExecuteSecondSidecarKeepsALiveRun(t *testing.T) {
-	requireAgentExecution(t, shared)
 	ctx := ctxT(t, 3*time.Minute)
 	name := uniqueName(t, ".ipynb")
 	if err := shared.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {
@@ -199,7 +210,6 @@ func (g *roomGate) Restore() {
 // outputs accumulate in the run, and once the room is back an independent Yjs peer sees every
 // output exactly once, the count, idle, and no run marker left.
 func TestExecuteAcrossARoomOutage(t *testing.T) {
-	requireAgentExecution(t, shared)
 	ctx := ctxT(t, 3*time.Minute)
 	name := uniqueName(t, ".ipynb")
 	if err := shared.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {
@@ -226,7 +236,63 @@ func TestExecuteAcrossARoomOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The run keeps collecting what the kernel prints while its room is away.
+	if runsOnServer(shared) {
+		// The server runs the cell and writes its outputs whatever happens to the sidecar's
+		// room: the peer sees them while the sidecar is cut off, and the job learns how the run
+		// ended once its room is back.
+		if _, err := p.WaitFor(ctx, `nb.cells[0].outputs.map(o => o.text || '').join('').includes('4\n')`, 30000); err != nil {
+			t.Fatalf("the server stopped writing outputs while the sidecar's room was cut: %v", err)
+		}
+		if v := job.View(); v.Status != execution.JobRunning {
+			t.Errorf("the job ended while its room was away: %+v", v)
+		}
+	} else {
+		collectsWhileAway(t, ctx, job, p)
+	}
+	gate.Restore()
+	out = a.ok(ctx, "get_execution", map[string]any{"job_id": jobID, "timeout": 60})
+	if out["status"] != "completed" {
+		t.Fatalf("the run after the room came back: %v", out)
+	}
+	if runs := cellResults(out); runStreamText(toOutputs(runs[0]["outputs"])) != "0\n1\n2\n3\n4\n5\n6\n7\n" {
+		t.Errorf("the job reports %v", runs[0]["outputs"])
+	}
+	snap, err := p.WaitFor(ctx, `nb.cells[0].execution_state === 'idle' && nb.cells[0].execution_count !== null`, 30000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := snap.Cells[0]
+	if got, want := runStreamText(c.Outputs), "0\n1\n2\n3\n4\n5\n6\n7\n"; got != want {
+		t.Errorf("the peer's cell prints %q, want %q: every output exactly once", got, want)
+	}
+	streams := 1
+	if runsOnServer(shared) { // the server writes each stream message as an output of its own
+		streams = len(c.Outputs) - 1
+	}
+	if n := len(c.Outputs); n != streams+1 || c.Outputs[n-1]["output_type"] != "execute_result" {
+		t.Errorf("the peer's cell holds %d outputs %v, want the streams and the result", n, c.Outputs)
+	}
+	if runs, _ := snap.State["jupyter_collab_mcp_runs"].(map[string]any); len(runs) > 0 {
+		t.Errorf("run markers left: %v", runs)
+	}
+}
+
+// toOutputs converts a tool result's outputs to the peer's shape.
+func toOutputs(v any) []map[string]any {
+	var outs []map[string]any
+	list, _ := v.([]any)
+	for _, o := range list {
+		if m, ok := o.(map[string]any); ok {
+			outs = append(outs, m)
+		}
+	}
+	return outs
+}
+
+// collectsWhileAway checks that a run the sidecar drives keeps collecting what the kernel prints
+// while its room is cut off, and that nobody sees those outputs until the room is back.
+func collectsWhileAway(t *testing.T, ctx context.Context, job *execution.Job, p *Peer) {
+	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		v := job.View()
 		if text := runStreamText(v.Cells[0].Outputs); strings.Contains(text, "4\n") {
@@ -242,25 +308,6 @@ func TestExecuteAcrossARoomOutage(t *testing.T) {
 	}
 	if snap := mustSnapshot(t, ctx, p); strings.Contains(runStreamText(snap.Cells[0].Outputs), "4\n") {
 		t.Fatalf("the peer saw output written while the sidecar's room was cut: %v", snap.Cells[0].Outputs)
-	}
-	gate.Restore()
-	out = a.ok(ctx, "get_execution", map[string]any{"job_id": jobID, "timeout": 60})
-	if out["status"] != "completed" {
-		t.Fatalf("the run after the room came back: %v", out)
-	}
-	snap, err := p.WaitFor(ctx, `nb.cells[0].execution_state === 'idle' && nb.cells[0].execution_count !== null`, 30000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := snap.Cells[0]
-	if got, want := runStreamText(c.Outputs), "0\n1\n2\n3\n4\n5\n6\n7\n"; got != want {
-		t.Errorf("the peer's cell prints %q, want %q: every output exactly once", got, want)
-	}
-	if n := len(c.Outputs); n != 2 || c.Outputs[1]["output_type"] != "execute_result" {
-		t.Errorf("the peer's cell holds %d outputs %v, want one stream and the result", n, c.Outputs)
-	}
-	if runs, _ := snap.State["jupyter_collab_mcp_runs"].(map[string]any); len(runs) > 0 {
-		t.Errorf("run markers left: %v", runs)
 	}
 }
 

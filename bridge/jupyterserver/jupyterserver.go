@@ -7,6 +7,7 @@ package jupyterserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	pathpkg "path"
 	"strings"
@@ -370,3 +371,40 @@ func (r running) Next(ctx context.Context) ([]execution.KernelMsg, bool, error) 
 	}
 	return out, done, err
 }
+
+var _ execution.ServerKernels = Kernels{}
+
+// ExecuteCells implements execution.ServerKernels with jupyter-server-documents' execute API:
+// each cell goes with the MurmurHash2 of its source, and the server's refusals become
+// execution's errors (409 ErrSourceChanged, 408 ErrPredecessorTimeout, a room without a
+// kernel ErrRoomWithoutKernel).
+func (k Kernels) ExecuteCells(ctx context.Context, kernelID, roomID string, cells []execution.CellSource, requestID string) error {
+	req := jupyter.ExecuteCellsRequest{DocumentID: roomID, RequestID: requestID}
+	for _, c := range cells {
+		req.Cells = append(req.Cells, jupyter.CellToRun{CellID: c.CellID, SourceHash: jupyter.SourceHash(c.Source)})
+	}
+	err := k.C.ExecuteCells(ctx, kernelID, req)
+	switch {
+	case errors.Is(err, jupyter.ErrSourceMismatch):
+		return fmt.Errorf("%w: %w", execution.ErrSourceChanged, err)
+	case errors.Is(err, jupyter.ErrPredecessorTimeout):
+		return fmt.Errorf("%w: %w", execution.ErrPredecessorTimeout, err)
+	case errors.Is(err, jupyter.ErrRoomWithoutKernel):
+		return fmt.Errorf("%w: %w", execution.ErrRoomWithoutKernel, err)
+	}
+	return err
+}
+
+// AttachSession implements execution.ServerKernels: a PATCH of the session with the kernel it
+// has, which jupyter-server-documents answers by attaching that kernel to the notebook's room.
+func (k Kernels) AttachSession(ctx context.Context, s execution.KernelSession) error {
+	_, err := k.C.UpdateSessionKernel(ctx, s.ID, s.KernelID)
+	return err
+}
+
+// ScratchRefusal is why the sidecar runs no scratch code (execute_code) on
+// jupyter-server-documents 0.3 (measured; docs/engines.md, "Execution").
+const ScratchRefusal = "jupyter-server-documents runs code only as cells of a notebook, and a kernel websocket of the " +
+	"sidecar's own would cut off the shell channel of every kernel connection opened before it (the server gives all of " +
+	"them one ZMQ identity, so the kernel answers only the newest: JupyterLab's completions and widgets would stop); " +
+	"put the code in a cell and run it with execute_notebook_cell instead"
