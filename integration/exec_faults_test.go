@@ -15,6 +15,7 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
 // Faults around execution against a real kernel: a restart through the REST API while a cell
@@ -327,4 +328,56 @@ func runStreamText(outs []map[string]any) string {
 		}
 	}
 	return b.String()
+}
+
+// The server frees the notebook's room while nobody is in it, and the agent runs a cell again.
+// On jupyter-server-documents the new room has no kernel (the freed one took it along) and the
+// server refuses to run cells there: the sidecar attaches the session's kernel to the new room
+// (a session PATCH) and runs the cell in the same kernel, whose variables are still there. On
+// jupyter-collaboration the room's cleanup does not touch the kernel.
+func TestExecuteAfterTheServerFreedTheRoom(t *testing.T) {
+	freeRoomsFast := []string{"--YDocExtension.document_cleanup_delay=1"}
+	freedLog := "Deleting Y document from memory: "
+	if shared.Engine.Documents() {
+		freeRoomsFast = []string{"--YRoomManager.auto_free_interval=1", "--YRoom.inactivity_timeout=1"}
+		freedLog = "Stopped YRoom '"
+	}
+	ctx := ctxT(t, 3*time.Minute)
+	srv, err := StartJupyter(ctx, ServerOptions{Root: t.TempDir(), StateDir: t.TempDir(), ExtraArgs: freeRoomsFast})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	const name = "freed-run.ipynb"
+	if err := srv.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {
+		t.Fatal(err)
+	}
+	a := newAgent(t, srv)
+	insertNoExec(t, a, name, map[string]any{"id": "set", "content": "x = 21"}, map[string]any{"id": "use", "content": "print('x is', x)\nx * 2"})
+	a.ok(ctx, "execute_notebook_cell", map[string]any{"path": name, "cell_id": "set"})
+	room := mustRoom(t, ctx, a, name)
+	roomID := room.Info().RoomID
+	a.sc.manager.CloseRoom(name, ydoc.KindNotebook)
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(srv.Log(), freedLog+roomID); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server did not free the room within 60s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	out := a.ok(ctx, "execute_notebook_cell", map[string]any{"path": name, "cell_id": "use", "timeout": 60})
+	run := cellResults(out)[0]
+	if run["status"] != "ok" || !strings.Contains(fmt.Sprint(run["outputs"]), "42") {
+		t.Fatalf("the run after the room was freed: %v", out)
+	}
+	p := newPeer(t)
+	if err := p.Connect(ctx, srv, name, "notebook"); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := p.WaitFor(ctx, `nb.cells[1].execution_state === 'idle' && nb.cells[1].execution_count !== null`, 20000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := snap.Cells[1]; runStreamText(c.Outputs) != "x is 21\n" || len(c.Outputs) != 2 {
+		t.Errorf("the peer sees %v: want the print and the result, once", c.Outputs)
+	}
 }
