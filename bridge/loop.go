@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -179,6 +180,10 @@ func (l *roomLoop) handle(out ydoc.Output) {
 	}
 	now := l.r.opts.Now()
 	for _, c := range out.Changes {
+		if l.ready && !c.Local && slices.Contains(c.Clients, 0) {
+			// The server's loader (client 0) writes after the sync: a progressive load goes on.
+			l.r.prep.loaderWrote(now)
+		}
 		authors := l.authorsOf(c)
 		seq := l.hist.record(c, authors, now, !l.ready && !c.Local)
 		if c.EditID != 0 {
@@ -204,6 +209,11 @@ func (l *roomLoop) handle(out ydoc.Output) {
 		l.sizeDirty = true
 	}
 	if out.Synced {
+		if l.r.opts.Kind == ydoc.KindNotebook && onlyLoader(l.sess.Doc().StateVector()) {
+			// Everything the replica holds came from the server's loader (client 0): the room
+			// was loaded from the file just now, and may still be loading (outputs.go).
+			l.r.prep.loaderWrote(now)
+		}
 		l.ready = true
 		if l.snaps != nil {
 			if err := l.snaps.observe(l.sess.Doc(), ydoc.Change{}, l.hist.version(), nil, now, true); err != nil {

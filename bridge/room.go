@@ -92,6 +92,9 @@ type RoomOptions struct {
 	// set, keeps them on disk across restarts.
 	HistoryBudget int
 	HistoryDir    string
+	// LoadWait bounds how long a read waits for the server to finish loading a notebook it
+	// streams in progressively (jupyter-collaboration 5.0; outputs.go) (60s).
+	LoadWait time.Duration
 	// SaveInterval: while the document holds changes the server has not saved, ask it to save
 	// (Jupyter's RAW save message) once the oldest is this old, and then at most this often
 	// (saveguard.go). 0 leaves saving to the server: for engines without a save message, or that
@@ -254,6 +257,7 @@ type Room struct {
 	synced chan struct{}
 
 	editSeq  atomic.Uint64
+	prep     *readPrep // what reads wait for (outputs.go)
 	lastUsed atomic.Int64 // unix nanos
 
 	mu       sync.Mutex
@@ -277,6 +281,7 @@ func NewRoom(opts RoomOptions) (*Room, error) {
 		done:   make(chan struct{}),
 		synced: make(chan struct{}),
 		info:   RoomInfo{Path: opts.Path, Kind: opts.Kind, Status: StatusConnecting},
+		prep:   &readPrep{},
 	}
 	r.touch()
 	return r, nil
@@ -711,6 +716,7 @@ func (l *roomLoop) connectAndServe(ctx context.Context) error {
 		l.fileHash = file.Hash // the file as the room was (first) joined
 	}
 	l.ds = ds
+	l.r.prep.engineChanged(ds.Engine, ds.FileID)
 	l.sess.LaggingSaveMarkers(ds.Engine.SavesItself) // its periodic saves mark before they are done
 	l.r.mu.Lock()
 	l.r.info.RoomID, l.r.info.FileID, l.r.info.SessionID = ds.RoomID, ds.FileID, ds.SessionID

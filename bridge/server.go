@@ -67,6 +67,9 @@ type Engine struct {
 	SavesItself bool
 	// NoForks: the server has no fork API; the fork operations fail with ErrNoForks.
 	NoForks bool
+	// OutputPlaceholders: documents may hold placeholders for outputs kept by an outputs
+	// service (jupyter-server-documents); reads show what they stand for (outputs.go).
+	OutputPlaceholders bool
 }
 
 // EngineServer is a Server that can say which collaboration engine it talks to (detecting it

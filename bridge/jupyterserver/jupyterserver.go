@@ -79,7 +79,7 @@ func (s Adapter) Engine(ctx context.Context) (bridge.Engine, error) {
 func engineInfo(e jupyter.Engine) bridge.Engine {
 	info := bridge.Engine{Name: e.Package()}
 	if e == jupyter.EngineDocuments {
-		info.SavesItself, info.NoForks = true, true
+		info.SavesItself, info.NoForks, info.OutputPlaceholders = true, true, true
 	}
 	return info
 }
@@ -408,3 +408,25 @@ const ScratchRefusal = "jupyter-server-documents runs code only as cells of a no
 	"sidecar's own would cut off the shell channel of every kernel connection opened before it (the server gives all of " +
 	"them one ZMQ identity, so the kernel answers only the newest: JupyterLab's completions and widgets would stop); " +
 	"put the code in a cell and run it with execute_notebook_cell instead"
+
+var (
+	_ bridge.OutputServer       = Server{}
+	_ bridge.NotebookFileServer = Server{}
+)
+
+// FetchOutput implements bridge.OutputServer: jupyter-server-documents' outputs service.
+func (s Server) FetchOutput(ctx context.Context, url string) (map[string]any, error) {
+	return s.C.FetchOutput(ctx, url)
+}
+
+// NotebookFile implements bridge.NotebookFileServer: the notebook as saved.
+func (s Server) NotebookFile(ctx context.Context, path string) (ydoc.Notebook, error) {
+	e, err := s.C.Contents(ctx, path, true)
+	if err != nil {
+		return ydoc.Notebook{}, err
+	}
+	if e.Type != "notebook" {
+		return ydoc.Notebook{}, fmt.Errorf("%s is a %s, not a notebook", path, e.Type)
+	}
+	return ydoc.ParseNBFormat(e.Content)
+}

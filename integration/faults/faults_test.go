@@ -118,10 +118,6 @@ func faultKinds(t *testing.T) []faultKind {
 	for k := faultKind(0); k < numFaults; k++ {
 		all = append(all, k)
 	}
-	if integration.DefaultEngine().Documents() {
-		// No sidecar execution on jupyter-server-documents (docs/engines.md): no runs to hit.
-		all = slices.DeleteFunc(all, func(k faultKind) bool { return k == faultKernelRestart })
-	}
 	v := os.Getenv("JCM_FAULT_KINDS")
 	if v == "" {
 		return all
@@ -219,6 +215,10 @@ func TestFaultInjection(t *testing.T) {
 		sc.stop()
 		if t.Failed() {
 			t.Logf("sidecar log kept: %s (seed %d)", sc.LogPath, seed)
+			serverLog := filepath.Join(logDir, "jupyter-server.log")
+			if err := os.WriteFile(serverLog, []byte(srv.Log()), 0o644); err == nil {
+				t.Logf("jupyter-server log kept: %s", serverLog)
+			}
 		} else {
 			_ = os.RemoveAll(logDir)
 		}
@@ -318,7 +318,7 @@ func (h *harness) round(ctx context.Context, r int, kind faultKind, rng *rand.Ra
 		ops = append(ops, op{kind: "edit", target: c, content: fmt.Sprintf("# edited in round %d (%d) %s", r, i, marker(c.id))})
 	}
 	rng.Shuffle(len(ops), func(i, j int) { ops[i], ops[j] = ops[j], ops[i] })
-	if !integration.DefaultEngine().Documents() && (kind == faultKernelRestart || rng.IntN(3) == 0) {
+	if kind == faultKernelRestart || rng.IntN(3) == 0 {
 		id := fmt.Sprintf("r%03d-x", r)
 		src := fmt.Sprintf("import time\nwith open(%q, 'a') as f:\n    f.write(%q)\ntime.sleep(0.6)\nprint(%q)  # %s",
 			h.ranFile, id+"\n", id, marker(id))
