@@ -18,6 +18,9 @@ import (
 // errReconnect ends a connection on purpose (conflict, reset needed); the loop reconnects.
 var errReconnect = errors.New("bridge: reconnecting")
 
+// errNoStepTwo: the server never answered a handshake.
+var errNoStepTwo = errors.New("no sync step 2 from the server")
+
 // Give up on a room that resets again and again without ever syncing (a document the engine
 // cannot load, a server that rejects every session), instead of reconnecting forever.
 const (
@@ -222,7 +225,7 @@ func (l *roomLoop) handle(out ydoc.Output) {
 		}
 		l.awayFrom = time.Time{}
 		l.lastSync = now
-		l.resetsNoSync, l.brokenNoSync, l.initErrors = 0, 0, 0
+		l.resetsNoSync, l.brokenNoSync, l.initErrors, l.unanswered = 0, 0, 0, 0
 		l.bo.Reset()
 		// The times first: a caller woken by synced reads them (presence warm-up).
 		l.r.mu.Lock()
@@ -284,7 +287,7 @@ func (l *roomLoop) tick(now time.Time) error {
 	}
 	if l.link != nil && !l.sess.Synced() && now.Sub(l.connectedAt) >= l.r.opts.HandshakeTimeout {
 		if l.handshakeAsked {
-			return fmt.Errorf("no sync step 2 from the server within %s", 2*l.r.opts.HandshakeTimeout)
+			return fmt.Errorf("%w within %s", errNoStepTwo, 2*l.r.opts.HandshakeTimeout)
 		}
 		l.handshakeAsked = true
 		l.connectedAt = now
@@ -305,8 +308,16 @@ func (l *roomLoop) tick(now time.Time) error {
 	}
 	l.measure(now)
 	l.saveTick(now)
+	if l.link != nil && !l.resyncAskedAt.IsZero() && now.Sub(l.resyncAskedAt) >= 2*l.r.opts.HandshakeTimeout {
+		// A server answers every step 1 with a step 2: one that no longer does serves nobody
+		// (a jupyter-server-documents room that lost its message task) though the socket lives.
+		return fmt.Errorf("%w to a resync within %s", errNoStepTwo, 2*l.r.opts.HandshakeTimeout)
+	}
 	if l.sess.Synced() && now.Sub(l.lastSync) >= l.r.opts.ResyncInterval {
 		l.lastSync = now
+		if l.resyncAskedAt.IsZero() {
+			l.resyncAskedAt = now
+		}
 		l.handle(l.sess.Tick())
 	}
 	return nil

@@ -70,6 +70,10 @@ type Engine struct {
 	// OutputPlaceholders: documents may hold placeholders for outputs kept by an outputs
 	// service (jupyter-server-documents); reads show what they stand for (outputs.go).
 	OutputPlaceholders bool
+	// FreesIdleRooms: the server frees a room nobody is in after a while and loads it afresh
+	// for the next client (jupyter-server-documents). A room of such a server that stops
+	// answering handshakes is left alone for RoomOptions.DeadRoomWait so that it can be freed.
+	FreesIdleRooms bool
 }
 
 // EngineServer is a Server that can say which collaboration engine it talks to (detecting it

@@ -79,7 +79,7 @@ func (s Adapter) Engine(ctx context.Context) (bridge.Engine, error) {
 func engineInfo(e jupyter.Engine) bridge.Engine {
 	info := bridge.Engine{Name: e.Package()}
 	if e == jupyter.EngineDocuments {
-		info.SavesItself, info.NoForks, info.OutputPlaceholders = true, true, true
+		info.SavesItself, info.NoForks, info.OutputPlaceholders, info.FreesIdleRooms = true, true, true, true
 	}
 	return info
 }

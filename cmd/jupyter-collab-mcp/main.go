@@ -84,6 +84,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			},
 			NoAutosave:    cfg.NoAutosave,
 			SaveInterval:  cfg.SaveInterval,
+			DeadRoomWait:  cfg.DeadRoomWait,
 			HistoryBudget: cfg.HistoryBudgetMB << 20,
 			HistoryDir:    cfg.StateDir,
 		},

@@ -181,7 +181,17 @@ func TestFaultInjection(t *testing.T) {
 	start := time.Now()
 
 	dir := t.TempDir()
-	srv, err := integration.StartJupyter(ctx, integration.ServerOptions{Root: filepath.Join(dir, "root"), StateDir: filepath.Join(dir, "state")})
+	var serverArgs, sidecarEnv []string
+	if integration.DefaultEngine().Documents() {
+		// jupyter-server-documents 0.3.3 can lose a room for good when connections drop with
+		// updates queued (docs/engines.md, "Known server problems"); the sidecar then stays away
+		// until the server has freed the room. The server frees empty rooms faster here (5 s
+		// after the last activity, checked every 5 s, instead of 60 s and 300 s), and the sidecar
+		// stays away 15 s instead of 6 minutes: the same recovery, in test time.
+		serverArgs = []string{"--YRoomManager.auto_free_interval=5", "--YRoom.inactivity_timeout=5"}
+		sidecarEnv = []string{"DEAD_ROOM_WAIT=15s"}
+	}
+	srv, err := integration.StartJupyter(ctx, integration.ServerOptions{Root: filepath.Join(dir, "root"), StateDir: filepath.Join(dir, "state"), ExtraArgs: serverArgs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +217,7 @@ func TestFaultInjection(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc, err := startSidecar(ctx, proxy.URL(), srv.Token, filepath.Join(logDir, "sidecar.log"),
-		"JUPYTER_TIMEOUT="+jupyterTimeout.String(), "MCP_CALL_TIMEOUT="+callTimeout.String())
+		append([]string{"JUPYTER_TIMEOUT=" + jupyterTimeout.String(), "MCP_CALL_TIMEOUT=" + callTimeout.String()}, sidecarEnv...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,10 +503,16 @@ func (h *harness) do(ctx context.Context, r int, o op) {
 	}
 }
 
-// recover edits the probe cell until an edit is confirmed: the sidecar is back.
+// recover edits the probe cell until an edit is confirmed: the sidecar is back. On
+// jupyter-server-documents that can take two unanswered handshakes (30 s each), the sidecar's
+// stay away from a dead room (15 s here) and the server freeing it.
 func (h *harness) recover(ctx context.Context, r int) {
 	probe := h.led.cells[probeID]
-	deadline := time.Now().Add(90 * time.Second)
+	limit := 90 * time.Second
+	if integration.DefaultEngine().Documents() {
+		limit = 150 * time.Second
+	}
+	deadline := time.Now().Add(limit)
 	for i := 0; ; i++ {
 		content := fmt.Sprintf("probe after round %d, try %d %s", r, i, marker(probeID))
 		res := h.agent.call(ctx, "batch_update_notebook_cells", map[string]any{"path": notebook, "exec": false,
@@ -510,7 +526,7 @@ func (h *harness) recover(ctx context.Context, r int) {
 			return
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			h.t.Fatalf("round %d: the sidecar did not recover within 90 s (last: %s %s)\n%s", r, res.out, res.err, h.sc.tail(4000))
+			h.t.Fatalf("round %d: the sidecar did not recover within %s (last: %s %s)\n%s", r, limit, res.out, res.err, h.sc.tail(4000))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
