@@ -60,7 +60,7 @@ type readPrep struct {
 	bytes        int
 	resets       int // the room's resets when the cache was filled: a new server document empties it
 
-	loadingSince time.Time     // the loader wrote after the sync (zero: no load going on)
+	loadingSince time.Time      // the loader wrote after the sync (zero: no load going on)
 	expected     *ydoc.Notebook // the file, for the load going on
 }
 

@@ -117,8 +117,8 @@ type RoomOptions struct {
 	// message task for good (docs/engines.md, "Known server problems"), and frees a room only
 	// when nobody is in it, 60 s after its last activity, at a pass every 300 s (6m).
 	DeadRoomWait time.Duration
-	WriteTimeout     time.Duration // per frame (10s)
-	TickInterval     time.Duration // loop housekeeping (1s)
+	WriteTimeout time.Duration // per frame (10s)
+	TickInterval time.Duration // loop housekeeping (1s)
 
 	NewClientID func() uint32    // random non-zero by default
 	Now         func() time.Time // time.Now by default
