@@ -800,11 +800,12 @@ func (f *follower) checkKernel() {
 	// worker waits forever for the old process's reply (a restart through the REST API), or its
 	// kernel client stays on the dead process's ports (the restarter's callback is a coroutine
 	// nobody awaits), and the cell stays [*] while every later run waits behind it. The kernel
-	// then is not busy although our cell, which it should be running, shows running. Seen twice
-	// a heartbeat apart with the replica in sync, the run is lost: attaching the session's kernel
-	// to the room again (a session PATCH) makes the server drop its stuck worker (which sets the
-	// cell idle) and connect to the live kernel.
-	if state != "busy" && f.begun && f.last.state == "running" && f.room.Info().Status == bridge.StatusSynced {
+	// then is not busy although our cell (or one queued before it) shows running: the server's
+	// worker hands the kernel the next queued cell within milliseconds, so seen twice a heartbeat
+	// apart with the replica in sync, the queue is stuck: attaching the session's kernel to the
+	// room again (a session PATCH) makes the server drop its stuck worker (which sets the cells
+	// it held idle) and connect to the live kernel.
+	if state != "busy" && f.sawRunning && f.last.state == "running" && f.room.Info().Status == bridge.StatusSynced {
 		f.notBusy++
 	} else {
 		f.notBusy = 0

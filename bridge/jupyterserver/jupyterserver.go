@@ -214,15 +214,17 @@ type Kernels struct {
 	Adapter *Adapter
 }
 
-// ErrServerExecutes says the engine runs notebook cells on the server and the sidecar cannot
-// run them through its own kernel channel (yet: docs/engines.md, execution).
+// ErrServerExecutes says the engine runs notebook cells on the server, so the sidecar opens no
+// kernel channel of its own there (execution.ServerEngine runs cells through the server;
+// docs/engines.md, "Execution").
 var ErrServerExecutes = &serverExecutesError{}
 
 type serverExecutesError struct{}
 
 func (*serverExecutesError) Error() string {
-	return "jupyter-server-documents runs notebook cells on the server (POST /api/kernels/{id}/execute) and its " +
-		"kernel websocket speaks only the v1 binary protocol; running cells from the sidecar is not supported on it yet"
+	return "jupyter-server-documents runs notebook cells on the server (POST /api/kernels/{id}/execute): the sidecar " +
+		"runs them through it and opens no kernel channel of its own there (its kernel websockets share one ZMQ " +
+		"identity, so another one would cut the humans' off)"
 }
 
 // Permanent is true: retrying cannot help.
