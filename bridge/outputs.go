@@ -261,7 +261,7 @@ func (r *Room) expectedFile(ctx context.Context) (*ydoc.Notebook, error) {
 	if exp != nil {
 		return exp, nil
 	}
-	fs, ok := r.opts.Server.(NotebookFileServer)
+	fs, ok := r.opts.Jupyter.(NotebookFileServer)
 	if !ok {
 		return nil, fmt.Errorf("the server cannot read notebook files")
 	}
@@ -310,7 +310,7 @@ func missingFromFile(d *ydoc.Doc, file *ydoc.Notebook) int {
 
 // fetchPlaceholders fetches what the document's placeholders stand for and the cache lacks.
 func (r *Room) fetchPlaceholders(ctx context.Context) error {
-	fetcher, ok := r.opts.Server.(OutputServer)
+	fetcher, ok := r.opts.Jupyter.(OutputServer)
 	if !ok {
 		return nil
 	}

@@ -264,7 +264,7 @@ type Room struct {
 	synced chan struct{}
 
 	editSeq  atomic.Uint64
-	prep     *readPrep // what reads wait for (outputs.go)
+	prep     *readPrep    // what reads wait for (outputs.go)
 	lastUsed atomic.Int64 // unix nanos
 
 	mu       sync.Mutex

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/logfield"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -152,7 +153,7 @@ func NewServerEngine(opts ServerOptions) (*ServerEngine, error) {
 		opts.Now = time.Now
 	}
 	life, finish := context.WithCancel(context.Background())
-	return &ServerEngine{opts: opts, log: opts.Logger.With().Str("component", "executor").Str("executor", "server").Logger(),
+	return &ServerEngine{opts: opts, log: opts.Logger.With().Str(logfield.Component, "executor").Str("executor", "server").Logger(),
 		life: life, finish: finish, notebooks: map[string]*nbServer{}, jobs: map[string]*clientJob{}}, nil
 }
 
@@ -404,11 +405,14 @@ func (x *ServerEngine) runJob(cj *clientJob, room *bridge.Room, opts RunOptions)
 		run := x.runCell(ctx, cj, i, room, nb)
 		if c := run.ExecutionCount; c != nil {
 			if *c <= nb.lastCount {
-				j.Update(func(s *JobState) {
-					s.Note = joinNotes(s.Note, "the kernel restarted (it died or was restarted); variables from earlier runs are lost")
-				})
+				const note = "the kernel restarted (it died or was restarted); variables from earlier runs are lost"
+				j.Update(func(s *JobState) { s.Note = joinNotes(s.Note, note) })
+				x.kernelNotice(room.Path(), bridge.NoticeNotice, "restarted", nb.session.KernelID, note)
 			}
 			nb.lastCount = *c
+		}
+		if run.Status == CellAborted && strings.Contains(run.Note, "kernel") {
+			x.kernelNotice(room.Path(), bridge.NoticeWarning, "lost", nb.session.KernelID, "the kernel was lost during a run: "+run.Note)
 		}
 		run = t.after(run, cj.cancelled(), opts.StopOnError)
 		set(func(c *CellRun) { *c = run })
@@ -448,15 +452,25 @@ func (x *ServerEngine) session(ctx context.Context, room *bridge.Room, nb *nbSer
 	note := ""
 	if old := nb.session.KernelID; old != "" && old != found.KernelID {
 		note = "the notebook now has another kernel; variables from earlier runs are lost"
+		level := bridge.NoticeNotice
 		if _, err := x.opts.Kernels.KernelState(ctx, old); bridge.IsNotFound(err) {
 			note = fmt.Sprintf("the notebook's kernel (%s) was gone; a new kernel was started, so variables from earlier runs are lost", old)
+			level = bridge.NoticeWarning
 		}
+		x.kernelNotice(path, level, "replaced", found.KernelID, note)
 	}
 	if nb.session.KernelID != found.KernelID {
 		nb.lastCount = 0
 	}
 	nb.session = *found
 	return note, nil
+}
+
+// kernelNotice tells agents (bridge.Manager.Notify) what happened to a notebook's kernel, as
+// ClientEngine does: event is "restarted", "lost" or "replaced".
+func (x *ServerEngine) kernelNotice(path string, level bridge.NoticeLevel, event, kernelID, msg string) {
+	x.opts.Manager.Notify(bridge.Notice{Level: level, Topic: bridge.TopicKernel, Kind: event, Path: path, DocKind: ydoc.KindNotebook.String(),
+		Message: path + ": " + msg, Data: map[string]any{"event": event, "kernel_id": kernelID}})
 }
 
 // cellNow is what the document shows of the running cell.
@@ -569,7 +583,7 @@ func (x *ServerEngine) send(ctx context.Context, room *bridge.Room, nb *nbServer
 			return at, ""
 		case errors.Is(err, ErrRoomWithoutKernel) && !attached:
 			attached = true
-			x.log.Info().Str("room_path", room.Path()).Str("kernel", nb.session.KernelID).Msg("the notebook's room on the server has no kernel (the room was freed and loaded again?): attaching the session's kernel")
+			x.log.Info().Str(logfield.Path, room.Path()).Str(logfield.Kernel, nb.session.KernelID).Msg("the notebook's room on the server has no kernel (the room was freed and loaded again?): attaching the session's kernel")
 			if aerr := x.opts.Kernels.AttachSession(ctx, nb.session); aerr != nil {
 				if !bridge.IsNotFound(aerr) {
 					return time.Time{}, "not run: the notebook's room on the server has no kernel, and attaching it failed: " + aerr.Error()
@@ -816,11 +830,11 @@ func (f *follower) checkKernel() {
 		f.lostNote = "the kernel restarted or died while the cell ran and the server lost the run " +
 			"(jupyter-server-documents 0.3.3 does not notice); the sidecar attached the kernel to the notebook again. " +
 			"The cell is not sent again: nobody can tell whether the old kernel had begun it"
-		f.x.log.Warn().Str("room_path", f.room.Path()).Str("cell", f.id).Str("kernel", f.kernelID).Str("kernel_state", state).
+		f.x.log.Warn().Str(logfield.Path, f.room.Path()).Str(logfield.Cell, f.id).Str(logfield.Kernel, f.kernelID).Str("kernel_state", state).
 			Msg("the server lost a run (the kernel is not busy, the cell shows running): attaching the kernel to the room again")
 		if s, err := f.x.sessionFor(ctx, f.room.Path()); err == nil {
 			if err := f.x.opts.Kernels.AttachSession(ctx, s); err != nil {
-				f.x.log.Warn().Err(err).Str("room_path", f.room.Path()).Msg("could not attach the kernel to the room again")
+				f.x.log.Warn().Err(err).Str(logfield.Path, f.room.Path()).Msg("could not attach the kernel to the room again")
 			}
 		}
 	case !f.repairedAt.IsZero() && now.Sub(f.repairedAt) >= 2*f.x.opts.Heartbeat:
@@ -863,7 +877,7 @@ func (f *follower) decide() (CellRun, bool) {
 		f.nextInt = now.Add(time.Second)
 		ctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
 		if err := f.x.opts.Kernels.Interrupt(ctx, f.kernelID); err != nil {
-			f.x.log.Warn().Err(err).Str("kernel", f.kernelID).Msg("could not interrupt a cancelled run")
+			f.x.log.Warn().Err(err).Str(logfield.Kernel, f.kernelID).Msg("could not interrupt a cancelled run")
 		}
 		cancel()
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
@@ -171,8 +172,24 @@ func intp(n int) *int { return &n }
 
 type serverEnv struct {
 	srv *bridgetest.Server
+	sub *bridge.Subscription // the manager's events, from the start
 	k   *docKernels
 	x   *execution.ServerEngine
+}
+
+// notices returns the kinds of the kernel notices agents were given so far.
+func (e *serverEnv) notices() []string {
+	var kinds []string
+	for {
+		select {
+		case ev := <-e.sub.C:
+			if ev.Kind == bridge.EventNotice && ev.Notice != nil && ev.Notice.Topic == bridge.TopicKernel {
+				kinds = append(kinds, ev.Notice.Kind)
+			}
+		default:
+			return kinds
+		}
+	}
 }
 
 func newServerEnv(t *testing.T, cells ...ydoc.Cell) *serverEnv {
@@ -180,6 +197,8 @@ func newServerEnv(t *testing.T, cells ...ydoc.Cell) *serverEnv {
 	srv := bridgetest.New(oneNotebook(cells...)...)
 	m := newManager(t, srv, nil)
 	k := newDocKernels(srv)
+	sub := m.Subscribe(4096)
+	t.Cleanup(sub.Close)
 	x, err := execution.NewServerEngine(execution.ServerOptions{Manager: m, Kernels: k, Logger: zerolog.Nop(),
 		Heartbeat: heartbeat, EndGrace: 100 * time.Millisecond, ScratchRefusal: "no scratch here"})
 	if err != nil {
@@ -189,7 +208,7 @@ func newServerEnv(t *testing.T, cells ...ydoc.Cell) *serverEnv {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = x.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return &serverEnv{srv: srv, k: k, x: x}
+	return &serverEnv{srv: srv, sub: sub, k: k, x: x}
 }
 
 func (e *serverEnv) start(t *testing.T, ids []string, opts execution.RunOptions) *execution.Job {
@@ -339,6 +358,9 @@ func TestServerEngineLostRuns(t *testing.T) {
 	v := waitJob(t, j)
 	if c := v.Cells[0]; c.Status != execution.CellAborted || !strings.Contains(c.Note, "attached the kernel") || !strings.Contains(c.Note, "not sent again") {
 		t.Errorf("lost run: %+v", v)
+	}
+	if got := e.notices(); !slices.Contains(got, "lost") {
+		t.Errorf("agents were not told the kernel was lost: notices %v", got)
 	}
 	// Idle without a count, the kernel busy meanwhile: aborted after the grace, no attach.
 	e.k.setState("busy")

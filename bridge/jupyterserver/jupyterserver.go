@@ -412,17 +412,17 @@ const ScratchRefusal = "jupyter-server-documents runs code only as cells of a no
 	"put the code in a cell and run it with execute_notebook_cell instead"
 
 var (
-	_ bridge.OutputServer       = Server{}
-	_ bridge.NotebookFileServer = Server{}
+	_ bridge.OutputServer       = Adapter{}
+	_ bridge.NotebookFileServer = Adapter{}
 )
 
 // FetchOutput implements bridge.OutputServer: jupyter-server-documents' outputs service.
-func (s Server) FetchOutput(ctx context.Context, url string) (map[string]any, error) {
+func (s Adapter) FetchOutput(ctx context.Context, url string) (map[string]any, error) {
 	return s.C.FetchOutput(ctx, url)
 }
 
 // NotebookFile implements bridge.NotebookFileServer: the notebook as saved.
-func (s Server) NotebookFile(ctx context.Context, path string) (ydoc.Notebook, error) {
+func (s Adapter) NotebookFile(ctx context.Context, path string) (ydoc.Notebook, error) {
 	e, err := s.C.Contents(ctx, path, true)
 	if err != nil {
 		return ydoc.Notebook{}, err

@@ -50,7 +50,7 @@ func TestDeadDocumentsRoomIsLeftToBeFreed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := bridge.NewManager(bridge.ManagerOptions{Server: jupyterserver.New(c), Logger: log, Room: bridge.RoomOptions{
+	m, err := bridge.NewManager(bridge.ManagerOptions{Jupyter: jupyterserver.New(c), Logger: log, Room: bridge.RoomOptions{
 		MaxBackoff: time.Second, HandshakeTimeout: 2 * time.Second, ResyncInterval: 2 * time.Second, DeadRoomWait: 6 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
