@@ -134,12 +134,12 @@ integration: deps conformance-deps e2e-deps bench-deps
 
 # The compatibility matrix (docs/engines.md): on jupyter-collaboration 4.4 and
 # jupyter-server-documents 0.3, the real-server suite without the engine-independent parts
-# (yjs differential tests, load, HTTP auth), a short fault-injection run (every fault kind),
+# (yjs differential tests, load, HTTP auth, MCP conformance), a short fault-injection run (every fault kind),
 # the freed-room test and, on jsd, the dead-room test; the browser end-to-end on jsd. jc5 runs
 # everything in `integration`.
 MATRIX_ENGINES ?= jc4 jsd
 MATRIX_E2E_ENGINES ?= jsd
-MATRIX_SKIP := TestDiff|TestLoad|TestJupyterDelegatedAuthAgainstRealServer|TestMCPHTTPAuth|TestMCPAlwaysEmbedSchema
+MATRIX_SKIP := TestDiff|TestLoad|TestJupyterDelegatedAuthAgainstRealServer|TestMCPHTTPAuth|TestMCPAlwaysEmbedSchema|TestMCPConformance
 MATRIX_FAULT_ROUNDS ?= 15
 .PHONY: integration-matrix
 integration-matrix: deps engine-deps e2e-deps

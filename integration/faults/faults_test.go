@@ -160,9 +160,8 @@ type harness struct {
 	ambient  int // rounds run with added latency
 	kills    []killRec
 
-	flagged          map[string]bool // cells watch already reported
-	allowUnsavedLoss bool            // JCM_FAULT_ALLOW_UNSAVED_LOSS=1
-	unsavedLosses    int
+	flagged       map[string]bool // cells watch already reported
+	unsavedLosses int
 }
 
 // killRec is one SIGKILL of jupyter-server and what the file on disk held at that moment.
@@ -240,7 +239,7 @@ func TestFaultInjection(t *testing.T) {
 	t.Cleanup(func() { _ = a.c.Close() })
 
 	h := &harness{t: t, srv: srv, proxy: proxy, sc: sc, agent: a, ranFile: filepath.Join(dir, "ran.txt"),
-		led: &ledger{cells: map[string]*cellRec{}, calls: map[string]*[4]int{}}, allowUnsavedLoss: os.Getenv("JCM_FAULT_ALLOW_UNSAVED_LOSS") == "1", flagged: map[string]bool{}}
+		led: &ledger{cells: map[string]*cellRec{}, calls: map[string]*[4]int{}}, flagged: map[string]bool{}}
 	// The probe cell: edited after every round until an edit goes through (recovery).
 	probe := &cellRec{id: probeID, round: -1, contents: []string{"probe " + marker(probeID)}}
 	res := a.call(ctx, "batch_insert_notebook_cells", map[string]any{"path": notebook, "exec": false,
