@@ -1,7 +1,8 @@
 # jupyter-collab-mcp — everything a fresh machine needs comes from here.
 #   make run    local jupyter-server + sidecar + sample notebook, ready for a browser and an MCP client
-#   make test   lint, unit tests (-race), then the integration suite against a real jupyter-server
-#               (and its protocol parts against the other collaboration engines: integration-matrix)
+#   make test   lint, unit tests (-race), the integration suite against a real jupyter-server, then
+#               its protocol parts, faults and browser e2e against the other collaboration engines
+#               (integration-matrix)
 #   make bench  benchmarks against the real server (numbers go in the README)
 
 SHELL := /bin/bash
@@ -133,29 +134,28 @@ integration: deps conformance-deps e2e-deps bench-deps
 
 # The compatibility matrix (docs/engines.md): on jupyter-collaboration 4.4 and
 # jupyter-server-documents 0.3, the real-server suite without the engine-independent parts
-# (yjs differential tests, load, HTTP auth) plus a short fault-injection run and the freed-room
-# test. jc5 runs everything in `integration`. On jsd the fault run leaves out drop-connections:
-# jupyter-server-documents 0.3.3 can stop answering a room's handshakes after connections are
-# dropped with updates queued (docs/engines.md, "known server problems"); and it tolerates
-# losing an edit confirmed but not yet saved when the server is killed: the re-run of such
-# edits relies on jupyter-collaboration's save markers, which jsd's save loop does not give the
-# same meaning (phase 2, with the save guard).
+# (yjs differential tests, load, HTTP auth, MCP conformance), a short fault-injection run (every fault kind),
+# the freed-room test and, on jsd, the dead-room test; the browser end-to-end on jsd. jc5 runs
+# everything in `integration`.
 MATRIX_ENGINES ?= jc4 jsd
-MATRIX_SKIP := TestDiff|TestLoad|TestJupyterDelegatedAuthAgainstRealServer|TestMCPHTTPAuth|TestMCPAlwaysEmbedSchema
+MATRIX_E2E_ENGINES ?= jsd
+MATRIX_SKIP := TestDiff|TestLoad|TestJupyterDelegatedAuthAgainstRealServer|TestMCPHTTPAuth|TestMCPAlwaysEmbedSchema|TestMCPConformance
 MATRIX_FAULT_ROUNDS ?= 15
 .PHONY: integration-matrix
-integration-matrix: deps engine-deps
+integration-matrix: deps engine-deps e2e-deps
 	@set -e; for e in $(MATRIX_ENGINES); do \
 	  echo "== engine $$e: protocol suite"; \
 	  JCM_ENGINE=$$e $(GO) test -race -count=1 -tags integration -timeout 30m -skip '$(MATRIX_SKIP)' $(GOTESTFLAGS) ./integration/; \
-	  echo "== engine $$e: fault injection ($(MATRIX_FAULT_ROUNDS) rounds) and freed rooms"; \
-	  kinds=""; unsaved=""; if [ $$e = jsd ]; then kinds=kill-server,stall; unsaved=1; fi; \
-	  JCM_ENGINE=$$e JCM_FAULT_ROUNDS=$(MATRIX_FAULT_ROUNDS) JCM_FAULT_KINDS=$$kinds JCM_FAULT_ALLOW_UNSAVED_LOSS=$$unsaved $(GO) test -race -count=1 -tags integration -timeout 30m \
-	    -run 'TestFaultInjection|TestFreedRoomRejoinedOnce' $(GOTESTFLAGS) ./integration/faults/; \
+	  echo "== engine $$e: fault injection ($(MATRIX_FAULT_ROUNDS) rounds), freed and dead rooms"; \
+	  JCM_ENGINE=$$e JCM_FAULT_ROUNDS=$(MATRIX_FAULT_ROUNDS) $(GO) test -race -count=1 -tags integration -timeout 30m \
+	    -run 'TestFaultInjection|TestFreedRoomRejoinedOnce|TestDeadDocumentsRoomIsLeftToBeFreed' $(GOTESTFLAGS) ./integration/faults/; \
+	done; \
+	for e in $(MATRIX_E2E_ENGINES); do \
+	  echo "== engine $$e: browser end-to-end"; \
+	  JCM_ENGINE=$$e JCM_ARTIFACTS=integration/e2e/artifacts/$$e $(GO) test -race -count=1 -tags integration -timeout 20m $(GOTESTFLAGS) ./integration/e2e/; \
 	done
 
-# integration-matrix joins `test` once it is green on every engine (jsd save model and execution pending).
-test: lint unit integration
+test: lint unit integration integration-matrix
 
 # Short fuzz runs of every decoder (go test -fuzz takes one target at a time).
 fuzz:

@@ -41,6 +41,9 @@ func (e *leaveError) Unwrap() error { return e.err }
 // receiveSync handles a sync frame: held until the server's step 1 of this connection, then
 // checked for a new server document, then applied.
 func (l *roomLoop) receiveSync(f ydoc.Frame) error {
+	if f.Sync == ydoc.SyncStep2 {
+		l.resyncAskedAt = time.Time{}
+	}
 	if !l.serverStepOne {
 		if f.Sync != ydoc.SyncStep1 {
 			if len(l.held) >= maxHeldFrames {

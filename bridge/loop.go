@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -16,6 +17,9 @@ import (
 
 // errReconnect ends a connection on purpose (conflict, reset needed); the loop reconnects.
 var errReconnect = errors.New("bridge: reconnecting")
+
+// errNoStepTwo: the server never answered a handshake.
+var errNoStepTwo = errors.New("no sync step 2 from the server")
 
 // Give up on a room that resets again and again without ever syncing (a document the engine
 // cannot load, a server that rejects every session), instead of reconnecting forever.
@@ -179,6 +183,10 @@ func (l *roomLoop) handle(out ydoc.Output) {
 	}
 	now := l.r.opts.Now()
 	for _, c := range out.Changes {
+		if l.ready && !c.Local && slices.Contains(c.Clients, 0) {
+			// The server's loader (client 0) writes after the sync: a progressive load goes on.
+			l.r.prep.loaderWrote(now)
+		}
 		authors := l.authorsOf(c)
 		seq := l.hist.record(c, authors, now, !l.ready && !c.Local)
 		if c.EditID != 0 {
@@ -204,6 +212,11 @@ func (l *roomLoop) handle(out ydoc.Output) {
 		l.sizeDirty = true
 	}
 	if out.Synced {
+		if l.r.opts.Kind == ydoc.KindNotebook && onlyLoader(l.sess.Doc().StateVector()) {
+			// Everything the replica holds came from the server's loader (client 0): the room
+			// was loaded from the file just now, and may still be loading (outputs.go).
+			l.r.prep.loaderWrote(now)
+		}
 		l.ready = true
 		if l.snaps != nil {
 			if err := l.snaps.observe(l.sess.Doc(), ydoc.Change{}, l.hist.version(), nil, now, true); err != nil {
@@ -212,7 +225,7 @@ func (l *roomLoop) handle(out ydoc.Output) {
 		}
 		l.awayFrom = time.Time{}
 		l.lastSync = now
-		l.resetsNoSync, l.brokenNoSync, l.initErrors = 0, 0, 0
+		l.resetsNoSync, l.brokenNoSync, l.initErrors, l.unanswered = 0, 0, 0, 0
 		l.bo.Reset()
 		// The times first: a caller woken by synced reads them (presence warm-up).
 		l.r.mu.Lock()
@@ -274,7 +287,7 @@ func (l *roomLoop) tick(now time.Time) error {
 	}
 	if l.link != nil && !l.sess.Synced() && now.Sub(l.connectedAt) >= l.r.opts.HandshakeTimeout {
 		if l.handshakeAsked {
-			return fmt.Errorf("no sync step 2 from the server within %s", 2*l.r.opts.HandshakeTimeout)
+			return fmt.Errorf("%w within %s", errNoStepTwo, 2*l.r.opts.HandshakeTimeout)
 		}
 		l.handshakeAsked = true
 		l.connectedAt = now
@@ -295,8 +308,16 @@ func (l *roomLoop) tick(now time.Time) error {
 	}
 	l.measure(now)
 	l.saveTick(now)
+	if l.link != nil && !l.resyncAskedAt.IsZero() && now.Sub(l.resyncAskedAt) >= 2*l.r.opts.HandshakeTimeout {
+		// A server answers every step 1 with a step 2: one that no longer does serves nobody
+		// (a jupyter-server-documents room that lost its message task) though the socket lives.
+		return fmt.Errorf("%w to a resync within %s", errNoStepTwo, 2*l.r.opts.HandshakeTimeout)
+	}
 	if l.sess.Synced() && now.Sub(l.lastSync) >= l.r.opts.ResyncInterval {
 		l.lastSync = now
+		if l.resyncAskedAt.IsZero() {
+			l.resyncAskedAt = now
+		}
 		l.handle(l.sess.Tick())
 	}
 	return nil

@@ -92,9 +92,29 @@ func (r *Room) View(ctx context.Context, fn func(*ydoc.Doc) error) error {
 // fn (like every callback handed to a room: View, Apply, OnEvent) runs on the room goroutine,
 // Apply's with the CRDT engine locked for all rooms: it must be short and must not call any
 // Room or Manager method, or it deadlocks. A panic in fn is returned as an error.
+//
+// A read shows the document as it is meant to be: it waits while the server is still loading a
+// notebook progressively, and shows the outputs an outputs service's placeholders stand for
+// (outputs.go).
 func (r *Room) Read(ctx context.Context, fn func(*ydoc.Doc, History) error) error {
 	r.touch()
-	return r.whenReady(ctx, func(l *roomLoop) error { return fn(l.sess.Doc(), History{l.hist}) })
+	if err := r.prepareRead(ctx); err != nil {
+		return err
+	}
+	return r.readRaw(ctx, true, fn)
+}
+
+// readRaw runs a read on the room goroutine once the replica is ready; resolve shows the
+// outputs placeholders stand for.
+func (r *Room) readRaw(ctx context.Context, resolve bool, fn func(*ydoc.Doc, History) error) error {
+	return r.whenReady(ctx, func(l *roomLoop) error {
+		d := l.sess.Doc()
+		if f := l.r.prep.filter(); resolve && f != nil {
+			d.SetOutputFilter(f)
+			defer d.SetOutputFilter(nil)
+		}
+		return fn(d, History{l.hist})
+	})
 }
 
 // readCall is a request waiting on the room goroutine for the replica to be ready (whenReady);

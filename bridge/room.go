@@ -92,6 +92,9 @@ type RoomOptions struct {
 	// set, keeps them on disk across restarts.
 	HistoryBudget int
 	HistoryDir    string
+	// LoadWait bounds how long a read waits for the server to finish loading a notebook it
+	// streams in progressively (jupyter-collaboration 5.0; outputs.go) (60s).
+	LoadWait time.Duration
 	// SaveInterval: while the document holds changes the server has not saved, ask it to save
 	// (Jupyter's RAW save message) once the oldest is this old, and then at most this often
 	// (saveguard.go). 0 leaves saving to the server: for engines without a save message, or that
@@ -108,8 +111,14 @@ type RoomOptions struct {
 	ResetAfter       time.Duration // rebuild the replica after being away this long (45s; the server cleans idle rooms after 60s)
 	PingInterval     time.Duration // websocket ping (15s)
 	HandshakeTimeout time.Duration // no sync step 2 within this: ask again, then reconnect (15s)
-	WriteTimeout     time.Duration // per frame (10s)
-	TickInterval     time.Duration // loop housekeeping (1s)
+	// DeadRoomWait: on engines that free idle rooms (Engine.FreesIdleRooms), a room that failed
+	// twice in a row to answer a handshake is left alone this long before the next try, so the
+	// server can free it and load it afresh: jupyter-server-documents 0.3.3 can lose a room's
+	// message task for good (docs/engines.md, "Known server problems"), and frees a room only
+	// when nobody is in it, 60 s after its last activity, at a pass every 300 s (6m).
+	DeadRoomWait time.Duration
+	WriteTimeout time.Duration // per frame (10s)
+	TickInterval time.Duration // loop housekeeping (1s)
 
 	NewClientID func() uint32    // random non-zero by default
 	Now         func() time.Time // time.Now by default
@@ -138,6 +147,7 @@ func (o *RoomOptions) defaults() error {
 	def(&o.ResetAfter, 45*time.Second)
 	def(&o.PingInterval, 15*time.Second)
 	def(&o.HandshakeTimeout, 15*time.Second)
+	def(&o.DeadRoomWait, 6*time.Minute)
 	def(&o.WriteTimeout, 10*time.Second)
 	def(&o.TickInterval, time.Second)
 	def(&o.SaveTimeout, 30*time.Second)
@@ -254,6 +264,7 @@ type Room struct {
 	synced chan struct{}
 
 	editSeq  atomic.Uint64
+	prep     *readPrep    // what reads wait for (outputs.go)
 	lastUsed atomic.Int64 // unix nanos
 
 	mu       sync.Mutex
@@ -277,6 +288,7 @@ func NewRoom(opts RoomOptions) (*Room, error) {
 		done:   make(chan struct{}),
 		synced: make(chan struct{}),
 		info:   RoomInfo{Path: opts.Path, Kind: opts.Kind, Status: StatusConnecting},
+		prep:   &readPrep{},
 	}
 	r.touch()
 	return r, nil
@@ -470,6 +482,8 @@ type roomLoop struct {
 	held           []ydoc.Frame // sync frames held until then
 	handshakeAsked bool         // a second step 1 was sent for the current handshake
 	resetsNoSync   int          // resets since the last successful sync
+	unanswered     int          // handshakes in a row the server never answered
+	resyncAskedAt  time.Time    // a periodic step 1 not answered yet with a step 2 (zero: none)
 	brokenNoSync   int          // replica breakdowns (engine panics) since the last successful sync
 	initErrors     int          // consecutive initialization_error closes
 
@@ -659,6 +673,21 @@ func (l *roomLoop) run(ctx context.Context) error {
 			// the server saves the rebuilt room. JupyterLab's own tabs retry every 2.5 s at most.
 			delay = l.r.opts.AtRiskBackoff/2 + time.Duration(mrand.Int64N(int64(l.r.opts.AtRiskBackoff/2)+1))
 		}
+		if errors.Is(err, errNoStepTwo) {
+			l.unanswered++
+		} else if !errors.Is(err, errReconnect) {
+			l.unanswered = 0
+		}
+		if l.unanswered >= 2 && l.ds.Engine.FreesIdleRooms {
+			// The server's room no longer answers anybody (jupyter-server-documents 0.3.3 loses a
+			// room's message task when a queued update's client is gone): only a fresh room
+			// helps, and the server frees this one only once nobody is in it. Stay away.
+			delay = max(delay, l.r.opts.DeadRoomWait)
+			err = fmt.Errorf("%w: the server's room stopped answering (a known %s problem); leaving it to the server to free and load afresh, back in %s",
+				err, l.ds.Engine.Name, delay.Round(time.Second))
+			l.log.Error().Err(err).Int("unanswered_handshakes", l.unanswered).Msg("the server's room is dead; staying away so that it can be freed")
+			l.unanswered = 0
+		}
 		l.lastErr = err
 		l.log.Warn().Err(err).Dur(logfield.RetryIn, delay).Msg("room connection lost; reconnecting")
 		l.setStatus(StatusDisconnected, err)
@@ -711,12 +740,13 @@ func (l *roomLoop) connectAndServe(ctx context.Context) error {
 		l.fileHash = file.Hash // the file as the room was (first) joined
 	}
 	l.ds = ds
+	l.r.prep.engineChanged(ds.Engine, ds.FileID)
 	l.sess.LaggingSaveMarkers(ds.Engine.SavesItself) // its periodic saves mark before they are done
 	l.r.mu.Lock()
 	l.r.info.RoomID, l.r.info.FileID, l.r.info.SessionID = ds.RoomID, ds.FileID, ds.SessionID
 	l.r.mu.Unlock()
 	l.link = startLink(conn, linkTimings{writeTimeout: l.r.opts.WriteTimeout, pingInterval: l.r.opts.PingInterval, now: l.r.opts.Now}, l.log)
-	l.connectedAt, l.handshakeAsked = l.r.opts.Now(), false
+	l.connectedAt, l.handshakeAsked, l.resyncAskedAt = l.r.opts.Now(), false, time.Time{}
 	l.serverStepOne, l.held = false, nil
 	l.log.Info().Str(logfield.RoomID, ds.RoomID).Str(logfield.FileID, ds.FileID).Str(logfield.Engine, ds.Engine.Name).Msg("joined room")
 	l.handle(l.sess.Connect())

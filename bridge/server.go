@@ -67,6 +67,13 @@ type Engine struct {
 	SavesItself bool
 	// NoForks: the server has no fork API; the fork operations fail with ErrNoForks.
 	NoForks bool
+	// OutputPlaceholders: documents may hold placeholders for outputs kept by an outputs
+	// service (jupyter-server-documents); reads show what they stand for (outputs.go).
+	OutputPlaceholders bool
+	// FreesIdleRooms: the server frees a room nobody is in after a while and loads it afresh
+	// for the next client (jupyter-server-documents). A room of such a server that stops
+	// answering handshakes is left alone for RoomOptions.DeadRoomWait so that it can be freed.
+	FreesIdleRooms bool
 }
 
 // EngineServer is a Server that can say which collaboration engine it talks to (detecting it

@@ -16,15 +16,10 @@ import (
 // offer are skipped on it, saying why; everything else runs on every engine of the matrix
 // (JCM_ENGINE=jc5|jc4|jsd).
 
-// requireAgentExecution skips a test of the sidecar's own cell execution on
-// jupyter-server-documents, which runs cells on the server and refuses the sidecar's kernel
-// channel (TestDocumentsServerSideExecution measures the server's way).
-func requireAgentExecution(t testing.TB, s *JupyterServer) {
-	t.Helper()
-	if s.Engine.Documents() {
-		t.Skip("jupyter-server-documents runs cells on the server; the sidecar's own execution is not supported there (docs/engines.md)")
-	}
-}
+// runsOnServer reports whether the engine runs cells on the server (jupyter-server-documents:
+// the server writes the outputs as it receives them, each stream message an output of its own,
+// and the sidecar runs no scratch code there); tests check what differs there, and only that.
+func runsOnServer(s *JupyterServer) bool { return s.Engine.Documents() }
 
 // requireForks skips a fork test where the engine has no fork API.
 func requireForks(t testing.TB, s *JupyterServer) {

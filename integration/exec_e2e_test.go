@@ -11,7 +11,6 @@ import (
 
 // Editing runs the affected code cells by default (exec), and not with exec=false.
 func TestExecAfterEdit(t *testing.T) {
-	requireAgentExecution(t, shared)
 	ctx := ctxT(t, 2*time.Minute)
 	name := uniqueName(t, ".ipynb")
 	if err := shared.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {
@@ -45,7 +44,6 @@ func TestExecAfterEdit(t *testing.T) {
 
 // Progress notifications reach the official TypeScript client while a long run is waited on.
 func TestExecProgressNotifications(t *testing.T) {
-	requireAgentExecution(t, shared)
 	ctx := ctxT(t, 2*time.Minute)
 	name := uniqueName(t, ".ipynb")
 	if err := shared.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {
@@ -108,7 +106,6 @@ func TestExecProgressNotifications(t *testing.T) {
 // A sidecar killed mid-run leaves the cell [*] (it wrote running and never idle); the next
 // sidecar to join the room resets it.
 func TestExecCrashLeavesNoRunningCell(t *testing.T) {
-	requireAgentExecution(t, shared)
 	ctx := ctxT(t, 2*time.Minute)
 	name := uniqueName(t, ".ipynb")
 	if err := shared.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
 // Faults around execution against a real kernel: a restart through the REST API while a cell
@@ -32,7 +34,6 @@ func insertNoExec(t *testing.T, a *agent, name string, cells ...map[string]any) 
 }
 
 func TestExecuteKernelRestartedDuringARun(t *testing.T) {
-	requireAgentExecution(t, shared)
 	ctx := ctxT(t, 3*time.Minute)
 	name := uniqueName(t, ".ipynb")
 	if err := shared.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {
@@ -63,14 +64,29 @@ func TestExecuteKernelRestartedDuringARun(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The kernel is usable, nothing waits on the dead run.
-	res := a.ok(ctx, "execute_code", map[string]any{"path": name, "code": "6 * 7", "timeout": 30})
+	kernelAnswers(t, ctx, a, name, 30)
+}
+
+// kernelAnswers checks that the notebook's kernel runs code: scratch code, or on
+// jupyter-server-documents (which runs code only as cells) a cell of its own.
+func kernelAnswers(t *testing.T, ctx context.Context, a *agent, name string, timeout int) {
+	t.Helper()
+	if runsOnServer(shared) {
+		id := fmt.Sprintf("answer-%d", time.Now().UnixNano())
+		a.ok(ctx, "batch_insert_notebook_cells", map[string]any{"path": name, "start_position": 0, "exec": false, "cells": []any{map[string]any{"id": id, "content": "6 * 7"}}})
+		out := a.ok(ctx, "execute_notebook_cell", map[string]any{"path": name, "cell_id": id, "timeout": timeout})
+		if !strings.Contains(fmt.Sprint(cellResults(out)[0]["outputs"]), "42") {
+			t.Errorf("a cell after the kernel's trouble: %v", out)
+		}
+		return
+	}
+	res := a.ok(ctx, "execute_code", map[string]any{"path": name, "code": "6 * 7", "timeout": timeout})
 	if !strings.Contains(fmt.Sprint(res["result"]), "42") {
-		t.Errorf("scratch code after the restart: %v", res)
+		t.Errorf("scratch code after the kernel's trouble: %v", res)
 	}
 }
 
 func TestExecuteCellThatKillsItsKernelRunsOnce(t *testing.T) {
-	requireAgentExecution(t, shared)
 	ctx := ctxT(t, 5*time.Minute)
 	name := uniqueName(t, ".ipynb")
 	if err := shared.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {
@@ -91,14 +107,10 @@ func TestExecuteCellThatKillsItsKernelRunsOnce(t *testing.T) {
 			t.Fatalf("after %d runs the cell's side effect happened %q: it ran more than once", i, got)
 		}
 	}
-	res := a.ok(ctx, "execute_code", map[string]any{"path": name, "code": "6 * 7", "timeout": 60})
-	if !strings.Contains(fmt.Sprint(res["result"]), "42") {
-		t.Errorf("scratch code after the kernel died twice: %v", res)
-	}
+	kernelAnswers(t, ctx, a, name, 60)
 }
 
 func TestExecuteSecondSidecarKeepsALiveRun(t *testing.T) {
-	requireAgentExecution(t, shared)
 	ctx := ctxT(t, 3*time.Minute)
 	name := uniqueName(t, ".ipynb")
 	if err := shared.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {
@@ -199,7 +211,6 @@ func (g *roomGate) Restore() {
 // outputs accumulate in the run, and once the room is back an independent Yjs peer sees every
 // output exactly once, the count, idle, and no run marker left.
 func TestExecuteAcrossARoomOutage(t *testing.T) {
-	requireAgentExecution(t, shared)
 	ctx := ctxT(t, 3*time.Minute)
 	name := uniqueName(t, ".ipynb")
 	if err := shared.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {
@@ -226,7 +237,63 @@ func TestExecuteAcrossARoomOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The run keeps collecting what the kernel prints while its room is away.
+	if runsOnServer(shared) {
+		// The server runs the cell and writes its outputs whatever happens to the sidecar's
+		// room: the peer sees them while the sidecar is cut off, and the job learns how the run
+		// ended once its room is back.
+		if _, err := p.WaitFor(ctx, `nb.cells[0].outputs.map(o => o.text || '').join('').includes('4\n')`, 30000); err != nil {
+			t.Fatalf("the server stopped writing outputs while the sidecar's room was cut: %v", err)
+		}
+		if v := job.View(); v.Status != execution.JobRunning {
+			t.Errorf("the job ended while its room was away: %+v", v)
+		}
+	} else {
+		collectsWhileAway(t, ctx, job, p)
+	}
+	gate.Restore()
+	out = a.ok(ctx, "get_execution", map[string]any{"job_id": jobID, "timeout": 60})
+	if out["status"] != "completed" {
+		t.Fatalf("the run after the room came back: %v", out)
+	}
+	if runs := cellResults(out); runStreamText(toOutputs(runs[0]["outputs"])) != "0\n1\n2\n3\n4\n5\n6\n7\n" {
+		t.Errorf("the job reports %v", runs[0]["outputs"])
+	}
+	snap, err := p.WaitFor(ctx, `nb.cells[0].execution_state === 'idle' && nb.cells[0].execution_count !== null`, 30000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := snap.Cells[0]
+	if got, want := runStreamText(c.Outputs), "0\n1\n2\n3\n4\n5\n6\n7\n"; got != want {
+		t.Errorf("the peer's cell prints %q, want %q: every output exactly once", got, want)
+	}
+	streams := 1
+	if runsOnServer(shared) { // the server writes each stream message as an output of its own
+		streams = len(c.Outputs) - 1
+	}
+	if n := len(c.Outputs); n != streams+1 || c.Outputs[n-1]["output_type"] != "execute_result" {
+		t.Errorf("the peer's cell holds %d outputs %v, want the streams and the result", n, c.Outputs)
+	}
+	if runs, _ := snap.State["jupyter_collab_mcp_runs"].(map[string]any); len(runs) > 0 {
+		t.Errorf("run markers left: %v", runs)
+	}
+}
+
+// toOutputs converts a tool result's outputs to the peer's shape.
+func toOutputs(v any) []map[string]any {
+	var outs []map[string]any
+	list, _ := v.([]any)
+	for _, o := range list {
+		if m, ok := o.(map[string]any); ok {
+			outs = append(outs, m)
+		}
+	}
+	return outs
+}
+
+// collectsWhileAway checks that a run the sidecar drives keeps collecting what the kernel prints
+// while its room is cut off, and that nobody sees those outputs until the room is back.
+func collectsWhileAway(t *testing.T, ctx context.Context, job *execution.Job, p *Peer) {
+	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		v := job.View()
 		if text := runStreamText(v.Cells[0].Outputs); strings.Contains(text, "4\n") {
@@ -242,25 +309,6 @@ func TestExecuteAcrossARoomOutage(t *testing.T) {
 	}
 	if snap := mustSnapshot(t, ctx, p); strings.Contains(runStreamText(snap.Cells[0].Outputs), "4\n") {
 		t.Fatalf("the peer saw output written while the sidecar's room was cut: %v", snap.Cells[0].Outputs)
-	}
-	gate.Restore()
-	out = a.ok(ctx, "get_execution", map[string]any{"job_id": jobID, "timeout": 60})
-	if out["status"] != "completed" {
-		t.Fatalf("the run after the room came back: %v", out)
-	}
-	snap, err := p.WaitFor(ctx, `nb.cells[0].execution_state === 'idle' && nb.cells[0].execution_count !== null`, 30000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := snap.Cells[0]
-	if got, want := runStreamText(c.Outputs), "0\n1\n2\n3\n4\n5\n6\n7\n"; got != want {
-		t.Errorf("the peer's cell prints %q, want %q: every output exactly once", got, want)
-	}
-	if n := len(c.Outputs); n != 2 || c.Outputs[1]["output_type"] != "execute_result" {
-		t.Errorf("the peer's cell holds %d outputs %v, want one stream and the result", n, c.Outputs)
-	}
-	if runs, _ := snap.State["jupyter_collab_mcp_runs"].(map[string]any); len(runs) > 0 {
-		t.Errorf("run markers left: %v", runs)
 	}
 }
 
@@ -280,4 +328,56 @@ func runStreamText(outs []map[string]any) string {
 		}
 	}
 	return b.String()
+}
+
+// The server frees the notebook's room while nobody is in it, and the agent runs a cell again.
+// On jupyter-server-documents the new room has no kernel (the freed one took it along) and the
+// server refuses to run cells there: the sidecar attaches the session's kernel to the new room
+// (a session PATCH) and runs the cell in the same kernel, whose variables are still there. On
+// jupyter-collaboration the room's cleanup does not touch the kernel.
+func TestExecuteAfterTheServerFreedTheRoom(t *testing.T) {
+	freeRoomsFast := []string{"--YDocExtension.document_cleanup_delay=1"}
+	freedLog := "Deleting Y document from memory: "
+	if shared.Engine.Documents() {
+		freeRoomsFast = []string{"--YRoomManager.auto_free_interval=1", "--YRoom.inactivity_timeout=1"}
+		freedLog = "Stopped YRoom '"
+	}
+	ctx := ctxT(t, 3*time.Minute)
+	srv, err := StartJupyter(ctx, ServerOptions{Root: t.TempDir(), StateDir: t.TempDir(), ExtraArgs: freeRoomsFast})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	const name = "freed-run.ipynb"
+	if err := srv.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {
+		t.Fatal(err)
+	}
+	a := newAgent(t, srv)
+	insertNoExec(t, a, name, map[string]any{"id": "set", "content": "x = 21"}, map[string]any{"id": "use", "content": "print('x is', x)\nx * 2"})
+	a.ok(ctx, "execute_notebook_cell", map[string]any{"path": name, "cell_id": "set"})
+	room := mustRoom(t, ctx, a, name)
+	roomID := room.Info().RoomID
+	a.sc.manager.CloseRoom(name, ydoc.KindNotebook)
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(srv.Log(), freedLog+roomID); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server did not free the room within 60s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	out := a.ok(ctx, "execute_notebook_cell", map[string]any{"path": name, "cell_id": "use", "timeout": 60})
+	run := cellResults(out)[0]
+	if run["status"] != "ok" || !strings.Contains(fmt.Sprint(run["outputs"]), "42") {
+		t.Fatalf("the run after the room was freed: %v", out)
+	}
+	p := newPeer(t)
+	if err := p.Connect(ctx, srv, name, "notebook"); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := p.WaitFor(ctx, `nb.cells[1].execution_state === 'idle' && nb.cells[1].execution_count !== null`, 20000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := snap.Cells[1]; runStreamText(c.Outputs) != "x is 21\n" || len(c.Outputs) != 2 {
+		t.Errorf("the peer sees %v: want the print and the result, once", c.Outputs)
+	}
 }

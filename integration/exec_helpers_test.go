@@ -21,7 +21,7 @@ import (
 type agent struct {
 	t        testing.TB
 	sc       *sidecar
-	executor *execution.ClientEngine
+	executor execution.Executor
 	client   *client.Client
 }
 
@@ -34,7 +34,19 @@ func newAgent(t testing.TB, s *JupyterServer) *agent {
 func newAgentWith(t testing.TB, s *JupyterServer, manager func(*bridge.ManagerOptions), server func(*tools.Options)) *agent {
 	t.Helper()
 	sc := newSidecar(t, s, manager)
-	x, err := execution.NewClientEngine(execution.ClientOptions{Manager: sc.manager, Kernels: jupyterserver.Kernels{C: sc.client, Username: "jupyter-collab-mcp"}, Logger: testLogger(t), Username: "jupyter-collab-mcp"})
+	// As cmd wires it: the sidecar is the kernel's client on jupyter-collaboration; the server
+	// runs the cells on jupyter-server-documents.
+	kernels := jupyterserver.Kernels{C: sc.client, Username: "jupyter-collab-mcp"}
+	var x interface {
+		execution.Executor
+		Run(context.Context) error
+	}
+	var err error
+	if s.Engine.Documents() {
+		x, err = execution.NewServerEngine(execution.ServerOptions{Manager: sc.manager, Kernels: kernels, Logger: testLogger(t), ScratchRefusal: jupyterserver.ScratchRefusal})
+	} else {
+		x, err = execution.NewClientEngine(execution.ClientOptions{Manager: sc.manager, Kernels: kernels, Logger: testLogger(t), Username: "jupyter-collab-mcp"})
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

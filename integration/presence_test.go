@@ -454,7 +454,10 @@ func TestUserActivity(t *testing.T) {
 		}
 		return -1
 	}
-	ins, edit, run := find("inserted", "human-cell", false), find("edited", "c1", true), find("executed", "c1", true)
+	// On jupyter-server-documents the server runs every cell and writes its count itself: nothing
+	// in the document says who asked (0.3.3 never fills cell_execution_states), so the run is
+	// not the agent's in the activity there.
+	ins, edit, run := find("inserted", "human-cell", false), find("edited", "c1", true), find("executed", "c1", !shared.Engine.Documents())
 	if ins < 0 || edit < 0 || run < 0 {
 		t.Fatalf("activity lacks the human's insert (%d), the agent's edit (%d) or run (%d): %s", ins, edit, run, b)
 	}

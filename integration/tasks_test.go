@@ -21,7 +21,6 @@ type sdkTask struct {
 // real kernel: a cell run started as a task is polled to completion and its result read; another
 // is cancelled while it runs, and get_execution sees that same run cancelled.
 func TestExecTasksWithTypeScriptClient(t *testing.T) {
-	requireAgentExecution(t, shared)
 	ctx := ctxT(t, 3*time.Minute)
 	name := uniqueName(t, ".ipynb")
 	if err := shared.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // Server-side execution, jupyter-server-documents' POST /api/kernels/{kernel_id}/execute: the
@@ -69,19 +70,30 @@ var ErrSourceMismatch = errors.New("the cell's source changed before the server 
 // 10 s (408); nothing was queued.
 var ErrPredecessorTimeout = errors.New("the previous execution request never reached the server")
 
+// ErrRoomWithoutKernel is returned when the notebook's room has no kernel attached (400 "not
+// connected to a kernel"): a kernel session for the notebook's path attaches one when it is
+// created or its kernel changes (UpdateSessionKernel), and a room the server freed and loaded
+// again has lost it. Nothing was queued.
+var ErrRoomWithoutKernel = errors.New("the notebook's room on the server has no kernel attached")
+
 // ExecuteCells queues cells for server-side execution. A 400 says why the server cannot (no
-// such room, not a notebook, or no kernel attached to the room: start or update a kernel
-// session on the notebook's path).
+// such room, not a notebook, a cell missing or not code, or no kernel attached to the room:
+// ErrRoomWithoutKernel).
 func (c *Client) ExecuteCells(ctx context.Context, kernelID string, req ExecuteCellsRequest) error {
 	u := c.endpoint("api", "kernels", kernelID, "execute")
 	_, err := c.do(ctx, http.MethodPost, u, req, nil)
 	var api *APIError
 	if errors.As(err, &api) {
-		switch api.Status {
-		case http.StatusConflict:
+		switch {
+		case api.Status == http.StatusConflict:
 			return fmt.Errorf("%w: %w", ErrSourceMismatch, err)
-		case http.StatusRequestTimeout:
+		case api.Status == http.StatusRequestTimeout:
 			return fmt.Errorf("%w: %w", ErrPredecessorTimeout, err)
+		case api.Status == http.StatusBadRequest && (strings.Contains(api.Message, "not connected to a kernel") ||
+			strings.Contains(api.Message, "execution worker is not running")):
+			// ynotebook_room.py :: execute_cells raises these when connect_kernel never ran on
+			// this room (or disconnect_kernel did: the room was freed, the kernel died).
+			return fmt.Errorf("%w: %w", ErrRoomWithoutKernel, err)
 		}
 	}
 	return err

@@ -43,6 +43,9 @@ func TestExecuteCells(t *testing.T) {
 		"POST /api/kernels/k3/execute": func(w http.ResponseWriter, _ *http.Request) {
 			http.Error(w, `{"message": "YNotebookRoom is not connected to a kernel"}`, http.StatusBadRequest)
 		},
+		"POST /api/kernels/k4/execute": func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, `{"message": "Cell 'c1' not found in document"}`, http.StatusBadRequest)
+		},
 	})
 	c := newTestClient(t, srv.URL+"/")
 	req := ExecuteCellsRequest{DocumentID: "json:notebook:f1", Cells: []CellToRun{{CellID: "c1", SourceHash: SourceHash("1+1")}}, RequestID: "r1"}
@@ -55,7 +58,28 @@ func TestExecuteCells(t *testing.T) {
 	if err := c.ExecuteCells(context.Background(), "k2", req); !errors.Is(err, ErrSourceMismatch) {
 		t.Errorf("409: %v", err)
 	}
-	if err := c.ExecuteCells(context.Background(), "k3", req); err == nil || !strings.Contains(err.Error(), "not connected to a kernel") {
-		t.Errorf("400: %v", err)
+	if err := c.ExecuteCells(context.Background(), "k3", req); !errors.Is(err, ErrRoomWithoutKernel) || !strings.Contains(err.Error(), "not connected to a kernel") {
+		t.Errorf("400 without a kernel: %v", err)
+	}
+	if err := c.ExecuteCells(context.Background(), "k4", req); err == nil || errors.Is(err, ErrRoomWithoutKernel) || errors.Is(err, ErrSourceMismatch) {
+		t.Errorf("another 400 is none of the typed errors: %v", err)
+	}
+}
+
+func TestUpdateSessionKernel(t *testing.T) {
+	var got map[string]any
+	srv := fakeRoutes(t, map[string]http.HandlerFunc{
+		"PATCH /api/sessions/s1": func(w http.ResponseWriter, r *http.Request) {
+			_ = json.NewDecoder(r.Body).Decode(&got)
+			_, _ = w.Write([]byte(`{"id": "s1", "path": "a.ipynb", "kernel": {"id": "k1", "name": "python3"}}`))
+		},
+	})
+	c := newTestClient(t, srv.URL+"/")
+	s, err := c.UpdateSessionKernel(context.Background(), "s1", "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, _ := got["kernel"].(map[string]any); k["id"] != "k1" || s.Kernel == nil || s.Kernel.ID != "k1" {
+		t.Errorf("sent %v, got %+v", got, s)
 	}
 }

@@ -57,6 +57,16 @@ func (c *Client) StartSession(ctx context.Context, path, name, kernelName string
 	return out, err
 }
 
+// UpdateSessionKernel sets a session's kernel (PATCH /api/sessions/{id} with the kernel id).
+// With the kernel it already has, it changes nothing on jupyter-server but makes
+// jupyter-server-documents attach that kernel to the notebook's room again
+// (session_manager.py :: YDocSessionManager.update_session disconnects and connects the room).
+func (c *Client) UpdateSessionKernel(ctx context.Context, sessionID, kernelID string) (SessionModel, error) {
+	var out SessionModel
+	_, err := c.do(ctx, http.MethodPatch, c.endpoint("api", "sessions", sessionID), map[string]any{"kernel": map[string]string{"id": kernelID}}, &out)
+	return out, err
+}
+
 // DeleteSession ends a kernel session (and shuts its kernel down).
 func (c *Client) DeleteSession(ctx context.Context, id string) error {
 	_, err := c.do(ctx, http.MethodDelete, c.endpoint("api", "sessions", id), nil, nil)

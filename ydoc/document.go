@@ -73,6 +73,8 @@ type Doc struct {
 	change     *Change
 
 	undo undoState // the agent's undoable edits (undo.go)
+
+	outputFilter OutputFilter // applied by reads (outputfilter.go)
 }
 
 // NewDoc creates an empty replica. clientID must be non-zero (the server rebuilds rooms with

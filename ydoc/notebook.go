@@ -63,7 +63,13 @@ func NewCellID() string {
 }
 
 // Notebook returns a copy of the whole notebook.
-func (d *Doc) Notebook() (Notebook, error) { return d.readNotebookWith(d.readNotebook) }
+func (d *Doc) Notebook() (Notebook, error) {
+	return d.readNotebookWith(func() Notebook {
+		nb := d.readNotebook()
+		d.filterOutputs(nb.Cells)
+		return nb
+	})
+}
 
 // Header returns the notebook without its cells (nbformat versions and metadata).
 func (d *Doc) Header() (Notebook, error) { return d.readNotebookWith(d.readNotebookHeader) }
@@ -108,6 +114,7 @@ func (d *Doc) Cells(indices []int) ([]Cell, error) {
 			for _, m := range maps {
 				out = append(out, readCell(m))
 			}
+			d.filterOutputs(out)
 			return nil
 		}
 		for _, i := range indices {
@@ -116,6 +123,7 @@ func (d *Doc) Cells(indices []int) ([]Cell, error) {
 			}
 			out = append(out, readCell(maps[i]))
 		}
+		d.filterOutputs(out)
 		return nil
 	})
 	return out, err

@@ -7,6 +7,7 @@ package jupyterserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	pathpkg "path"
 	"strings"
@@ -78,7 +79,7 @@ func (s Adapter) Engine(ctx context.Context) (bridge.Engine, error) {
 func engineInfo(e jupyter.Engine) bridge.Engine {
 	info := bridge.Engine{Name: e.Package()}
 	if e == jupyter.EngineDocuments {
-		info.SavesItself, info.NoForks = true, true
+		info.SavesItself, info.NoForks, info.OutputPlaceholders, info.FreesIdleRooms = true, true, true, true
 	}
 	return info
 }
@@ -213,15 +214,17 @@ type Kernels struct {
 	Adapter *Adapter
 }
 
-// ErrServerExecutes says the engine runs notebook cells on the server and the sidecar cannot
-// run them through its own kernel channel (yet: docs/engines.md, execution).
+// ErrServerExecutes says the engine runs notebook cells on the server, so the sidecar opens no
+// kernel channel of its own there (execution.ServerEngine runs cells through the server;
+// docs/engines.md, "Execution").
 var ErrServerExecutes = &serverExecutesError{}
 
 type serverExecutesError struct{}
 
 func (*serverExecutesError) Error() string {
-	return "jupyter-server-documents runs notebook cells on the server (POST /api/kernels/{id}/execute) and its " +
-		"kernel websocket speaks only the v1 binary protocol; running cells from the sidecar is not supported on it yet"
+	return "jupyter-server-documents runs notebook cells on the server (POST /api/kernels/{id}/execute): the sidecar " +
+		"runs them through it and opens no kernel channel of its own there (its kernel websockets share one ZMQ " +
+		"identity, so another one would cut the humans' off)"
 }
 
 // Permanent is true: retrying cannot help.
@@ -369,4 +372,63 @@ func (r running) Next(ctx context.Context) ([]execution.KernelMsg, bool, error) 
 		}
 	}
 	return out, done, err
+}
+
+var _ execution.ServerKernels = Kernels{}
+
+// ExecuteCells implements execution.ServerKernels with jupyter-server-documents' execute API:
+// each cell goes with the MurmurHash2 of its source, and the server's refusals become
+// execution's errors (409 ErrSourceChanged, 408 ErrPredecessorTimeout, a room without a
+// kernel ErrRoomWithoutKernel).
+func (k Kernels) ExecuteCells(ctx context.Context, kernelID, roomID string, cells []execution.CellSource, requestID string) error {
+	req := jupyter.ExecuteCellsRequest{DocumentID: roomID, RequestID: requestID}
+	for _, c := range cells {
+		req.Cells = append(req.Cells, jupyter.CellToRun{CellID: c.CellID, SourceHash: jupyter.SourceHash(c.Source)})
+	}
+	err := k.C.ExecuteCells(ctx, kernelID, req)
+	switch {
+	case errors.Is(err, jupyter.ErrSourceMismatch):
+		return fmt.Errorf("%w: %w", execution.ErrSourceChanged, err)
+	case errors.Is(err, jupyter.ErrPredecessorTimeout):
+		return fmt.Errorf("%w: %w", execution.ErrPredecessorTimeout, err)
+	case errors.Is(err, jupyter.ErrRoomWithoutKernel):
+		return fmt.Errorf("%w: %w", execution.ErrRoomWithoutKernel, err)
+	}
+	return err
+}
+
+// AttachSession implements execution.ServerKernels: a PATCH of the session with the kernel it
+// has, which jupyter-server-documents answers by attaching that kernel to the notebook's room.
+func (k Kernels) AttachSession(ctx context.Context, s execution.KernelSession) error {
+	_, err := k.C.UpdateSessionKernel(ctx, s.ID, s.KernelID)
+	return err
+}
+
+// ScratchRefusal is why the sidecar runs no scratch code (execute_code) on
+// jupyter-server-documents 0.3 (measured; docs/engines.md, "Execution").
+const ScratchRefusal = "jupyter-server-documents runs code only as cells of a notebook, and a kernel websocket of the " +
+	"sidecar's own would cut off the shell channel of every kernel connection opened before it (the server gives all of " +
+	"them one ZMQ identity, so the kernel answers only the newest: JupyterLab's completions and widgets would stop); " +
+	"put the code in a cell and run it with execute_notebook_cell instead"
+
+var (
+	_ bridge.OutputServer       = Adapter{}
+	_ bridge.NotebookFileServer = Adapter{}
+)
+
+// FetchOutput implements bridge.OutputServer: jupyter-server-documents' outputs service.
+func (s Adapter) FetchOutput(ctx context.Context, url string) (map[string]any, error) {
+	return s.C.FetchOutput(ctx, url)
+}
+
+// NotebookFile implements bridge.NotebookFileServer: the notebook as saved.
+func (s Adapter) NotebookFile(ctx context.Context, path string) (ydoc.Notebook, error) {
+	e, err := s.C.Contents(ctx, path, true)
+	if err != nil {
+		return ydoc.Notebook{}, err
+	}
+	if e.Type != "notebook" {
+		return ydoc.Notebook{}, fmt.Errorf("%s is a %s, not a notebook", path, e.Type)
+	}
+	return ydoc.ParseNBFormat(e.Content)
 }

@@ -39,6 +39,7 @@ type Config struct {
 	NoAutosave        bool
 	SaveInterval      time.Duration
 	IdleTimeout       time.Duration
+	DeadRoomWait      time.Duration
 	SessionIdleTTL    time.Duration
 	CallTimeout       time.Duration
 	AlwaysEmbedSchema bool
@@ -179,6 +180,7 @@ func options() []option {
 			return nil
 		}},
 		{"idle-timeout", "ROOM_IDLE_TIMEOUT", "10m", "leave rooms nobody used for this long", "duration", false, duration(func(c *Config) *time.Duration { return &c.IdleTimeout })},
+		{"dead-room-wait", "DEAD_ROOM_WAIT", "6m", "on jupyter-server-documents, stay away this long from a room that stopped answering, so the server frees it and loads it afresh (its defaults free a room 60s after its last activity, at a pass every 300s)", "duration", false, duration(func(c *Config) *time.Duration { return &c.DeadRoomWait })},
 		{"session-idle-ttl", "MCP_SESSION_IDLE_TTL", "30m", "free HTTP MCP sessions idle for this long", "duration", false, duration(func(c *Config) *time.Duration { return &c.SessionIdleTTL })},
 		{"call-timeout", "MCP_CALL_TIMEOUT", "2m", "upper bound of one tool call", "duration", false, duration(func(c *Config) *time.Duration { return &c.CallTimeout })},
 		{"state-dir", "STATE_DIR", "", "directory for state that should survive restarts (document histories); empty: memory only", "string", false, str(func(c *Config) *string { return &c.StateDir })},

@@ -84,6 +84,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			},
 			NoAutosave:    cfg.NoAutosave,
 			SaveInterval:  cfg.SaveInterval,
+			DeadRoomWait:  cfg.DeadRoomWait,
 			HistoryBudget: cfg.HistoryBudgetMB << 20,
 			HistoryDir:    cfg.StateDir,
 		},
@@ -91,15 +92,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if err != nil {
 		return err
 	}
-	executor, err := execution.NewClientEngine(execution.ClientOptions{
+	kernels := jupyterserver.Kernels{C: client, Username: cfg.AgentUsername, Adapter: &adapter}
+	clientEngine, err := execution.NewClientEngine(execution.ClientOptions{
 		Manager:  manager,
-		Kernels:  jupyterserver.Kernels{C: client, Username: cfg.AgentUsername, Adapter: &adapter},
+		Kernels:  kernels,
 		Logger:   log,
 		Username: cfg.AgentUsername,
 	})
 	if err != nil {
 		return err
 	}
+	serverEngine, err := execution.NewServerEngine(execution.ServerOptions{
+		Manager: manager, Kernels: kernels, Logger: log, ScratchRefusal: jupyterserver.ScratchRefusal,
+	})
+	if err != nil {
+		return err
+	}
+	executor := executorFor(adapter, clientEngine, serverEngine)
 	registry := prometheus.NewRegistry() // our own: no global registry
 	registry.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsGC)), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mcpServer, err := tools.New(tools.Options{Manager: manager, Executor: executor, Logger: log, Version: version,
@@ -121,7 +130,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	executorDone := make(chan struct{})
 	go func() {
 		defer close(executorDone)
-		_ = executor.Run(managerCtx)
+		_ = clientEngine.Run(managerCtx)
+	}()
+	serverExecutorDone := make(chan struct{})
+	go func() {
+		defer close(serverExecutorDone)
+		_ = serverEngine.Run(managerCtx)
 	}()
 	subsCtx, stopSubs := context.WithCancel(ctx)
 	subsDone := make(chan struct{})
@@ -149,8 +163,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	err = g.Wait()
 	stopSubs()
 	<-subsDone
-	executor.Close() // runs end before their rooms close
+	clientEngine.Close() // runs end before their rooms close
+	serverEngine.Close()
 	<-executorDone
+	<-serverExecutorDone
 	stopManager()
 	select {
 	case <-managerDone:
@@ -159,6 +175,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	log.Info().Msg("stopped")
 	return err
+}
+
+// executorFor runs cells the way the server's collaboration engine needs: the sidecar is the
+// kernel's client on jupyter-collaboration, the server runs them on jupyter-server-documents.
+// The engine is asked per call (detected once the server answers).
+func executorFor(server jupyterserver.Adapter, client *execution.ClientEngine, srv *execution.ServerEngine) execution.Executor {
+	return execution.Switch{
+		All: []execution.Executor{client, srv},
+		Pick: func(ctx context.Context) (execution.Executor, error) {
+			e, err := server.JupyterEngine(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if e == jupyter.EngineDocuments {
+				return srv, nil
+			}
+			return client, nil
+		},
+	}
 }
 
 // httpOptions assembles the HTTP endpoint from the configuration: authentication (static

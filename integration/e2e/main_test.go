@@ -1,9 +1,10 @@
 //go:build integration
 
 // Package e2e checks the sidecar against what a person sees: a real JupyterLab (the pinned
-// jupyterlab + jupyter-collaboration of .venv) in headless Chromium (Debian's package, driven by
-// playwright-core from browser.mjs), with the real binary serving MCP over HTTP to the official
-// TypeScript SDK client.
+// jupyterlab and collaboration engine of the run's environment: jupyter-collaboration 5.0 in
+// .venv, or with JCM_ENGINE=jsd jupyter-server-documents and its front end in .venv-jsd) in
+// headless Chromium (Debian's package, driven by playwright-core from browser.mjs), with the real
+// binary serving MCP over HTTP to the official TypeScript SDK client.
 package e2e
 
 import (

@@ -118,10 +118,6 @@ func faultKinds(t *testing.T) []faultKind {
 	for k := faultKind(0); k < numFaults; k++ {
 		all = append(all, k)
 	}
-	if integration.DefaultEngine().Documents() {
-		// No sidecar execution on jupyter-server-documents (docs/engines.md): no runs to hit.
-		all = slices.DeleteFunc(all, func(k faultKind) bool { return k == faultKernelRestart })
-	}
 	v := os.Getenv("JCM_FAULT_KINDS")
 	if v == "" {
 		return all
@@ -164,9 +160,8 @@ type harness struct {
 	ambient  int // rounds run with added latency
 	kills    []killRec
 
-	flagged          map[string]bool // cells watch already reported
-	allowUnsavedLoss bool            // JCM_FAULT_ALLOW_UNSAVED_LOSS=1
-	unsavedLosses    int
+	flagged       map[string]bool // cells watch already reported
+	unsavedLosses int
 }
 
 // killRec is one SIGKILL of jupyter-server and what the file on disk held at that moment.
@@ -185,7 +180,17 @@ func TestFaultInjection(t *testing.T) {
 	start := time.Now()
 
 	dir := t.TempDir()
-	srv, err := integration.StartJupyter(ctx, integration.ServerOptions{Root: filepath.Join(dir, "root"), StateDir: filepath.Join(dir, "state")})
+	var serverArgs, sidecarEnv []string
+	if integration.DefaultEngine().Documents() {
+		// jupyter-server-documents 0.3.3 can lose a room for good when connections drop with
+		// updates queued (docs/engines.md, "Known server problems"); the sidecar then stays away
+		// until the server has freed the room. The server frees empty rooms faster here (5 s
+		// after the last activity, checked every 5 s, instead of 60 s and 300 s), and the sidecar
+		// stays away 15 s instead of 6 minutes: the same recovery, in test time.
+		serverArgs = []string{"--YRoomManager.auto_free_interval=5", "--YRoom.inactivity_timeout=5"}
+		sidecarEnv = []string{"DEAD_ROOM_WAIT=15s"}
+	}
+	srv, err := integration.StartJupyter(ctx, integration.ServerOptions{Root: filepath.Join(dir, "root"), StateDir: filepath.Join(dir, "state"), ExtraArgs: serverArgs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +216,7 @@ func TestFaultInjection(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc, err := startSidecar(ctx, proxy.URL(), srv.Token, filepath.Join(logDir, "sidecar.log"),
-		"JUPYTER_TIMEOUT="+jupyterTimeout.String(), "MCP_CALL_TIMEOUT="+callTimeout.String())
+		append([]string{"JUPYTER_TIMEOUT=" + jupyterTimeout.String(), "MCP_CALL_TIMEOUT=" + callTimeout.String()}, sidecarEnv...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,6 +224,10 @@ func TestFaultInjection(t *testing.T) {
 		sc.stop()
 		if t.Failed() {
 			t.Logf("sidecar log kept: %s (seed %d)", sc.LogPath, seed)
+			serverLog := filepath.Join(logDir, "jupyter-server.log")
+			if err := os.WriteFile(serverLog, []byte(srv.Log()), 0o644); err == nil {
+				t.Logf("jupyter-server log kept: %s", serverLog)
+			}
 		} else {
 			_ = os.RemoveAll(logDir)
 		}
@@ -230,7 +239,7 @@ func TestFaultInjection(t *testing.T) {
 	t.Cleanup(func() { _ = a.c.Close() })
 
 	h := &harness{t: t, srv: srv, proxy: proxy, sc: sc, agent: a, ranFile: filepath.Join(dir, "ran.txt"),
-		led: &ledger{cells: map[string]*cellRec{}, calls: map[string]*[4]int{}}, allowUnsavedLoss: os.Getenv("JCM_FAULT_ALLOW_UNSAVED_LOSS") == "1", flagged: map[string]bool{}}
+		led: &ledger{cells: map[string]*cellRec{}, calls: map[string]*[4]int{}}, flagged: map[string]bool{}}
 	// The probe cell: edited after every round until an edit goes through (recovery).
 	probe := &cellRec{id: probeID, round: -1, contents: []string{"probe " + marker(probeID)}}
 	res := a.call(ctx, "batch_insert_notebook_cells", map[string]any{"path": notebook, "exec": false,
@@ -318,7 +327,7 @@ func (h *harness) round(ctx context.Context, r int, kind faultKind, rng *rand.Ra
 		ops = append(ops, op{kind: "edit", target: c, content: fmt.Sprintf("# edited in round %d (%d) %s", r, i, marker(c.id))})
 	}
 	rng.Shuffle(len(ops), func(i, j int) { ops[i], ops[j] = ops[j], ops[i] })
-	if !integration.DefaultEngine().Documents() && (kind == faultKernelRestart || rng.IntN(3) == 0) {
+	if kind == faultKernelRestart || rng.IntN(3) == 0 {
 		id := fmt.Sprintf("r%03d-x", r)
 		src := fmt.Sprintf("import time\nwith open(%q, 'a') as f:\n    f.write(%q)\ntime.sleep(0.6)\nprint(%q)  # %s",
 			h.ranFile, id+"\n", id, marker(id))
@@ -493,10 +502,16 @@ func (h *harness) do(ctx context.Context, r int, o op) {
 	}
 }
 
-// recover edits the probe cell until an edit is confirmed: the sidecar is back.
+// recover edits the probe cell until an edit is confirmed: the sidecar is back. On
+// jupyter-server-documents that can take two unanswered handshakes (30 s each), the sidecar's
+// stay away from a dead room (15 s here) and the server freeing it.
 func (h *harness) recover(ctx context.Context, r int) {
 	probe := h.led.cells[probeID]
-	deadline := time.Now().Add(90 * time.Second)
+	limit := 90 * time.Second
+	if integration.DefaultEngine().Documents() {
+		limit = 150 * time.Second
+	}
+	deadline := time.Now().Add(limit)
 	for i := 0; ; i++ {
 		content := fmt.Sprintf("probe after round %d, try %d %s", r, i, marker(probeID))
 		res := h.agent.call(ctx, "batch_update_notebook_cells", map[string]any{"path": notebook, "exec": false,
@@ -510,7 +525,7 @@ func (h *harness) recover(ctx context.Context, r int) {
 			return
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			h.t.Fatalf("round %d: the sidecar did not recover within 90 s (last: %s %s)\n%s", r, res.out, res.err, h.sc.tail(4000))
+			h.t.Fatalf("round %d: the sidecar did not recover within %s (last: %s %s)\n%s", r, limit, res.out, res.err, h.sc.tail(4000))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
