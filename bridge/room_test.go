@@ -952,3 +952,23 @@ func TestRestartBeforeSaveReplaysConfirmedDurableEdit(t *testing.T) {
 	awaitServer(t, srv, "the durable edit re-run", func() bool { return srv.CountCell(nbPath, "kept") == 1 })
 	assertCellsOnce(t, srv, nbPath, "cell-a", "cell-b", "kept")
 }
+
+// Joining measures the replica without encoding it: its size is the server's step 2, which is
+// the whole document (here with no housekeeping tick ever running, so nothing else measured it).
+func TestJoinSizesReplicaFromTheServersStepTwo(t *testing.T) {
+	srv := newServer(t)
+	h := startRoom(t, srv, bridgetest.NotebookPath, ydoc.KindNotebook, func(o *bridge.RoomOptions) { o.TickInterval = time.Hour })
+	h.await("synced", kindIs(bridge.EventSynced))
+	var encoded int
+	if err := h.room.View(ctxT(t), func(d *ydoc.Doc) error {
+		u, err := d.EncodeStateAsUpdate(nil)
+		encoded = len(u)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got := h.room.Sizes().ReplicaBytes
+	if got == 0 || got < encoded*9/10 || got > encoded*11/10 {
+		t.Errorf("replica size after joining %d bytes; the replica encodes to %d", got, encoded)
+	}
+}
