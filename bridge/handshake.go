@@ -134,5 +134,8 @@ func (l *roomLoop) applySync(f ydoc.Frame) error {
 		return nil
 	}
 	l.handle(out)
+	if out.Synced && f.Sync == ydoc.SyncStep2 {
+		l.sizedBySync(len(f.Payload))
+	}
 	return nil
 }

@@ -172,17 +172,26 @@ func (r *Room) Edit(ctx context.Context, fn ydoc.EditFunc) (ydoc.Change, error) 
 // Apply is Edit with the room's history available to fn (to refuse an edit when the cells it
 // touches changed since a version the caller read), and the version the edit produced.
 func (r *Room) Apply(ctx context.Context, fn func(tx *ydoc.Txn, h History, replaying bool) error) (Edited, error) {
-	return r.apply(ctx, fn, false)
+	return r.apply(ctx, fn, false, nil)
+}
+
+// ApplyNotify is Apply that also calls applied as soon as the edit is in the replica and on its
+// way to the server, ahead of every later edit (the room sends in order): before the server
+// confirmed it. It is called on the room goroutine (it must not block), and only when that
+// happens at once — the room connected and synced, the edit without error; an edit that waits
+// for a sync, or fails, is known only from Apply's result.
+func (r *Room) ApplyNotify(ctx context.Context, fn func(tx *ydoc.Txn, h History, replaying bool) error, applied func()) (Edited, error) {
+	return r.apply(ctx, fn, false, applied)
 }
 
 // ApplyDurable is Apply for edits that are safe to run twice (the second run over a document
 // that already holds the first changes nothing: cells inserted by id, content set). Such an edit
 // is re-run if the server dies after confirming it but before saving it (ydoc.Session.unsaved).
 func (r *Room) ApplyDurable(ctx context.Context, fn func(tx *ydoc.Txn, h History, replaying bool) error) (Edited, error) {
-	return r.apply(ctx, fn, true)
+	return r.apply(ctx, fn, true, nil)
 }
 
-func (r *Room) apply(ctx context.Context, fn func(tx *ydoc.Txn, h History, replaying bool) error, durable bool) (Edited, error) {
+func (r *Room) apply(ctx context.Context, fn func(tx *ydoc.Txn, h History, replaying bool) error, durable bool, applied func()) (Edited, error) {
 	r.touch()
 	id := r.editSeq.Add(1)
 	res := make(chan editOutcome, 1)
@@ -192,7 +201,7 @@ func (r *Room) apply(ctx context.Context, fn func(tx *ydoc.Txn, h History, repla
 		if durable {
 			propose = l.sess.ProposeDurable
 		}
-		l.handle(propose(id, func(tx *ydoc.Txn, replaying bool) (err error) {
+		out := propose(id, func(tx *ydoc.Txn, replaying bool) (err error) {
 			// A panic in the caller's function is its bug, not the engine's: report it instead
 			// of marking the replica broken.
 			defer func() {
@@ -201,8 +210,13 @@ func (r *Room) apply(ctx context.Context, fn func(tx *ydoc.Txn, h History, repla
 				}
 			}()
 			return fn(tx, History{l.hist}, replaying) // runs in the room goroutine
-		}))
+		})
+		onItsWay := applied != nil && l.link != nil && appliedNow(out, id)
+		l.handle(out)
 		l.publishPending()
+		if onItsWay {
+			applied()
+		}
 	})
 	if err != nil {
 		if ctx.Err() != nil { // the loop never took the edit: nothing happened
@@ -247,6 +261,22 @@ func (r *Room) apply(ctx context.Context, fn func(tx *ydoc.Txn, h History, repla
 		return Edited{}, &WithdrawnError{Err: ctx.Err()}
 	}
 	return Edited{}, &UnconfirmedError{Err: ctx.Err()}
+}
+
+// appliedNow reports whether a session output shows the edit applied without error: its change
+// is there and it did not fail (or it changed nothing at all).
+func appliedNow(out ydoc.Output, id uint64) bool {
+	for _, d := range out.Done {
+		if d.ID == id {
+			return d.Err == nil
+		}
+	}
+	for _, c := range out.Changes {
+		if c.Local && c.EditID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // Save asks the server to write the document to disk now (Jupyter's RAW save message) and

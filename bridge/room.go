@@ -496,8 +496,9 @@ type roomLoop struct {
 	saveCh   chan snapshotFile // latest image for the saver goroutine
 	lastSave time.Time
 
-	sizeDirty bool      // the replica changed since its size was last measured
-	sizedAt   time.Time // when it was
+	sizeDirty bool          // the replica changed since its size was last measured
+	sizedAt   time.Time     // when it was
+	sizeCost  time.Duration // how long the last measurement took
 
 	guard    saveGuard // saves of the document by the server (saveguard.go)
 	fileHash string    // the file's hash as last known (rescue.go); "" unknown

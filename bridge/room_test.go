@@ -952,3 +952,83 @@ func TestRestartBeforeSaveReplaysConfirmedDurableEdit(t *testing.T) {
 	awaitServer(t, srv, "the durable edit re-run", func() bool { return srv.CountCell(nbPath, "kept") == 1 })
 	assertCellsOnce(t, srv, nbPath, "cell-a", "cell-b", "kept")
 }
+
+// Joining measures the replica without encoding it: its size is the server's step 2, which is
+// the whole document (here with no housekeeping tick ever running, so nothing else measured it).
+func TestJoinSizesReplicaFromTheServersStepTwo(t *testing.T) {
+	srv := newServer(t)
+	h := startRoom(t, srv, bridgetest.NotebookPath, ydoc.KindNotebook, func(o *bridge.RoomOptions) { o.TickInterval = time.Hour })
+	h.await("synced", kindIs(bridge.EventSynced))
+	var encoded int
+	if err := h.room.View(ctxT(t), func(d *ydoc.Doc) error {
+		u, err := d.EncodeStateAsUpdate(nil)
+		encoded = len(u)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got := h.room.Sizes().ReplicaBytes
+	if got == 0 || got < encoded*9/10 || got > encoded*11/10 {
+		t.Errorf("replica size after joining %d bytes; the replica encodes to %d", got, encoded)
+	}
+}
+
+// ApplyNotify says when an edit is in the replica and on its way, before the server confirmed
+// it; never for an edit that waits for the room or fails.
+func TestApplyNotifySaysOnItsWayBeforeTheConfirmation(t *testing.T) {
+	srv := newServer(t)
+	h := startSynced(t, srv, nil)
+
+	applyNotify := func(ctx context.Context, fn ydoc.EditFunc) (<-chan struct{}, <-chan editResult) {
+		applied := make(chan struct{}, 1)
+		res := make(chan editResult, 1)
+		go func() {
+			ed, err := h.room.ApplyNotify(ctx, func(tx *ydoc.Txn, _ bridge.History, replaying bool) error { return fn(tx, replaying) },
+				func() { applied <- struct{}{} })
+			res <- editResult{ed.Change, err}
+		}()
+		return applied, res
+	}
+
+	srv.HoldEchoes()
+	applied, res := applyNotify(ctxT(t), insertCell("early"))
+	select {
+	case <-applied:
+	case <-time.After(waitLimit):
+		t.Fatal("not told the edit was on its way")
+	}
+	notReturned(t, res, "before the server echoed it")
+	awaitServer(t, srv, "the edit in the server document", func() bool { return srv.CountCell(nbPath, "early") == 1 })
+	srv.ReleaseEchoes()
+	if r := awaitEdit(t, res, "after the echo"); r.err != nil {
+		t.Fatalf("ApplyNotify: %v", r.err)
+	}
+
+	// A failing edit: never on its way.
+	applied, res = applyNotify(ctxT(t), func(tx *ydoc.Txn, _ bool) error { return errors.New("refused") })
+	if r := awaitEdit(t, res, "a failing edit"); r.err == nil {
+		t.Fatal("a failing edit succeeded")
+	}
+	select {
+	case <-applied:
+		t.Fatal("told a failing edit was on its way")
+	default:
+	}
+
+	// The room away: the edit waits for it, unapplied; told nothing, it is withdrawn.
+	srv.Down()
+	h.await("disconnected", kindIs(bridge.EventDisconnected))
+	ctx, cancel := context.WithTimeout(ctxT(t), 200*time.Millisecond)
+	defer cancel()
+	applied, res = applyNotify(ctx, insertCell("away"))
+	r := awaitEdit(t, res, "an edit while the room is away")
+	var withdrawn *bridge.WithdrawnError
+	if !errors.As(r.err, &withdrawn) {
+		t.Fatalf("while away: %v, want withdrawn", r.err)
+	}
+	select {
+	case <-applied:
+		t.Fatal("told an edit that waited for the room was on its way")
+	default:
+	}
+}

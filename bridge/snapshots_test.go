@@ -3,7 +3,10 @@ package bridge
 import (
 	"errors"
 	"fmt"
+	"math/rand"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -119,7 +122,8 @@ func TestSnapshotsShareCellsAndSkipInvisibleChanges(t *testing.T) {
 	}
 	f.now = f.now.Add(time.Minute)
 	f.edit(false, "Bob", func(tx *ydoc.Txn) error { return tx.SetSource(0, "a = 2") })
-	overhead := snapshotOverhead(f.s.last().Content) // the new version's own bookkeeping
+	// the new version's own bookkeeping, and the one chunk of cell ids it rewrote
+	overhead := snapshotOverhead(f.s.last().Content) + chunkOverhead(f.s.last().Content.Chunks[0])
 	if grown := f.s.used - used - overhead; grown > 200 {
 		t.Errorf("one edited cell grew the store by %d bytes: unchanged cells are not shared", grown)
 	}
@@ -185,5 +189,147 @@ func TestSnapshotBudgetCountsVersionBookkeeping(t *testing.T) {
 	}
 	if n, max := len(f.s.snaps), budget/snapshotOverhead(f.s.last().Content); n > max {
 		t.Errorf("%d versions kept; the budget holds at most %d", n, max)
+	}
+}
+
+// A version is derived from the one before by touching only the chunks of the cells a change
+// names. Over a random run of edits on a notebook large enough for many chunks (inserts at the
+// start, middle and end, deletes, moves, type changes, sources, metadata, outputs, invisible
+// state, other people's typing that coalesces), it must hold exactly what computing every
+// version from scratch holds, and list the same versions with the same summaries.
+func TestSnapshotsIncrementalMatchesScratch(t *testing.T) {
+	for seed := int64(1); seed <= 4; seed++ {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewSource(seed))
+			d, err := ydoc.NewDoc(ydoc.KindNotebook, 91, zerolog.Nop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var initial []ydoc.Cell
+			for i := 0; i < 300; i++ {
+				initial = append(initial, ydoc.Cell{ID: fmt.Sprintf("c%d", i), Type: "code", Source: fmt.Sprintf("x = %d", i)})
+			}
+			if _, _, err := d.Transact(func(tx *ydoc.Txn) error { return tx.InsertCells(0, initial) }); err != nil {
+				t.Fatal(err)
+			}
+			inc := newSnapshotStore(ydoc.KindNotebook, 64<<20)
+			scratch := newSnapshotStore(ydoc.KindNotebook, 64<<20)
+			now := time.Unix(1_800_000_000, 0)
+			for _, s := range []*snapshotStore{inc, scratch} {
+				if err := s.observe(d, ydoc.Change{}, "v-0", nil, now, true); err != nil {
+					t.Fatal(err)
+				}
+			}
+			next := 1000
+			for step := 1; step <= 400; step++ {
+				agent := rng.Intn(3) == 0
+				op := rng.Intn(9)
+				_, c, err := d.Transact(func(tx *ydoc.Txn) error {
+					if agent {
+						tx.Undoable()
+					}
+					n := tx.NumCells()
+					switch {
+					case op == 0 || n < 5:
+						next++
+						at := []int{0, n / 2, n, rng.Intn(n + 1)}[rng.Intn(4)]
+						return tx.InsertCells(at, []ydoc.Cell{{ID: fmt.Sprintf("c%d", next), Type: "markdown", Source: "new"}, {ID: fmt.Sprintf("c%d", next+5000), Source: "more"}})
+					case op == 1:
+						return tx.DeleteCells(rng.Intn(n-2), 1+rng.Intn(2))
+					case op == 2:
+						return tx.MoveCells(rng.Intn(n), 1, rng.Intn(n))
+					case op == 3:
+						return tx.SetCellType(rng.Intn(n), []string{"code", "markdown", "raw"}[rng.Intn(3)])
+					case op == 4:
+						return tx.SetCellMetadata(rng.Intn(n), map[string]any{"tags": []any{fmt.Sprint(step)}})
+					case op == 5:
+						return tx.SetState("dirty", rng.Intn(2) == 0)
+					case op == 6:
+						i := rng.Intn(n)
+						if c, _ := tx.Cell(i); c.Type == "code" {
+							return tx.AppendOutput(i, map[string]any{"output_type": "stream", "name": "stdout", "text": "out\n"})
+						}
+						return nil
+					default:
+						return tx.SetSource(rng.Intn(n), fmt.Sprintf("edited %d", step))
+					}
+				})
+				if err != nil {
+					t.Fatalf("step %d: %v", step, err)
+				}
+				c.Local = agent
+				now = now.Add(time.Duration(rng.Intn(4000)) * time.Millisecond)
+				v := Version(fmt.Sprintf("v-%d", step))
+				authors := []string{"Alice"}
+				if agent {
+					authors = []string{"agent"}
+				}
+				if err := inc.observe(d, c, v, authors, now, false); err != nil {
+					t.Fatal(err)
+				}
+				scratch.indexed = false // from scratch every time
+				if err := scratch.observe(d, c, v, authors, now, false); err != nil {
+					t.Fatal(err)
+				}
+				if !inc.indexed {
+					t.Fatalf("step %d: the incremental store lost its index", step)
+				}
+				if len(inc.snaps) != len(scratch.snaps) {
+					t.Fatalf("step %d: %d versions, from scratch %d", step, len(inc.snaps), len(scratch.snaps))
+				}
+				a, b := inc.last(), scratch.last()
+				if a.Version != b.Version || a.Content.Header != b.Content.Header || !slices.Equal(a.Content.cells(), b.Content.cells()) {
+					t.Fatalf("step %d: newest version differs from the one computed from scratch", step)
+				}
+				for id, ch := range inc.where {
+					if !slices.ContainsFunc(ch.cells, func(cr [2]string) bool { return cr[0] == id }) || !slices.Contains(a.Content.Chunks, ch) {
+						t.Fatalf("step %d: index of %s points elsewhere", step, id)
+					}
+				}
+				if len(inc.where) != d.NumCells() {
+					t.Fatalf("step %d: index holds %d cells of %d", step, len(inc.where), d.NumCells())
+				}
+				for _, ch := range a.Content.Chunks {
+					if len(ch.cells) == 0 || len(ch.cells) >= chunkMax {
+						t.Fatalf("step %d: a chunk of %d cells", step, len(ch.cells))
+					}
+				}
+			}
+			la, lb := inc.list(), scratch.list()
+			if len(la) != len(lb) {
+				t.Fatalf("%d versions listed, from scratch %d", len(la), len(lb))
+			}
+			for i := range la {
+				if la[i].Version != lb[i].Version || la[i].Summary != lb[i].Summary {
+					t.Errorf("version %d: %+v, from scratch %+v", i, la[i], lb[i])
+				}
+			}
+			for _, sn := range inc.snaps[max(0, len(inc.snaps)-20):] {
+				got, err := inc.notebook(sn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, _ := scratch.find(sn.Version)
+				wantNB, _ := scratch.notebook(want)
+				if !reflect.DeepEqual(got, wantNB) {
+					t.Fatalf("version %s restores differently", sn.Version)
+				}
+			}
+			// Sharing: the versions together hold far fewer chunk entries than cells × versions.
+			chunks := map[*cellChunk]bool{}
+			entries, cells := 0, 0
+			for _, sn := range inc.snaps {
+				cells += sn.Content.numCells()
+				for _, ch := range sn.Content.Chunks {
+					if !chunks[ch] {
+						chunks[ch] = true
+						entries += len(ch.cells)
+					}
+				}
+			}
+			if entries*4 > cells {
+				t.Errorf("%d versions of ~300 cells hold %d distinct chunk entries: chunks are not shared", len(inc.snaps), entries)
+			}
+		})
 	}
 }

@@ -232,15 +232,8 @@ func (x *ClientEngine) Start(ctx context.Context, path string, cellIDs []string,
 	}
 	var cells []CellRun
 	if err := room.View(ctx, func(d *ydoc.Doc) error {
-		ids := d.CellIDs()
 		for _, id := range cellIDs {
-			idx := -1
-			for i, c := range ids {
-				if c == id {
-					idx = i
-				}
-			}
-			cells = append(cells, CellRun{CellID: id, Index: idx, Status: CellPending})
+			cells = append(cells, CellRun{CellID: id, Index: d.CellIndex(id), Status: CellPending})
 		}
 		return nil
 	}); err != nil {

@@ -2,6 +2,7 @@ package execution
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,7 +39,7 @@ func (x *ClientEngine) runJob(cj *clientJob, room *bridge.Room, opts RunOptions)
 		j.Finish(fn)
 	}
 	defer finish(func(s *JobState) { s.Status, s.Ended = JobFailed, x.now() }) // only if it did not finish (a panic)
-	k, note, err := x.acquire(ctx, room, opts.KernelName)
+	k, note, reused, err := x.acquire(ctx, room, opts.KernelName, true)
 	if err != nil {
 		finish(func(s *JobState) {
 			s.Status, s.Ended = JobFailed, x.now()
@@ -50,6 +51,12 @@ func (x *ClientEngine) runJob(cj *clientJob, room *bridge.Room, opts RunOptions)
 		return
 	}
 	j.Update(func(s *JobState) { s.Status, s.Note, s.KernelID = JobRunning, note, k.session.KernelID })
+	// A channel kept from an earlier job is checked with the server while the first cell's reset
+	// is written; that cell's request waits for the answer (kernelCheck).
+	var check *kernelCheck
+	if reused {
+		check = &kernelCheck{alive: x.probeAsync(ctx, k)}
+	}
 	var t tally
 	for i := range cj.cellIDs {
 		set := func(fn func(*CellRun)) { j.Update(func(s *JobState) { fn(&s.Cells[i]) }) }
@@ -66,7 +73,10 @@ func (x *ClientEngine) runJob(cj *clientJob, room *bridge.Room, opts RunOptions)
 		} else if note != "" {
 			j.Update(func(s *JobState) { s.Note, s.KernelID = joinNotes(s.Note, note), k.session.KernelID })
 		}
-		run := x.runCell(ctx, cj, i, room, k, opts.StopOnError)
+		run := x.runCell(ctx, cj, i, room, k, opts, check)
+		if check != nil && check.taken {
+			check = nil
+		}
 		run = t.after(run, cj.cancelled(), opts.StopOnError)
 		set(func(c *CellRun) { *c = run })
 	}
@@ -150,8 +160,15 @@ func (t *tally) end() (JobStatus, string) {
 	return JobCompleted, "nothing to run (no code cell with code)"
 }
 
+// kernelCheck is the server's answer on whether a kept channel's kernel is still there, asked
+// when a job starts; the first request of the job waits for it.
+type kernelCheck struct {
+	alive <-chan bool
+	taken bool // a request waited for it (set by the driver, read after drive returned)
+}
+
 // runCell runs the i-th cell of a job and returns what became of it.
-func (x *ClientEngine) runCell(ctx context.Context, cj *clientJob, i int, room *bridge.Room, k *nbKernel, stopOnError bool) CellRun {
+func (x *ClientEngine) runCell(ctx context.Context, cj *clientJob, i int, room *bridge.Room, k *nbKernel, opts RunOptions, check *kernelCheck) CellRun {
 	id := cj.cellIDs[i]
 	skipped := func(idx int, note string) CellRun {
 		return CellRun{CellID: id, Index: idx, Status: CellSkipped, Note: note}
@@ -166,10 +183,10 @@ func (x *ClientEngine) runCell(ctx context.Context, cj *clientJob, i int, room *
 		return skipped(idx, cell.Type+" cells are not executed")
 	}
 	m := newMachine(machineConfig{
-		CellID: id, Code: cell.Source, Empty: strings.TrimSpace(cell.Source) == "", StopOnError: stopOnError,
+		CellID: id, Code: cell.Source, Empty: strings.TrimSpace(cell.Source) == "", StopOnError: opts.StopOnError,
 		Heartbeat: x.opts.Heartbeat, BeatEvery: x.opts.StaleRun / 3,
 	})
-	run := x.drive(ctx, m, &runIO{room: room, k: k, job: cj.job, cell: i, index: idx, cancel: cj.cancelC})
+	run := x.drive(ctx, m, &runIO{room: room, k: k, job: cj.job, cell: i, index: idx, cancel: cj.cancelC, check: check, kernelName: opts.KernelName})
 	run.Index = idx
 	if note := k.restartedNote(); note != "" {
 		cj.job.Update(func(s *JobState) { s.Note = joinNotes(s.Note, note) })
@@ -183,12 +200,7 @@ func cellInfo(ctx context.Context, room *bridge.Room, id string) (ydoc.Cell, int
 	var c ydoc.Cell
 	idx := -1
 	err := room.View(ctx, func(d *ydoc.Doc) error {
-		for i, cid := range d.CellIDs() {
-			if cid == id {
-				idx = i
-			}
-		}
-		if idx < 0 {
+		if idx = d.CellIndex(id); idx < 0 {
 			return nil
 		}
 		cells, err := d.Cells([]int{idx})
@@ -214,7 +226,7 @@ func (x *ClientEngine) RunCode(ctx context.Context, path, code, kernelName strin
 	if err != nil {
 		return CellRun{}, "", err
 	}
-	k, note, err := x.acquire(ctx, room, kernelName)
+	k, note, _, err := x.acquire(ctx, room, kernelName, false)
 	if err != nil {
 		return CellRun{}, "", err
 	}
@@ -241,6 +253,9 @@ type runIO struct {
 	index   int          // its index in the notebook
 	cancel  <-chan struct{}
 	running RunningCode // the request, once sent
+
+	check      *kernelCheck // the kept kernel's check the request waits for (nil: none)
+	kernelName string       // for a kernel started in place of one found gone
 }
 
 // drive is the IO loop of one run: it starts the machine, carries out its actions, feeds it
@@ -328,9 +343,13 @@ func (d *driver) perform(a action) {
 		gone := &atomic.Bool{}
 		d.write(kindFinal, finalWriteWait, finalTx(cellID, a, gone), gone)
 	case sendRequest:
-		ch, code := io.k.ch, m.cfg.Code
+		code := m.cfg.Code
 		d.spawn(func() {
-			running, err := ch.Execute(d.ctx, code, a.storeHistory, a.stopOnError, a.metadata)
+			if err := d.awaitKernelCheck(); err != nil {
+				d.post(func(now time.Time) { m.sent(now, err) })
+				return
+			}
+			running, err := io.k.ch.Execute(d.ctx, code, a.storeHistory, a.stopOnError, a.metadata)
 			if !d.post(func(now time.Time) {
 				if err == nil {
 					io.running = running
@@ -389,21 +408,76 @@ func (d *driver) perform(a action) {
 	}
 }
 
+// awaitKernelCheck waits for the server's answer on the kept kernel (if the job asked) and, when
+// it is gone, gives the run a new one (the job's note says its state was lost). It runs in the
+// request's goroutine, before anything touches the kernel: the loop uses io.k only once the
+// request was sent.
+func (d *driver) awaitKernelCheck() error {
+	c := d.io.check
+	if c == nil {
+		return nil
+	}
+	c.taken = true
+	var alive bool
+	select {
+	case alive = <-c.alive:
+	case <-d.ctx.Done():
+		return d.ctx.Err()
+	}
+	if alive {
+		return nil
+	}
+	note, err := d.x.replaceGone(d.ctx, d.io.room, d.io.k, d.io.kernelName)
+	if err != nil {
+		return fmt.Errorf("the kernel was gone and none could be started in its place: %w", err)
+	}
+	if d.io.job != nil {
+		id := d.io.k.session.KernelID
+		d.io.job.Update(func(s *JobState) { s.Note, s.KernelID = joinNotes(s.Note, note), id })
+	}
+	return nil
+}
+
 func (d *driver) updateCell(fn func(*CellRun)) {
 	if d.io.job != nil {
 		d.io.job.Update(func(s *JobState) { fn(&s.Cells[d.io.cell]) })
 	}
 }
 
-// write runs a room transaction with a bounded wait and hands its outcome to the machine.
+// write runs a room transaction with a bounded wait and hands its outcome to the machine; the
+// reset and output writes also tell it when they are in the replica, on their way to the
+// server (applied), which comes one server round trip before the outcome.
 func (d *driver) write(kind writeKind, wait time.Duration, fn func(*ydoc.Txn) error, gone *atomic.Bool) {
 	room, m, log := d.io.room, d.m, d.x.log
+	var onItsWay chan struct{}
+	var notice func()
+	if kind == kindReset || kind == kindOutputs {
+		onItsWay = make(chan struct{}, 1)
+		notice = func() { onItsWay <- struct{}{} } // once, on the room goroutine: never blocks
+	}
+	type result struct {
+		outcome writeOutcome
+		err     error
+	}
+	done := make(chan result, 1)
 	d.spawn(func() {
-		outcome, err := applyBounded(d.ctx, room, wait, fn, gone)
+		outcome, err := applyBounded(d.ctx, room, wait, fn, gone, notice)
 		if outcome == writeFailed {
 			log.Warn().Err(err).Str(logfield.Cell, m.cfg.CellID).Int("write", int(kind)).Msg("could not write a run into its cell")
 		}
-		d.post(func(now time.Time) { m.wrote(now, kind, outcome, err) })
+		done <- result{outcome, err}
+	})
+	d.spawn(func() {
+		var r result
+		select {
+		case <-onItsWay:
+			if !d.post(func(now time.Time) { m.applied(now, kind) }) {
+				return
+			}
+			r = <-done
+		case r = <-done:
+		}
+		d.post(func(now time.Time) { m.wrote(now, kind, r.outcome, r.err) })
 	})
 }
 

@@ -591,6 +591,30 @@ func TestExecDeadKernelIsReplacedBetweenJobs(t *testing.T) {
 	}
 }
 
+// A job on a kernel kept from an earlier job checks it with the server while the first cell's
+// reset is written: the reset reaches the room during the check, and the request waits for the
+// answer (the dead kernels above are replaced on it).
+func TestExecKernelCheckOverlapsTheReset(t *testing.T) {
+	e := newExecEnv(t, oneNotebook(codeCell("c1", "print:1")), nil)
+	e.run(execPath, []string{"c1"}, execution.RunOptions{})
+	k := kernelOf(t, e.ks, execPath)
+	received := e.ks.Received(k)
+	e.ks.HoldKernelState()
+	j := e.start(execPath, []string{"c1"}, execution.RunOptions{})
+	awaitKernels(t, e.ks, "the kernel check", func() bool { return e.ks.KernelStateWaiting() == 1 })
+	awaitCell(t, e.srv, execPath, "c1", "reset while the kernel is checked", func(c ydoc.Cell) bool {
+		return c.ExecutionState == "running" && len(c.Outputs) == 0 && c.ExecutionCount == nil
+	})
+	if n := e.ks.Received(k); n != received {
+		t.Fatalf("the request was sent before the kernel check answered (%d requests, %d before)", n, received)
+	}
+	e.ks.ReleaseKernelState()
+	v := awaitJob(t, j)
+	if v.Status != execution.JobCompleted || v.Note != "" || v.KernelID != k || !countIs(cellRun(t, v, "c1").ExecutionCount, 2) {
+		t.Errorf("job after the check %s", describeJob(v))
+	}
+}
+
 func TestExecKernelRestartBetweenJobsIsNoted(t *testing.T) {
 	e := newExecEnv(t, oneNotebook(codeCell("c1", "print:1")), nil)
 	e.run(execPath, []string{"c1"}, execution.RunOptions{})

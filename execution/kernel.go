@@ -21,6 +21,7 @@ type nbKernel struct {
 	lost     string    // why the kernel is known gone (set by a run that saw it die)
 	lastUsed time.Time // when the last holder let go
 	stale    bool      // the kernel restarted since ch connected: connect again before the next run
+	reused   bool      // ensureChannel kept the channel it had (not checked with the server unless it probed)
 }
 
 // lock takes the kernel, waiting for the holder before (a job) as long as ctx allows.
@@ -83,8 +84,18 @@ func (x *ClientEngine) closeIdleChannels() {
 
 // acquire returns the notebook's kernel, held for the caller (who unlocks it), with a live
 // channel: the session a human's tab uses if there is one (so state is shared), a new kernel if
-// the old one died or was culled (the note says so).
-func (x *ClientEngine) acquire(ctx context.Context, room *bridge.Room, kernelName string) (*nbKernel, string, error) {
+// the old one died or was culled (the note says so). A channel kept from an earlier run is
+// checked with the server first (a kernel can die silently between jobs), unless the caller
+// does that itself, overlapped with other work (probeLater; reused then says it must).
+func (x *ClientEngine) acquire(ctx context.Context, room *bridge.Room, kernelName string, probeLater bool) (k *nbKernel, note string, reused bool, err error) {
+	k, note, err = x.acquireProbing(ctx, room, kernelName, !probeLater)
+	if err != nil {
+		return nil, "", false, err
+	}
+	return k, note, probeLater && k.reused, nil
+}
+
+func (x *ClientEngine) acquireProbing(ctx context.Context, room *bridge.Room, kernelName string, probe bool) (*nbKernel, string, error) {
 	path := room.Path()
 	x.mu.Lock()
 	k := x.kernels[path]
@@ -96,12 +107,41 @@ func (x *ClientEngine) acquire(ctx context.Context, room *bridge.Room, kernelNam
 	if err := k.lock(ctx); err != nil {
 		return nil, "", err
 	}
-	note, err := x.ensureChannel(ctx, room, k, kernelName, true)
+	note, err := x.ensureChannel(ctx, room, k, kernelName, probe)
 	if err != nil {
 		k.unlock(x.now())
 		return nil, "", err
 	}
 	return k, note, nil
+}
+
+// probeAsync asks the server, without waiting, whether the held kernel is still there: the
+// answer (false only when the server says it is gone or dead; an error is no death) comes on
+// the returned channel. The first cell of a job writes its reset meanwhile, and its request
+// waits for the answer (replaceGone).
+func (x *ClientEngine) probeAsync(ctx context.Context, k *nbKernel) <-chan bool {
+	alive := make(chan bool, 1)
+	id := k.session.KernelID
+	x.goTracked(func() {
+		state, err := x.opts.Kernels.KernelState(ctx, id)
+		gone := bridge.IsNotFound(err) || (err == nil && state == "dead")
+		if err != nil && !gone {
+			x.log.Debug().Err(err).Str("kernel", id).Msg("kernel state unknown; assuming it lives")
+		}
+		alive <- !gone
+	})
+	return alive
+}
+
+// replaceGone gives the held kernel, which the server says is gone, a new channel (the
+// notebook's session again, or a new kernel): the note says the kernel's state was lost.
+func (x *ClientEngine) replaceGone(ctx context.Context, room *bridge.Room, k *nbKernel, kernelName string) (string, error) {
+	if k.ch != nil {
+		_ = k.ch.Close()
+		k.ch = nil
+	}
+	k.lost = "it died or was shut down"
+	return x.ensureChannel(ctx, room, k, kernelName, false)
 }
 
 // ensureChannel gives the held kernel a live channel. probe asks the server whether a kernel
@@ -113,6 +153,7 @@ func (x *ClientEngine) ensureChannel(ctx context.Context, room *bridge.Room, k *
 	k.note = ""
 	gone := k.lost
 	k.lost = ""
+	k.reused = false
 	if k.ch != nil {
 		select {
 		case <-k.ch.Done():
@@ -134,6 +175,7 @@ func (x *ClientEngine) ensureChannel(ctx context.Context, room *bridge.Room, k *
 				}
 			}
 			if alive && !k.stale {
+				k.reused = true
 				return note, nil
 			}
 			// Gone; or restarted, and then the server's iopub link to the new process may miss

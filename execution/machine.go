@@ -14,7 +14,9 @@ import (
 //
 // A cell's run has two sides that never wait for each other:
 //
-//   - the kernel side follows the request: the reset is written, the request sent once (never
+//   - the kernel side follows the request: the reset is written (the request goes as soon as
+//     the reset is in the replica and on its way to the server, ahead of everything the run
+//     writes after it; its confirmation is not waited for), the request sent once (never
 //     twice: after a restart nobody can tell whether the old process had partly run it), its
 //     messages folded into outputs, the kernel's liveness looked at when it is silent, a
 //     restart before our request began followed into the new kernel until a kernel_info_request
@@ -25,7 +27,8 @@ import (
 //     outputs), a write the room could not take within its bounded wait (disconnected) taken
 //     back and retried with whatever accumulated, the run marker refreshed on its own clock so
 //     that a stuck output write never lets it go stale; when the kernel side is over, one final
-//     write brings the cell to its end state (outputs, count, idle, marker removed).
+//     write brings the cell to its end state (outputs, count, idle, marker removed), sent right
+//     behind an output write that is in the replica already rather than after its confirmation.
 //
 // The run is done when both sides are.
 type machine struct {
@@ -62,6 +65,7 @@ type machine struct {
 	rewrite   bool       // the next write replaces the cell's outputs with the model's
 	fresh     bool       // something new to write since a write failed
 	writing   *writeOutputs
+	onItsWay  bool // the write in flight is in the replica: it can no longer be taken back or fail to fit
 	beating   bool
 	nextBeat  time.Time
 	final     *finishCell // the final write, once decided
@@ -244,6 +248,27 @@ func (m *machine) start(now time.Time) {
 	m.emit(resetCell{at: now, empty: m.cfg.Empty})
 }
 
+// applied says a room write (the reset, or the outputs in flight) is in the replica and on its
+// way to the server, before the server confirmed it (wrote comes later). The room sends in
+// order, so whatever is written after it reaches the server after it, and it can no longer be
+// taken back or fail to fit. After the reset the request may go at once, one server round trip
+// early (runs that end without a request — an empty cell, a cancel or a stop meanwhile — wait
+// for the confirmation: their result is the reset); after outputs the final write may follow.
+func (m *machine) applied(now time.Time, kind writeKind) {
+	switch kind {
+	case kindReset:
+		if m.phase != phaseReset || m.cfg.Empty || m.cancelled || m.stopping {
+			return
+		}
+		m.wroteReset(now, written, nil)
+	case kindOutputs:
+		if m.writing != nil {
+			m.onItsWay = true
+			m.advance(now)
+		}
+	}
+}
+
 // sent is the outcome of sendRequest.
 func (m *machine) sent(now time.Time, err error) {
 	if m.phase != phaseSend {
@@ -422,7 +447,7 @@ func (m *machine) wrote(now time.Time, kind writeKind, outcome writeOutcome, err
 		m.wroteReset(now, outcome, err)
 	case kindOutputs:
 		w := m.writing
-		m.writing = nil
+		m.writing, m.onItsWay = nil, false
 		if w == nil {
 			return
 		}
@@ -602,13 +627,19 @@ func (m *machine) advance(now time.Time) {
 }
 
 // pump hands the room its next write: outputs while the kernel side runs, then the final one.
+// The final write does not wait for the confirmation of an output write that is in the replica
+// already: it goes right behind it, built on the outputs that write leaves.
 func (m *machine) pump() {
-	if m.writing != nil || m.finalOut {
+	if m.finalOut || (m.writing != nil && !(m.phase == phaseFlush && m.onItsWay)) {
 		return
 	}
 	if m.phase == phaseFlush {
 		if m.final == nil {
-			f := finishCell{ops: m.pending, base: m.roomCount, count: m.count(), gone: m.gone}
+			base := m.roomCount
+			if m.writing != nil {
+				base = m.writing.after
+			}
+			f := finishCell{ops: m.pending, base: base, count: m.count(), gone: m.gone}
 			if !m.gone && (len(m.pending) > 0 || m.rewrite) {
 				f.all = cloneOutputs(m.model.outputs)
 				if m.rewrite {

@@ -779,6 +779,123 @@ func TestMachineCancelInterruptsOnlyOurs(t *testing.T) {
 	}
 }
 
+// ---- writes on their way ----
+
+// The request goes as soon as the reset is in the replica, on its way to the server (the room
+// sends in order: everything the run writes later reaches the server after it), one server
+// round trip before the reset's confirmation; the confirmation changes nothing.
+func TestMachineRequestGoesOnceTheResetIsOnItsWay(t *testing.T) {
+	h := newMH(t, testConfig())
+	h.m.start(h.now)
+	h.collect()
+	grab[resetCell](h)
+	none[sendRequest](h, "before the reset is in the replica")
+	h.m.applied(h.now, kindReset)
+	h.collect()
+	grab[cellStarted](h)
+	grab[sendRequest](h)
+	h.m.sent(h.now, nil)
+	h.collect()
+	h.msgs(status("busy"), stream("a\n"))
+	h.wrote(kindReset, written) // the confirmation, after the first output
+	none[sendRequest](h, "again when the reset was confirmed")
+	none[resetCell](h, "again when the reset was confirmed")
+	h.roomWrite()
+	h.msgs(replyOK(1), status("idle"))
+	h.m.ended(h.now, nil)
+	h.collect()
+	if run := h.finishRoom(); run.Status != CellOK || texts(h.cell.outputs) != "a\n" {
+		t.Errorf("result %+v, cell %s", run, texts(h.cell.outputs))
+	}
+}
+
+// Runs that end without a request wait for the reset's confirmation: their result is the reset.
+func TestMachineRunsWithoutARequestWaitForTheResetsConfirmation(t *testing.T) {
+	for name, setup := range map[string]func(h *mh){
+		"empty cell": func(h *mh) {},
+		"cancelled":  func(h *mh) { h.m.cancel(h.now) },
+		"stopped":    func(h *mh) { h.m.stop(h.now) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.Empty = name == "empty cell"
+			h := newMH(t, cfg)
+			h.m.start(h.now)
+			h.collect()
+			grab[resetCell](h)
+			setup(h)
+			h.m.applied(h.now, kindReset)
+			h.collect()
+			none[sendRequest](h, "for a run that sends none")
+			none[cellFinished](h, "before the reset was confirmed")
+			h.wrote(kindReset, written)
+			none[sendRequest](h, "for a run that sends none")
+			h.acts = append(h.acts, h.m.take()...)
+			for _, a := range h.acts {
+				if f, ok := a.(finishCell); ok {
+					h.cell.finish(f)
+					h.m.wrote(h.now, kindFinal, written, nil)
+					h.collect()
+				}
+			}
+			if run := h.result(); run.Status == CellOK || !run.Started.IsZero() {
+				t.Errorf("result %+v, want a run that never started", run)
+			}
+		})
+	}
+}
+
+// The final write follows an output write that is in the replica already without waiting for
+// its confirmation, built on the outputs that write leaves.
+func TestMachineFinalWriteFollowsAnOutputWriteOnItsWay(t *testing.T) {
+	h := newMH(t, testConfig())
+	h.running()
+	h.msgs(status("busy"), iopub("execute_result", map[string]any{"execution_count": 1, "data": map[string]any{"text/plain": "2"}}))
+	w := grab[writeOutputs](h)
+	h.m.applied(h.now, kindOutputs)
+	h.collect()
+	h.msgs(stream("late\n"), replyOK(1), status("idle"))
+	h.m.ended(h.now, nil)
+	h.collect()
+	none[writeOutputs](h, "once the kernel side is over")
+	f := grab[finishCell](h)
+	if f.base != w.after || len(f.ops) != 1 || f.count == nil || *f.count != 1 {
+		t.Fatalf("final write %+v, want the late output on top of the %d the write in flight leaves", f, w.after)
+	}
+	// The room applies them in order; the confirmations come after.
+	if o := h.cell.apply(w); o != written {
+		t.Fatalf("output write: %v", o)
+	}
+	h.cell.finish(f)
+	h.wrote(kindOutputs, written)
+	none[finishCell](h, "again when the output write was confirmed")
+	h.wrote(kindFinal, written)
+	run := h.result()
+	if run.Status != CellOK || texts(h.cell.outputs) != "<execute_result>late\n" || texts(run.Outputs) != texts(h.cell.outputs) || h.cell.running {
+		t.Errorf("result %+v, cell %s running %v", run, texts(h.cell.outputs), h.cell.running)
+	}
+}
+
+// An output write not known to be in the replica may yet be taken back (the room is away): the
+// final write waits for its outcome and then carries what it did not write.
+func TestMachineFinalWriteWaitsForAnOutputWriteNotOnItsWay(t *testing.T) {
+	h := newMH(t, testConfig())
+	h.running()
+	h.msgs(stream("a\n"))
+	grab[writeOutputs](h)
+	h.msgs(stream("b\n"), replyOK(1), status("idle"))
+	h.m.ended(h.now, nil)
+	h.collect()
+	none[finishCell](h, "while an output write that may be taken back is in flight")
+	h.wrote(kindOutputs, notApplied)
+	f := grab[finishCell](h)
+	h.cell.finish(f)
+	h.wrote(kindFinal, written)
+	if run := h.result(); texts(h.cell.outputs) != "a\nb\n" || texts(run.Outputs) != "a\nb\n" {
+		t.Errorf("cell %s, run %s", texts(h.cell.outputs), texts(run.Outputs))
+	}
+}
+
 // ---- stopping ----
 
 // The sidecar shuts down mid-run: the request is let go, the cell gets one last write.

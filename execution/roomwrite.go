@@ -214,11 +214,12 @@ func cloneOutputs(outs []map[string]any) []map[string]any {
 }
 
 // applyBounded runs fn as one room transaction, waiting at most wait for the server, and says
-// what became of it.
-func applyBounded(ctx context.Context, room *bridge.Room, wait time.Duration, fn func(*ydoc.Txn) error, gone *atomic.Bool) (writeOutcome, error) {
+// what became of it; applied (if not nil) is called, on the room goroutine, when the
+// transaction is in the replica and on its way to the server.
+func applyBounded(ctx context.Context, room *bridge.Room, wait time.Duration, fn func(*ydoc.Txn) error, gone *atomic.Bool, applied func()) (writeOutcome, error) {
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	_, err := room.Apply(wctx, func(tx *ydoc.Txn, _ bridge.History, _ bool) error { return fn(tx) })
+	_, err := room.ApplyNotify(wctx, func(tx *ydoc.Txn, _ bridge.History, _ bool) error { return fn(tx) }, applied)
 	var unconfirmed *bridge.UnconfirmedError
 	var withdrawn *bridge.WithdrawnError
 	switch {

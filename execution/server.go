@@ -210,9 +210,8 @@ func (x *ServerEngine) Start(ctx context.Context, path string, cellIDs []string,
 	}
 	var cells []CellRun
 	if err := room.View(ctx, func(d *ydoc.Doc) error {
-		ids := d.CellIDs()
 		for _, id := range cellIDs {
-			cells = append(cells, CellRun{CellID: id, Index: slices.Index(ids, id), Status: CellPending})
+			cells = append(cells, CellRun{CellID: id, Index: d.CellIndex(id), Status: CellPending})
 		}
 		return nil
 	}); err != nil {

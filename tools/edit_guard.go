@@ -26,19 +26,24 @@ type guardArgs struct {
 
 // resolve returns the indices and ids of the addressed cells, in the order given.
 func resolve(tx *ydoc.Txn, t targetArgs) (indices []int, ids []string, byIndex bool, err error) {
-	return resolveIDs(tx.CellIDs(), t)
+	return resolveIDs(tx, t)
 }
 
-// resolveIDs addresses cells among the current cell ids.
-func resolveIDs(current []string, t targetArgs) (indices []int, ids []string, byIndex bool, err error) {
+// cellList is a notebook's cells as addressing needs them (a ydoc.Txn or ydoc.Doc): lookups
+// that cost the same whatever the notebook's size.
+type cellList interface {
+	NumCells() int
+	CellIndex(id string) int
+	CellID(i int) string
+}
+
+// resolveIDs addresses cells among the current cells.
+func resolveIDs(cells cellList, t targetArgs) (indices []int, ids []string, byIndex bool, err error) {
+	n := cells.NumCells()
 	switch {
 	case len(t.CellIDs) > 0 && (t.StartIndex != nil || t.EndIndex != nil):
 		return nil, nil, false, invalid([]any{"cell_ids"}, "give either cell_ids or start_index/end_index, not both")
 	case len(t.CellIDs) > 0:
-		pos := make(map[string]int, len(current))
-		for i, id := range current {
-			pos[id] = i
-		}
 		seen := map[string]bool{}
 		var missing []string
 		for _, id := range t.CellIDs {
@@ -46,8 +51,8 @@ func resolveIDs(current []string, t targetArgs) (indices []int, ids []string, by
 				return nil, nil, false, invalid([]any{"cell_ids"}, "cell id %q is listed twice", id)
 			}
 			seen[id] = true
-			i, ok := pos[id]
-			if !ok {
+			i := cells.CellIndex(id)
+			if i < 0 {
 				missing = append(missing, id)
 				continue
 			}
@@ -55,7 +60,7 @@ func resolveIDs(current []string, t targetArgs) (indices []int, ids []string, by
 			ids = append(ids, id)
 		}
 		if len(missing) > 0 {
-			return nil, nil, false, invalid([]any{"cell_ids"}, "no cell with id %s in the notebook (it has %d cells; re-read it to get current ids)", quoteList(missing), len(current))
+			return nil, nil, false, invalid([]any{"cell_ids"}, "no cell with id %s in the notebook (it has %d cells; re-read it to get current ids)", quoteList(missing), n)
 		}
 		return indices, ids, false, nil
 	case t.StartIndex != nil:
@@ -63,18 +68,18 @@ func resolveIDs(current []string, t targetArgs) (indices []int, ids []string, by
 		if t.EndIndex != nil {
 			end = *t.EndIndex
 		}
-		if start >= len(current) {
-			return nil, nil, true, invalid([]any{"start_index"}, "is %d but the notebook has %d cells (indices 0..%d)", start, len(current), len(current)-1)
+		if start >= n {
+			return nil, nil, true, invalid([]any{"start_index"}, "is %d but the notebook has %d cells (indices 0..%d)", start, n, n-1)
 		}
 		if end < start {
 			return nil, nil, true, invalid([]any{"end_index"}, "is %d, before start_index %d", end, start)
 		}
-		if end >= len(current) {
-			return nil, nil, true, invalid([]any{"end_index"}, "is %d but the last cell index is %d", end, len(current)-1)
+		if end >= n {
+			return nil, nil, true, invalid([]any{"end_index"}, "is %d but the last cell index is %d", end, n-1)
 		}
 		for i := start; i <= end; i++ {
 			indices = append(indices, i)
-			ids = append(ids, current[i])
+			ids = append(ids, cells.CellID(i))
 		}
 		return indices, ids, true, nil
 	case t.EndIndex != nil:
@@ -104,12 +109,9 @@ type conflict struct {
 // before the edit, so nothing can slip in between the check and the change.
 func guard(tx *ydoc.Txn, h bridge.History, g guardArgs, targets []string, byIndex bool) error {
 	var conflicts []conflict
-	current := tx.CellIDs()
 	indexOf := func(id string) *int {
-		for i, c := range current {
-			if c == id {
-				return &i
-			}
+		if i := tx.CellIndex(id); i >= 0 {
+			return &i
 		}
 		return nil
 	}

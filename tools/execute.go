@@ -201,7 +201,7 @@ func (s *Server) batchExecute(ctx context.Context, c *call, a execArgs) (jobRun,
 	var ids []string
 	if err := c.Room.View(ctx, func(d *ydoc.Doc) error {
 		var err error
-		_, ids, _, err = resolveIDs(d.CellIDs(), targetArgs{CellIDs: a.CellIDs, StartIndex: a.StartIndex, EndIndex: a.EndIndex})
+		_, ids, _, err = resolveIDs(d, targetArgs{CellIDs: a.CellIDs, StartIndex: a.StartIndex, EndIndex: a.EndIndex})
 		return err
 	}); err != nil {
 		return jobRun{}, err

@@ -96,7 +96,7 @@ var (
 	descLag   = prometheus.NewDesc("jcm_room_sync_lag_seconds", "Longest time any open room has been out of sync with the server (0 when all are synced).", nil, nil)
 	descPend  = prometheus.NewDesc("jcm_room_pending_edits", "Edits sent to the server and not yet confirmed, across rooms.", nil, nil)
 	descRecon = prometheus.NewDesc("jcm_room_reconnects", "Reconnects of the currently open rooms since each joined.", nil, nil)
-	descRepl  = prometheus.NewDesc("jcm_room_replica_bytes", "Encoded size of the open rooms' replicas (Yjs updates, tombstones included), as each room last measured it (at most every 5 s, after a change).", nil, nil)
+	descRepl  = prometheus.NewDesc("jcm_room_replica_bytes", "Encoded size of the open rooms' replicas (Yjs updates, tombstones included), as each room last measured it (on joining, from the server's first sync; then at most every 5 s after a change, less often for large documents).", nil, nil)
 	descHist  = prometheus.NewDesc("jcm_room_history_bytes", "Content kept for restorable versions across open rooms (bounded by --history-budget-mb per room).", nil, nil)
 	descSaves = prometheus.NewDesc("jcm_room_save_requests_total", "Save requests the save guard sent (asked) and their answers: success, skipped, failed, timeout, disconnected.", []string{"outcome"}, nil)
 	descSaved = prometheus.NewDesc("jcm_room_saves_reported_total", "Saves jupyter-server reported in the rooms' state (its own autosaves and the ones asked for).", nil, nil)

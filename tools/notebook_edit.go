@@ -252,7 +252,7 @@ func (s *Server) batchInsert(ctx context.Context, c *call, args insertArgs) (cel
 	// before saving (bridge.Room.ApplyDurable).
 	ed, err := room.ApplyDurable(ctx, func(tx *ydoc.Txn, h bridge.History, replaying bool) error {
 		tx.Undoable() // the agent may take it back (undo_last_edit)
-		current := tx.CellIDs()
+		numCells := tx.NumCells()
 		todo := cells
 		if replaying { // cells that made it before the reset are already there
 			todo = nil
@@ -291,8 +291,8 @@ func (s *Server) batchInsert(ctx context.Context, c *call, args insertArgs) (cel
 			byPos := map[int][]ydoc.Cell{}
 			for i, c := range cells {
 				p := args.Positions[i]
-				if p > len(current) {
-					return invalid([]any{"positions", i}, "is %d but the notebook has %d cells (use %d to append)", p, len(current), len(current))
+				if p > numCells {
+					return invalid([]any{"positions", i}, "is %d but the notebook has %d cells (use %d to append)", p, numCells, numCells)
 				}
 				if contains(cellIDs(todo), c.ID) {
 					byPos[p] = append(byPos[p], c)
@@ -302,12 +302,12 @@ func (s *Server) batchInsert(ctx context.Context, c *call, args insertArgs) (cel
 				groups = append(groups, group{p, cs})
 			}
 		default:
-			pos := len(current)
+			pos := numCells
 			switch {
 			case args.StartPosition != nil:
 				pos = *args.StartPosition
-				if pos > len(current) && !replaying {
-					return invalid([]any{"start_position"}, "is %d but the notebook has %d cells (use %d to append)", pos, len(current), len(current))
+				if pos > numCells && !replaying {
+					return invalid([]any{"start_position"}, "is %d but the notebook has %d cells (use %d to append)", pos, numCells, numCells)
 				}
 			case args.AfterCellID != "":
 				i := tx.CellIndex(args.AfterCellID)
@@ -326,8 +326,8 @@ func (s *Server) batchInsert(ctx context.Context, c *call, args insertArgs) (cel
 					return invalid([]any{"before_cell_id"}, "no cell with id %q (re-read the notebook for current ids)", args.BeforeCellID)
 				}
 			}
-			if pos > len(current) {
-				pos = len(current)
+			if pos > numCells {
+				pos = numCells
 			}
 			groups = []group{{pos, todo}}
 		}

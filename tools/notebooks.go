@@ -163,7 +163,7 @@ func (s *Server) entryOf(ctx context.Context, f bridge.FileInfo, kind ydoc.Kind)
 		e.Collaborators = collabOf(room.Info()).Collaborators
 		if kind == ydoc.KindNotebook {
 			_ = room.View(ctx, func(d *ydoc.Doc) error {
-				n := len(d.CellIDs())
+				n := d.NumCells()
 				e.CellCount = &n
 				return nil
 			})
@@ -560,7 +560,7 @@ func (s *Server) openSession(ctx context.Context, d doc, create bool, content []
 	err = o.room.Read(ctx, func(doc *ydoc.Doc, h bridge.History) error {
 		o.version = h.Version()
 		if doc.Kind() == ydoc.KindNotebook {
-			o.cells = len(doc.CellIDs())
+			o.cells = doc.NumCells()
 			return nil
 		}
 		var err error

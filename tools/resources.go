@@ -309,7 +309,7 @@ func (s *Server) readDocList(ctx context.Context, kind ydoc.Kind) (resourceRead,
 			e["collaborators"] = collabOf(room.Info()).Collaborators
 			if kind == ydoc.KindNotebook {
 				_ = room.View(ctx, func(d *ydoc.Doc) error {
-					e["cell_count"] = len(d.CellIDs())
+					e["cell_count"] = d.NumCells()
 					return nil
 				})
 			}

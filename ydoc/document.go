@@ -64,9 +64,8 @@ type Doc struct {
 	cells  *y.YArray // notebooks
 	source *y.YText  // text files
 
-	// cell order as last observed, to report inserted/deleted/moved/replaced cells.
-	cellIDs  []string
-	cellMaps []*y.YMap
+	// ord is the cell order (cellorder.go), kept up to date after every transaction.
+	ord cellOrder
 
 	// set by the library's event handlers during a transaction (engine lock held)
 	lastUpdate []byte
@@ -86,7 +85,7 @@ func NewDoc(kind Kind, clientID uint32, log zerolog.Logger) (*Doc, error) {
 	if clientID == 0 {
 		return nil, errors.New("new doc: client id 0 is reserved for the server's deterministic rebuild")
 	}
-	d := &Doc{kind: kind, log: log, clientID: uint64(clientID)}
+	d := &Doc{kind: kind, log: log, clientID: uint64(clientID), ord: newCellOrder()}
 	err := withEngine(log, func() error {
 		d.yd = y.NewDoc("", true, y.DefaultGCFilter, nil, false)
 		d.yd.ClientID = int(clientID)
@@ -114,6 +113,10 @@ func NewDoc(kind Kind, clientID uint32, log zerolog.Logger) (*Doc, error) {
 			tr, ok := v[0].(*y.Transaction)
 			if !ok {
 				return
+			}
+			if d.cells != nil {
+				_, structural := tr.Changed[d.cells]
+				d.finishOrder(tr, structural, d.cellIDWritten(tr), d.change)
 			}
 			if d.change != nil {
 				d.observe(tr)
@@ -366,7 +369,6 @@ func (d *Doc) observe(tr *y.Transaction) {
 			c.Clients = append(c.Clients, uint64(client))
 		}
 	}
-	structure := false
 	for key, subs := range tr.Changed {
 		t, ok := key.(y.IAbstractType)
 		if !ok {
@@ -384,8 +386,7 @@ func (d *Doc) observe(tr *y.Transaction) {
 			c.Text = true
 			continue
 		case d.cells != nil && t == y.IAbstractType(d.cells):
-			structure = true
-			continue
+			continue // the order's changes are recorded by finishOrder
 		case d.meta != nil && t == y.IAbstractType(d.meta):
 			c.Meta = true
 			continue
@@ -399,9 +400,6 @@ func (d *Doc) observe(tr *y.Transaction) {
 				for k := range subs {
 					if s, ok := k.(string); ok {
 						c.Cells = append(c.Cells, CellChange{ID: cellIDOf(cell), Fields: []string{s}})
-						if s == "id" {
-							structure = true
-						}
 					}
 				}
 			} else {
@@ -409,9 +407,20 @@ func (d *Doc) observe(tr *y.Transaction) {
 			}
 		}
 	}
-	if structure {
-		d.refreshCellOrder(c)
+}
+
+// cellIDWritten reports whether a transaction wrote the id key of a cell map.
+func (d *Doc) cellIDWritten(tr *y.Transaction) bool {
+	for key, subs := range tr.Changed {
+		m, ok := key.(*y.YMap)
+		if !ok || !subs.Has("id") {
+			continue
+		}
+		if it := m.GetItem(); it != nil && isChildOf(it, d.cells) {
+			return true
+		}
 	}
+	return false
 }
 
 // locate walks up from a nested type to its root. For types inside a cell it returns the cell
@@ -444,50 +453,4 @@ func cellIDOf(m *y.YMap) string {
 	v, _ := mapGet(m, "id")
 	s, _ := v.(string)
 	return s
-}
-
-// refreshCellOrder recomputes the cell order and records inserted, deleted, moved and replaced
-// cells (a cell deleted and re-created under the same id, as moves and type changes do).
-func (d *Doc) refreshCellOrder(c *Change) {
-	var ids []string
-	var maps []*y.YMap
-	for _, v := range arrayItems(d.cells) {
-		m, ok := v.(*y.YMap)
-		if !ok {
-			continue
-		}
-		ids = append(ids, cellIDOf(m))
-		maps = append(maps, m)
-	}
-	old := make(map[string]*y.YMap, len(d.cellIDs))
-	for i, id := range d.cellIDs {
-		old[id] = d.cellMaps[i]
-	}
-	now := make(map[string]bool, len(ids))
-	var kept []string
-	for i, id := range ids {
-		now[id] = true
-		prev, existed := old[id]
-		switch {
-		case !existed:
-			c.Inserted = append(c.Inserted, id)
-		case prev != maps[i]:
-			c.Cells = append(c.Cells, CellChange{ID: id, Fields: []string{"*"}})
-			kept = append(kept, id)
-		default:
-			kept = append(kept, id)
-		}
-	}
-	var before []string
-	for _, id := range d.cellIDs {
-		if !now[id] {
-			c.Deleted = append(c.Deleted, id)
-		} else {
-			before = append(before, id)
-		}
-	}
-	if !slices.Equal(before, kept) {
-		c.Moved = true
-	}
-	d.cellIDs, d.cellMaps = ids, maps
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/rs/zerolog"
+	y "github.com/skyterra/y-crdt"
 )
 
 // Shared helpers for the ydoc tests.
@@ -191,3 +192,10 @@ func noPanic(t testing.TB, what string, fn func()) {
 }
 
 func intp(n int) *int { return &n }
+
+// walkedMaps reads the live cell maps from the cells array itself, not from the kept order
+// (engine lock held).
+func walkedMaps(d *Doc) []*y.YMap {
+	_, maps := walkCells(d.cells)
+	return maps
+}

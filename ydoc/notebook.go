@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 
 	y "github.com/skyterra/y-crdt"
 )
@@ -94,12 +95,45 @@ func (d *Doc) CellIDs() []string {
 	}
 	var ids []string
 	_ = d.run(func() error {
-		for _, m := range d.cellMapsNow() {
-			ids = append(ids, cellIDOf(m))
-		}
+		ids = slices.Clone(d.ord.ids)
 		return nil
 	})
 	return ids
+}
+
+// NumCells returns the number of cells.
+func (d *Doc) NumCells() int {
+	n := 0
+	_ = d.run(func() error {
+		n = len(d.ord.ids)
+		return nil
+	})
+	return n
+}
+
+// CellIndex returns the index of the cell with the id, or -1.
+func (d *Doc) CellIndex(id string) int {
+	i := -1
+	if d.kind != KindNotebook {
+		return i
+	}
+	_ = d.run(func() error {
+		i = d.ord.indexOfID(id)
+		return nil
+	})
+	return i
+}
+
+// CellID returns the id of the cell at index i ("" when out of range).
+func (d *Doc) CellID(i int) string {
+	id := ""
+	_ = d.run(func() error {
+		if i >= 0 && i < len(d.ord.ids) {
+			id = d.ord.ids[i]
+		}
+		return nil
+	})
+	return id
 }
 
 // Cells returns copies of the cells at the given indices (all cells when indices is nil).
@@ -109,7 +143,7 @@ func (d *Doc) Cells(indices []int) ([]Cell, error) {
 	}
 	var out []Cell
 	err := d.run(func() error {
-		maps := d.cellMapsNow()
+		maps := d.ord.maps
 		if indices == nil {
 			for _, m := range maps {
 				out = append(out, readCell(m))
@@ -139,19 +173,9 @@ func (d *Doc) State() map[string]any {
 	return st
 }
 
-func (d *Doc) cellMapsNow() []*y.YMap {
-	var maps []*y.YMap
-	for _, v := range arrayItems(d.cells) {
-		if m, ok := v.(*y.YMap); ok {
-			maps = append(maps, m)
-		}
-	}
-	return maps
-}
-
 func (d *Doc) readNotebook() Notebook {
 	nb := d.readNotebookHeader()
-	for _, m := range d.cellMapsNow() {
+	for _, m := range d.ord.maps {
 		nb.Cells = append(nb.Cells, readCell(m))
 	}
 	return nb
@@ -238,15 +262,19 @@ func (tx *Txn) Notebook() (Notebook, error) {
 	if tx.d.kind != KindNotebook {
 		return Notebook{}, ErrWrongKind
 	}
+	tx.order()
 	return tx.d.readNotebook(), nil
 }
+
+// order is the cell order as it is inside the transaction.
+func (tx *Txn) order() *cellOrder { return tx.d.orderIn(tx.tr) }
 
 // NumCells returns the number of cells.
 func (tx *Txn) NumCells() int {
 	if tx.d.kind != KindNotebook {
 		return 0
 	}
-	return len(tx.d.cellMapsNow())
+	return len(tx.order().maps)
 }
 
 // CellIDs returns the cell ids in order.
@@ -254,22 +282,27 @@ func (tx *Txn) CellIDs() []string {
 	if tx.d.kind != KindNotebook {
 		return nil
 	}
-	maps := tx.d.cellMapsNow()
-	ids := make([]string, len(maps))
-	for i, m := range maps {
-		ids[i] = cellIDOf(m)
-	}
-	return ids
+	return slices.Clone(tx.order().ids)
 }
 
 // CellIndex returns the index of the cell with the id, or -1.
 func (tx *Txn) CellIndex(id string) int {
-	for i, cid := range tx.CellIDs() {
-		if cid == id {
-			return i
-		}
+	if tx.d.kind != KindNotebook {
+		return -1
 	}
-	return -1
+	return tx.order().indexOfID(id)
+}
+
+// CellID returns the id of the cell at index i ("" when out of range).
+func (tx *Txn) CellID(i int) string {
+	if tx.d.kind != KindNotebook {
+		return ""
+	}
+	ids := tx.order().ids
+	if i < 0 || i >= len(ids) {
+		return ""
+	}
+	return ids[i]
 }
 
 // Cell returns a copy of the cell at index i.
@@ -285,7 +318,7 @@ func (tx *Txn) cellMap(i int) (*y.YMap, error) {
 	if tx.d.kind != KindNotebook {
 		return nil, ErrWrongKind
 	}
-	maps := tx.d.cellMapsNow()
+	maps := tx.order().maps
 	if i < 0 || i >= len(maps) {
 		return nil, fmt.Errorf("cell index %d of %d: %w", i, len(maps), ErrOutOfRange)
 	}
@@ -297,6 +330,9 @@ func (tx *Txn) cellMap(i int) (*y.YMap, error) {
 
 // rawIndex is the array position of cell i (the array's length for i == the number of cells).
 func (tx *Txn) rawIndex(i int) int {
+	if o := tx.order(); tx.d.cells.GetLength() == len(o.maps) {
+		return i // only cells in the array: positions are indices
+	}
 	pos, n := 0, 0
 	for _, v := range arrayItems(tx.d.cells) {
 		if _, ok := v.(*y.YMap); ok {
@@ -312,6 +348,15 @@ func (tx *Txn) rawIndex(i int) int {
 
 // deleteCells deletes cells [index, index+count), deeply, leaving non-cell entries alone.
 func (tx *Txn) deleteCells(index, count int) {
+	defer tx.d.markStale(tx.tr)
+	if o := tx.order(); tx.d.cells.GetLength() == len(o.maps) { // only cells: positions are indices
+		maps := slices.Clone(o.maps[index : index+count])
+		tx.d.cells.Delete(index, count)
+		for _, m := range maps {
+			deleteChildren(tx.tr, m)
+		}
+		return
+	}
 	var positions []int
 	pos, n := 0, 0
 	for _, v := range arrayItems(tx.d.cells) {
@@ -365,18 +410,15 @@ func (tx *Txn) InsertCells(index int, cells []Cell) error {
 	if index < 0 || index > n {
 		return fmt.Errorf("insert at %d of %d: %w", index, n, ErrOutOfRange)
 	}
-	existing := map[string]bool{}
-	for _, id := range tx.CellIDs() {
-		existing[id] = true
-	}
+	adding := make(map[string]bool, len(cells))
 	for i := range cells {
 		if err := validateCell(&cells[i]); err != nil {
 			return err
 		}
-		if existing[cells[i].ID] {
+		if adding[cells[i].ID] || tx.CellIndex(cells[i].ID) >= 0 {
 			return fmt.Errorf("cell id %q is already in the notebook", cells[i].ID)
 		}
-		existing[cells[i].ID] = true
+		adding[cells[i].ID] = true
 	}
 	return tx.insertCellMaps(index, cells)
 }
@@ -387,6 +429,7 @@ func (tx *Txn) insertCellMaps(index int, cells []Cell) error {
 	for i := range cells {
 		maps[i] = y.NewYMap(nil)
 	}
+	defer tx.d.markStale(tx.tr)
 	tx.d.cells.Insert(tx.rawIndex(index), maps)
 	for i := range cells {
 		if err := tx.fillCell(maps[i].(*y.YMap), cells[i]); err != nil {
@@ -479,7 +522,7 @@ func (tx *Txn) MoveCells(from, count, to int) error {
 	if to == from {
 		return nil
 	}
-	maps := tx.d.cellMapsNow()
+	maps := tx.order().maps
 	clones := make([]Cell, count)
 	for i := 0; i < count; i++ {
 		clones[i] = readCell(maps[from+i])
@@ -527,6 +570,7 @@ func (tx *Txn) SetCellType(i int, cellType string) error {
 	}
 	tx.deleteCells(i, 1)
 	fresh := y.NewYMap(nil)
+	defer tx.d.markStale(tx.tr)
 	tx.d.cells.Insert(tx.rawIndex(i), y.ArrayAny{fresh})
 	if err := tx.fillCell(fresh, c); err != nil {
 		return err

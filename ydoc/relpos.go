@@ -40,13 +40,11 @@ func (d *Doc) textOf(cellID string) (*y.YText, error) {
 	if d.kind != KindNotebook {
 		return nil, fmt.Errorf("a text file has no cells: %w", ErrNoSuchText)
 	}
-	for _, m := range d.cellMapsNow() {
-		if cellIDOf(m) == cellID {
-			if t, ok := mustGet(m, "source").(*y.YText); ok {
-				return t, nil
-			}
-			return nil, fmt.Errorf("cell %q has no shared source text: %w", cellID, ErrNoSuchText)
+	if i := d.ord.indexOfID(cellID); i >= 0 {
+		if t, ok := mustGet(d.ord.maps[i], "source").(*y.YText); ok {
+			return t, nil
 		}
+		return nil, fmt.Errorf("cell %q has no shared source text: %w", cellID, ErrNoSuchText)
 	}
 	return nil, fmt.Errorf("cell %q: %w", cellID, ErrCellNotFound)
 }

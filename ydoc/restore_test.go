@@ -32,7 +32,7 @@ func cellMapsOf(t testing.TB, d *Doc) map[string]*y.YMap {
 	t.Helper()
 	out := map[string]*y.YMap{}
 	if err := d.run(func() error {
-		for _, m := range d.cellMapsNow() {
+		for _, m := range walkedMaps(d) {
 			out[cellIDOf(m)] = m
 		}
 		return nil
@@ -47,7 +47,7 @@ func sourceTextOf(t testing.TB, d *Doc, id string) *y.YText {
 	t.Helper()
 	var yt *y.YText
 	_ = d.run(func() error {
-		for _, m := range d.cellMapsNow() {
+		for _, m := range walkedMaps(d) {
 			if cellIDOf(m) == id {
 				yt, _ = mustGet(m, "source").(*y.YText)
 			}
@@ -269,7 +269,7 @@ func TestRestoreNotebookFirstOutputIdentity(t *testing.T) {
 	outputMaps := func() []*y.YMap {
 		var out []*y.YMap
 		_ = d.run(func() error {
-			m := d.cellMapsNow()[0]
+			m := walkedMaps(d)[0]
 			for _, it := range arrayItems(mustGet(m, "outputs").(*y.YArray)) {
 				om, _ := it.(*y.YMap)
 				out = append(out, om)

@@ -55,17 +55,19 @@ import (
 
 // Kernels is the fake. Create it with NewKernels. Every method is safe for concurrent use.
 type Kernels struct {
-	mu       sync.Mutex
-	sessions map[string]*kernelSession // notebook path → session
-	kernels  map[string]*kernel        // kernel id → kernel
-	gates    map[string]bool           // released gates
-	nextID   int
-	starts   []StartCall
-	startErr error
-	connErr  error
-	stateErr error // KernelState fails with it stateN more times
-	stateN   int
-	changed  chan struct{}
+	mu           sync.Mutex
+	sessions     map[string]*kernelSession // notebook path → session
+	kernels      map[string]*kernel        // kernel id → kernel
+	gates        map[string]bool           // released gates
+	nextID       int
+	starts       []StartCall
+	startErr     error
+	connErr      error
+	stateErr     error // KernelState fails with it stateN more times
+	stateN       int
+	stateGate    chan struct{} // non-nil: KernelState waits until it is closed
+	stateWaiting int           // KernelState calls waiting at the gate
+	changed      chan struct{}
 }
 
 type kernelSession struct {
@@ -177,6 +179,22 @@ func (ks *Kernels) KernelState(ctx context.Context, id string) (string, error) {
 		return "", err
 	}
 	ks.mu.Lock()
+	if gate := ks.stateGate; gate != nil {
+		ks.stateWaiting++
+		ks.bumpLocked()
+		ks.mu.Unlock()
+		select {
+		case <-gate:
+		case <-ctx.Done():
+		}
+		ks.mu.Lock()
+		ks.stateWaiting--
+		ks.bumpLocked()
+		if err := ctx.Err(); err != nil {
+			ks.mu.Unlock()
+			return "", err
+		}
+	}
 	defer ks.mu.Unlock()
 	if ks.stateN > 0 {
 		ks.stateN--
@@ -369,6 +387,27 @@ func (ks *Kernels) FailStartSession(err error) { ks.set(func() { ks.startErr = e
 // the kernel itself is fine).
 func (ks *Kernels) FailKernelState(err error, n int) {
 	ks.set(func() { ks.stateErr, ks.stateN = err, n })
+}
+
+// HoldKernelState makes KernelState calls wait until ReleaseKernelState (a slow server).
+func (ks *Kernels) HoldKernelState() { ks.set(func() { ks.stateGate = make(chan struct{}) }) }
+
+// ReleaseKernelState lets the KernelState calls held by HoldKernelState go on, and later ones
+// answer at once.
+func (ks *Kernels) ReleaseKernelState() {
+	ks.set(func() {
+		if ks.stateGate != nil {
+			close(ks.stateGate)
+			ks.stateGate = nil
+		}
+	})
+}
+
+// KernelStateWaiting returns how many KernelState calls wait at HoldKernelState's gate.
+func (ks *Kernels) KernelStateWaiting() int {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	return ks.stateWaiting
 }
 
 // KernelStateFailuresLeft returns how many injected KernelState failures are still to come.
