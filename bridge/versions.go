@@ -55,22 +55,12 @@ func (r *Room) VersionContent(ctx context.Context, v Version) (nb ydoc.Notebook,
 // collaborators see it as one. After the replica was rebuilt (a reconnect that needed a fresh
 // client id) earlier edits can no longer be undone: restore a version instead.
 func (r *Room) Undo(ctx context.Context, steps int) (Edited, error) {
-	return r.Apply(ctx, func(tx *ydoc.Txn, _ History, _ bool) error {
-		for i := 0; i < max(steps, 1); i++ {
-			if err := tx.Undo(); err != nil {
-				if i > 0 && errors.Is(err, ydoc.ErrNothingToUndo) {
-					return nil // undid what there was
-				}
-				return err
-			}
-		}
-		return nil
-	})
+	return r.Apply(ctx, ydoc.Undo{Steps: steps})
 }
 
 // Redo re-applies what the last Undo reverted.
 func (r *Room) Redo(ctx context.Context) (Edited, error) {
-	return r.Apply(ctx, func(tx *ydoc.Txn, _ History, _ bool) error { return tx.Redo() })
+	return r.Apply(ctx, ydoc.Redo{})
 }
 
 // UndoDepth returns how many undo and redo steps the room holds.

@@ -35,7 +35,7 @@ func (x *ClientEngine) clearStaleRuns(path string) {
 	// just died: the kernel tells them apart (a run in progress keeps it busy).
 	idle := x.kernelIdle(ctx, path)
 	var next time.Time
-	_, err := room.Apply(ctx, func(tx *ydoc.Txn, _ bridge.History, _ bool) error {
+	_, err := room.Edit(ctx, func(tx *ydoc.Txn, _ bool) error {
 		now := x.now()
 		next = time.Time{}
 		later := func(t time.Time) {

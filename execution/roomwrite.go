@@ -218,7 +218,7 @@ func cloneOutputs(outs []map[string]any) []map[string]any {
 func applyBounded(ctx context.Context, room *bridge.Room, wait time.Duration, fn func(*ydoc.Txn) error, gone *atomic.Bool) (writeOutcome, error) {
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	_, err := room.Apply(wctx, func(tx *ydoc.Txn, _ bridge.History, _ bool) error { return fn(tx) })
+	_, err := room.Edit(wctx, func(tx *ydoc.Txn, _ bool) error { return fn(tx) })
 	var unconfirmed *bridge.UnconfirmedError
 	var withdrawn *bridge.WithdrawnError
 	switch {

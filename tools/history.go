@@ -3,7 +3,6 @@ package tools
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
@@ -140,28 +139,17 @@ func (s *Server) restoreVersion(ctx context.Context, c *call, a historyArgs) (re
 		}
 		return restored{}, err
 	}
-	var r restored
-	ed, err := c.Room.Apply(ctx, func(tx *ydoc.Txn, _ bridge.History, _ bool) error {
-		tx.Undoable()
-		if tx.Kind() == ydoc.KindText {
-			cur, err := tx.Text()
-			if err != nil {
-				return err
-			}
-			d := ydoc.DiffText(cur, text)
-			r.summary, r.changes = fmt.Sprintf("+%d −%d lines", d.Added, d.Removed), d.Unified()
-			return tx.RestoreText(text)
+	ed, err := c.Room.Apply(ctx, ydoc.Restore{Notebook: nb, Text: text})
+	r := restored{version: ed.Version}
+	if rs := ed.Outcome.Restored; rs != nil {
+		r.summary = rs.Summary
+		switch {
+		case rs.Text != nil:
+			r.changes = rs.Text.Unified()
+		case rs.Notebook != nil:
+			r.changes = *rs.Notebook
 		}
-		cur, err := tx.Notebook()
-		if err != nil {
-			return err
-		}
-		d := ydoc.DiffNotebooks(cur, nb)
-		r.summary, r.changes = d.Summary(), d
-		_, err = tx.RestoreNotebook(nb)
-		return err
-	})
-	r.version = ed.Version
+	}
 	return r, err
 }
 
