@@ -533,12 +533,12 @@ func (e MoveCells) run(tx *Txn, r editRun) (Outcome, error) {
 			}
 			return Outcome{}, invalidf([]any{field}, "no cell with id %q (re-read the notebook for current ids)", anchor)
 		}
-		for _, i := range indices { // the anchor's index once the moved cells are out
+		to = ai // the anchor's index once the moved cells before it are out
+		for _, i := range indices {
 			if i < ai {
-				ai--
+				to--
 			}
 		}
-		to = ai
 		if e.After != "" {
 			to++
 		}
