@@ -51,7 +51,6 @@ func mustRun(t *testing.T, d *Doc, e Edit, r editRun) Outcome {
 	return out
 }
 
-
 func cellByID(t *testing.T, d *Doc, id string) Cell {
 	t.Helper()
 	for _, c := range readNotebook(t, d).Cells {
