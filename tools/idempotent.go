@@ -262,8 +262,18 @@ func (st *requestStore) evict() {
 		}
 		idle = append(idle, k)
 	}
-	if over := len(st.by) - (maxRequests - 1); over > 0 {
-		sort.Slice(idle, func(i, j int) bool { return st.by[idle[i]].at.Before(st.by[idle[j]].at) })
+	if over := len(st.by) - (maxRequests - 1); over > 0 { // room for one more
+		if over > 1 {
+			sort.Slice(idle, func(i, j int) bool { return st.by[idle[i]].at.Before(st.by[idle[j]].at) })
+		} else if len(idle) > 1 { // the usual case: one goes, the oldest
+			oldest := 0
+			for i, k := range idle {
+				if st.by[k].at.Before(st.by[idle[oldest]].at) {
+					oldest = i
+				}
+			}
+			idle[0], idle[oldest] = idle[oldest], idle[0]
+		}
 		for _, k := range idle[:min(over, len(idle))] {
 			delete(st.by, k)
 		}
