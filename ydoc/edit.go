@@ -84,6 +84,9 @@ type Outcome struct {
 	Replayed bool
 	// Restored is what a Restore changed.
 	Restored *Restored
+	// Steps is how many of the agent's recorded edits an Undo took off its stack (steps whose
+	// changes others had removed included: they are skipped).
+	Steps int
 
 	// text edits: the hash of the text the operations were planned on, and of the result.
 	textBefore, textAfter string

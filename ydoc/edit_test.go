@@ -384,3 +384,31 @@ func TestSessionOutcomesAreValues(t *testing.T) {
 		t.Errorf("the first outcome changed: %+v (kept %+v)", got, keep)
 	}
 }
+
+// An Undo says how many steps it took; an Undo or Redo is never run again after a reset (the
+// fresh replica's stack is not the one it was asked of), and its refusal changes nothing.
+func TestUndoStepsAndNoReplay(t *testing.T) {
+	d := editNotebook(t)
+	for _, src := range []string{"one", "two"} {
+		s := src
+		mustRun(t, d, UpdateCells{Updates: []CellUpdate{{CellID: "a", Source: &s}}}, editRun{})
+	}
+	out := mustRun(t, d, Undo{Steps: 5}, editRun{})
+	if out.Steps != 2 || cellByID(t, d, "a").Source != "x = 1" {
+		t.Fatalf("undo of 5 with 2 recorded: steps %d, a %q", out.Steps, cellByID(t, d, "a").Source)
+	}
+	for _, e := range []Edit{Redo{}, Undo{Steps: 1}} {
+		before := readNotebook(t, d)
+		u, _, err := d.Transact(func(tx *Txn) error { _, err := e.run(tx, editRun{replay: true}); return err })
+		if !errors.Is(err, ErrNotReplayed) || u != nil {
+			t.Fatalf("%T replayed: update %v, err %v", e, u, err)
+		}
+		if after := readNotebook(t, d); !reflect.DeepEqual(before, after) {
+			t.Fatalf("%T's refused replay changed the notebook", e)
+		}
+	}
+	mustRun(t, d, Redo{}, editRun{}) // the stack is still there for a first run: the whole undo
+	if got := cellByID(t, d, "a").Source; got != "two" {
+		t.Errorf("a %q after the redo, want two", got)
+	}
+}

@@ -223,28 +223,47 @@ func (e Restore) run(tx *Txn, _ editRun) (Outcome, error) {
 	return out, nil
 }
 
-// Undo reverts the agent's last Steps undoable edits (at least one; fewer when fewer are left).
+// Undo reverts the agent's last Steps undoable edits (at least one; fewer when fewer are left),
+// leaving everyone else's edits alone. The undo is itself a forward edit, so collaborators see it
+// as one. The undo stack belongs to the replica it was recorded on: after a reset (a fresh
+// replica) earlier edits can no longer be undone, and an undo is never run again (ErrNotReplayed):
+// on a fresh replica its stack holds other steps, if any, and undoing them would take back
+// something the caller did not ask for.
 type Undo struct{ Steps int }
+
+// ErrNotReplayed refuses to run an Undo or a Redo again after a reset: whether it reached the
+// server is unknown, and the fresh replica's stack is not the one it was asked of.
+var ErrNotReplayed = errors.New("ydoc: an undo or redo is not run again after a reset")
 
 // Durable: no — the undo stack belongs to the replica it was recorded on.
 func (e Undo) Durable() bool { return false }
 
-func (e Undo) run(tx *Txn, _ editRun) (Outcome, error) {
+func (e Undo) run(tx *Txn, r editRun) (Outcome, error) {
+	if r.replay {
+		return Outcome{}, ErrNotReplayed
+	}
+	before := len(tx.d.undo.undo)
+	taken := func() Outcome { return Outcome{Steps: before - len(tx.d.undo.undo)} }
 	for i := 0; i < max(e.Steps, 1); i++ {
 		if err := tx.Undo(); err != nil {
 			if i > 0 && errors.Is(err, ErrNothingToUndo) {
-				return Outcome{}, nil // undid what there was
+				return taken(), nil // undid what there was
 			}
-			return Outcome{}, err
+			return taken(), err
 		}
 	}
-	return Outcome{}, nil
+	return taken(), nil
 }
 
-// Redo re-applies what the last Undo reverted.
+// Redo re-applies what the last Undo reverted (never again after a reset: see Undo).
 type Redo struct{}
 
 // Durable: no (see Undo).
 func (e Redo) Durable() bool { return false }
 
-func (e Redo) run(tx *Txn, _ editRun) (Outcome, error) { return Outcome{}, tx.Redo() }
+func (e Redo) run(tx *Txn, r editRun) (Outcome, error) {
+	if r.replay {
+		return Outcome{}, ErrNotReplayed
+	}
+	return Outcome{}, tx.Redo()
+}
