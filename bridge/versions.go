@@ -50,19 +50,6 @@ func (r *Room) VersionContent(ctx context.Context, v Version) (nb ydoc.Notebook,
 	return c.nb, c.text, err
 }
 
-// Undo reverts the agent's last steps undoable edits (tools mark theirs; execution output is
-// never undone), leaving everyone else's edits alone. The undo is itself a forward edit, so
-// collaborators see it as one. After the replica was rebuilt (a reconnect that needed a fresh
-// client id) earlier edits can no longer be undone: restore a version instead.
-func (r *Room) Undo(ctx context.Context, steps int) (Edited, error) {
-	return r.Apply(ctx, ydoc.Undo{Steps: steps})
-}
-
-// Redo re-applies what the last Undo reverted.
-func (r *Room) Redo(ctx context.Context) (Edited, error) {
-	return r.Apply(ctx, ydoc.Redo{})
-}
-
 // UndoDepth returns how many undo and redo steps the room holds.
 func (r *Room) UndoDepth(ctx context.Context) (undo, redo int, err error) {
 	err = r.View(ctx, func(d *ydoc.Doc) error {

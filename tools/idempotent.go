@@ -44,6 +44,18 @@ type editTool[A, R any] struct {
 	build  func(ctx context.Context, c *call, a A) (bridge.Proposal, error)
 	finish func(ctx context.Context, c *call, a A, ed bridge.Edited) R
 	render func(c *call, a A, r R) result
+	// failed phrases the tool's own failures (nil: the edits' common ones, editError).
+	failed func(err error) error
+}
+
+// fail phrases an edit's failure: the tool's own words first, then the common ones.
+func (t editTool[A, R]) fail(err error, c *call, ed bridge.Edited, requestID string) error {
+	if t.failed != nil {
+		if e := t.failed(err); e != nil {
+			return e
+		}
+	}
+	return editError(err, c, ed, requestID)
 }
 
 // handleEdit makes an edit tool's body: decode, build the edit, hand it to the room (once per
@@ -62,11 +74,11 @@ func handleEdit[A, R any](s *Server, defaults A, t editTool[A, R]) runner {
 			}
 			pend, err := c.Room.Propose(ctx, p)
 			if err != nil {
-				return result{}, editError(err, c, bridge.Edited{}, "")
+				return result{}, t.fail(err, c, bridge.Edited{}, "")
 			}
 			ed, err := pend.Wait(ctx)
 			if err != nil {
-				return result{}, editError(err, c, ed, "")
+				return result{}, t.fail(err, c, ed, "")
 			}
 			return t.render(c, a, t.finish(ctx, c, a, ed)), nil
 		}
@@ -91,13 +103,13 @@ func handleEdit[A, R any](s *Server, defaults A, t editTool[A, R]) runner {
 				}
 				pend, err := c.Room.Propose(ctx, e.prop)
 				if err != nil {
-					return result{}, editError(err, c, bridge.Edited{}, id)
+					return result{}, t.fail(err, c, bridge.Edited{}, id)
 				}
 				e.pending = pend
 			}
 			ed, err := e.pending.Wait(ctx)
 			if err != nil {
-				return result{}, editError(err, c, ed, id)
+				return result{}, t.fail(err, c, ed, id)
 			}
 			return t.render(c, a, t.finish(ctx, c, a, ed)), nil
 		})

@@ -154,3 +154,19 @@ func TestClearOutputs(t *testing.T) {
 	r = e.fail("clear_outputs", map[string]any{"path": editPath, "cell_ids": []any{"nope"}})
 	findDetail(t, r, "cell_ids")
 }
+
+// undo_last_edit repeated with its request_id takes back one edit, not two.
+func TestRequestIDUndoOnce(t *testing.T) {
+	e := editEnv(t)
+	e.ok("batch_update_notebook_cells", map[string]any{"path": editPath, "updates": []any{map[string]any{"cell_id": "a", "content": "one"}}})
+	e.ok("batch_update_notebook_cells", map[string]any{"path": editPath, "updates": []any{map[string]any{"cell_id": "a", "content": "two"}}})
+	args := map[string]any{"path": editPath, "request_id": "undo-1"}
+	first := e.ok("undo_last_edit", args)
+	again := e.ok("undo_last_edit", args)
+	if !reflect.DeepEqual(first, again) || num(t, first["undone"]) != 1 || num(t, first["undo_steps_left"]) != 1 {
+		t.Errorf("undo %v, repeated %v", first, again)
+	}
+	if got := e.serverCell(editPath, "a").Source; got != "one" {
+		t.Errorf("a %q after one undo, repeated", got)
+	}
+}

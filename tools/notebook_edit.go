@@ -73,7 +73,7 @@ func (s *Server) registerNotebookEditTools() {
 		}},
 		Forkable: true, Retryable: true,
 		Doc: nbEditDoc("after_cell_id", "before_cell_id"),
-		Run: handleEdit(s, insertArgs{}, editTool[insertArgs, cellsEdited]{s.insertEdit, s.inserted, renderEdit[insertArgs](s)}),
+		Run: handleEdit(s, insertArgs{}, editTool[insertArgs, cellsEdited]{build: s.insertEdit, finish: s.inserted, render: renderEdit[insertArgs](s)}),
 	})
 	s.register(&operation{
 		Name:     "batch_update_notebook_cells",
@@ -104,7 +104,7 @@ func (s *Server) registerNotebookEditTools() {
 		}},
 		Destructive: true, Idempotent: true, Forkable: true, Retryable: true,
 		Doc: nbEditDoc("cell_ids"),
-		Run: handleEdit(s, updateArgs{}, editTool[updateArgs, cellsEdited]{s.updateEdit, s.updated, renderEdit[updateArgs](s)}),
+		Run: handleEdit(s, updateArgs{}, editTool[updateArgs, cellsEdited]{build: s.updateEdit, finish: s.updated, render: renderEdit[updateArgs](s)}),
 	})
 	s.register(&operation{
 		Name:        "batch_delete_notebook_cells",
@@ -123,7 +123,7 @@ func (s *Server) registerNotebookEditTools() {
 		Example:     map[string]any{"path": "analysis/report.ipynb", "cell_ids": []any{"a1b2c3", "d4e5f6"}},
 		Destructive: true, Forkable: true, Retryable: true,
 		Doc: nbEditDoc("cell_ids"),
-		Run: handleEdit(s, deleteArgs{}, editTool[deleteArgs, cellsEdited]{s.deleteEdit, s.deleted, renderEdit[deleteArgs](s)}),
+		Run: handleEdit(s, deleteArgs{}, editTool[deleteArgs, cellsEdited]{build: s.deleteEdit, finish: s.deleted, render: renderEdit[deleteArgs](s)}),
 	})
 	s.register(&operation{
 		Name:     "move_notebook_cells",
@@ -143,7 +143,7 @@ func (s *Server) registerNotebookEditTools() {
 		Example:    map[string]any{"path": "analysis/report.ipynb", "cell_ids": []any{"d4e5f6"}, "to_index": 0},
 		Idempotent: true, Forkable: true, Retryable: true,
 		Doc: nbEditDoc("cell_ids", "after_cell_id", "before_cell_id"),
-		Run: handleEdit(s, moveArgs{}, editTool[moveArgs, cellsEdited]{s.moveEdit, s.moved, renderEdit[moveArgs](s)}),
+		Run: handleEdit(s, moveArgs{}, editTool[moveArgs, cellsEdited]{build: s.moveEdit, finish: s.moved, render: renderEdit[moveArgs](s)}),
 	})
 	s.register(&operation{
 		Name:        "clear_outputs",
@@ -159,7 +159,7 @@ func (s *Server) registerNotebookEditTools() {
 		Example:     map[string]any{"path": "analysis/report.ipynb", "cell_ids": []any{"a1b2c3"}},
 		Destructive: true, Idempotent: true, Forkable: true, Retryable: true,
 		Doc: nbEditDoc("cell_ids"),
-		Run: handleEdit(s, clearArgs{}, editTool[clearArgs, cellsEdited]{s.clearEdit, s.cleared, renderEdit[clearArgs](s)}),
+		Run: handleEdit(s, clearArgs{}, editTool[clearArgs, cellsEdited]{build: s.clearEdit, finish: s.cleared, render: renderEdit[clearArgs](s)}),
 	})
 }
 
