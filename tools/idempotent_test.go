@@ -169,4 +169,16 @@ func TestRequestIDUndoOnce(t *testing.T) {
 	if got := e.serverCell(editPath, "a").Source; got != "one" {
 		t.Errorf("a %q after one undo, repeated", got)
 	}
+	redo := map[string]any{"path": editPath, "request_id": "redo-1"}
+	e.ok("redo_edit", redo)
+	e.ok("redo_edit", redo)
+	if got := e.serverCell(editPath, "a").Source; got != "two" {
+		t.Errorf("a %q after one redo, repeated", got)
+	}
+	// The tools' own refusals: nothing left to redo (a refusal is forgotten: a repeat says the same).
+	for range 2 {
+		if r := e.fail("redo_edit", map[string]any{"path": editPath, "request_id": "redo-2"}); !strings.Contains(errorText(r), "nothing to redo") {
+			t.Errorf("redo with nothing to redo: %s", errorText(r))
+		}
+	}
 }
