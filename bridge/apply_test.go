@@ -2,6 +2,7 @@ package bridge_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
@@ -9,8 +10,9 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
-// Apply reports the version its own change produced, and an edit function can see what changed
-// since a version it read.
+// Apply reports the version its own change produced and what the edit did; a proposal made
+// against an earlier version is refused, changing nothing, when the cells it touches changed
+// since, and goes ahead when others changed.
 func TestApplyVersions(t *testing.T) {
 	srv := newServer(t)
 	hr := startSynced(t, srv, nil)
@@ -19,33 +21,51 @@ func TestApplyVersions(t *testing.T) {
 	if err := hr.room.Read(ctx, func(_ *ydoc.Doc, h bridge.History) error { v0 = h.Version(); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	ed, err := hr.room.Apply(ctx, func(tx *ydoc.Txn, h bridge.History, _ bool) error {
-		if h.Version() != v0 {
-			t.Errorf("version moved before the edit: %s → %s", v0, h.Version())
-		}
-		return tx.SetSource(0, "changed")
-	})
+	src := "changed"
+	ed, err := hr.room.Apply(ctx, ydoc.UpdateCells{Updates: []ydoc.CellUpdate{{CellID: "cell-a", Source: &src}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ed.Version == v0 || ed.Version == "" {
 		t.Fatalf("edit version %q, want a new one after %q", ed.Version, v0)
 	}
-	_, err = hr.room.Apply(ctx, func(tx *ydoc.Txn, h bridge.History, _ bool) error {
-		ch, err := h.Since(v0)
-		if err != nil {
-			return err
-		}
-		if len(ch.Cells) != 1 || ch.Cells[0].ID != "cell-a" {
-			t.Errorf("Since(v0) = %+v, want cell-a changed", ch)
-		}
-		if h.Version() != ed.Version {
-			t.Errorf("current version %s, want the edit's %s", h.Version(), ed.Version)
-		}
-		return nil
-	})
+	if o := ed.Outcome; len(o.Cells) != 1 || o.Cells[0].ID != "cell-a" || !slices.Equal(o.Cells[0].Changed, []string{"source"}) {
+		t.Errorf("outcome %+v, want cell-a's source changed", o)
+	}
+
+	// Against v0: cell-a changed since (by us), cell-b did not.
+	again := "again"
+	p, err := hr.room.Propose(ctx, bridge.Proposal{Since: v0, Edit: ydoc.UpdateCells{Updates: []ydoc.CellUpdate{{CellID: "cell-a", Source: &again}}}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	refused, err := p.Wait(ctx)
+	var conflict *ydoc.ConflictError
+	if !errors.As(err, &conflict) || len(conflict.Conflicts) != 1 || conflict.Conflicts[0].CellID != "cell-a" || conflict.Version != string(v0) {
+		t.Fatalf("edit of a cell changed since v0: err %v, want a conflict on cell-a", err)
+	}
+	if refused.Version != ed.Version {
+		t.Errorf("refused edit's version %s, want the current %s", refused.Version, ed.Version)
+	}
+	p, err = hr.room.Propose(ctx, bridge.Proposal{Since: v0, Edit: ydoc.UpdateCells{Updates: []ydoc.CellUpdate{{CellID: "cell-b", Source: &again}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Wait(ctx); err != nil {
+		t.Fatalf("edit of a cell nobody changed since v0: %v", err)
+	}
+	if got := serverSource(t, srv, nbPath, "cell-a"); got != "changed" {
+		t.Errorf("cell-a %q: the refused edit changed it", got)
+	}
+
+	// A version from elsewhere cannot be judged.
+	p, err = hr.room.Propose(ctx, bridge.Proposal{Since: "ffffff-1", Edit: ydoc.UpdateCells{Updates: []ydoc.CellUpdate{{CellID: "cell-b", Source: &src}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var verr *bridge.VersionError
+	if _, err := p.Wait(ctx); !errors.As(err, &verr) || !errors.Is(err, bridge.ErrUnknownVersion) {
+		t.Errorf("unknown version: err %v", err)
 	}
 }
 

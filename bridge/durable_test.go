@@ -37,13 +37,8 @@ func typeInto(t *testing.T, srv *bridgetest.Server, path, cellID, text string) {
 	}
 }
 
-func durableInsert(id string) func(tx *ydoc.Txn, _ bridge.History, replaying bool) error {
-	return func(tx *ydoc.Txn, _ bridge.History, replaying bool) error {
-		if replaying && tx.CellIndex(id) >= 0 {
-			return nil
-		}
-		return tx.InsertCells(tx.NumCells(), []ydoc.Cell{{ID: id, Type: ydoc.CellCode, Source: "agent " + id}})
-	}
+func durableInsert(id string) ydoc.Edit {
+	return ydoc.InsertCells{Cells: []ydoc.Cell{{ID: id, Type: ydoc.CellCode, Source: "agent " + id}}}
 }
 
 func serverSource(t *testing.T, srv *bridgetest.Server, path, id string) string {
@@ -165,7 +160,7 @@ func TestSaveGuardAsksWhenUnsavedEditsPileUp(t *testing.T) {
 	h := startSynced(t, srv, guardOn(time.Hour, nil))
 	ctx := ctxT(t)
 	for i := 0; i < 256; i++ {
-		if _, err := h.room.ApplyDurable(ctx, durableInsert("d"+string(rune('a'+i%26))+strings.Repeat("x", i/26))); err != nil {
+		if _, err := h.room.Apply(ctx, durableInsert("d"+string(rune('a'+i%26))+strings.Repeat("x", i/26))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -210,7 +205,7 @@ func TestRescueAfterRestartBeforeSave(t *testing.T) {
 	srv := newServer(t)
 	h := startSynced(t, srv, nil)
 	ctx := ctxT(t)
-	if _, err := h.room.ApplyDurable(ctx, durableInsert("agent1")); err != nil {
+	if _, err := h.room.Apply(ctx, durableInsert("agent1")); err != nil {
 		t.Fatal(err)
 	}
 	typeInto(t, srv, nbPath, "cell-b", " typed before")
@@ -262,12 +257,12 @@ func TestRescueAfterSaveThenRestart(t *testing.T) {
 	srv := newServer(t)
 	h := startSynced(t, srv, guardOn(10*time.Millisecond, nil))
 	ctx := ctxT(t)
-	if _, err := h.room.ApplyDurable(ctx, durableInsert("saved")); err != nil {
+	if _, err := h.room.Apply(ctx, durableInsert("saved")); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "a save", func() bool { return srv.Saves(nbPath) >= 1 && h.room.Info().UnsavedSince.IsZero() })
 	srv.SetSaveStatus("failed") // from now on nothing reaches the file
-	if _, err := h.room.ApplyDurable(ctx, durableInsert("unsaved")); err != nil {
+	if _, err := h.room.Apply(ctx, durableInsert("unsaved")); err != nil {
 		t.Fatal(err)
 	}
 	typeInto(t, srv, nbPath, "cell-b", " typed")
@@ -296,7 +291,7 @@ func TestRescueAfterUnreportedSaves(t *testing.T) {
 	srv.QuietSaves(true)
 	h := startSynced(t, srv, guardOn(10*time.Millisecond, nil))
 	ctx := ctxT(t)
-	if _, err := h.room.ApplyDurable(ctx, durableInsert("before")); err != nil {
+	if _, err := h.room.Apply(ctx, durableInsert("before")); err != nil {
 		t.Fatal(err)
 	}
 	awaitServer(t, srv, "a save", func() bool { return srv.Saves(nbPath) >= 1 })
@@ -306,7 +301,7 @@ func TestRescueAfterUnreportedSaves(t *testing.T) {
 	}
 	eventually(t, "the saved content counted as saved", func() bool { return h.room.Info().UnsavedSince.IsZero() })
 	srv.SetSaveStatus("failed") // nothing more reaches the file
-	if _, err := h.room.ApplyDurable(ctx, durableInsert("after")); err != nil {
+	if _, err := h.room.Apply(ctx, durableInsert("after")); err != nil {
 		t.Fatal(err)
 	}
 	typeInto(t, srv, nbPath, "cell-b", " typed")
@@ -347,7 +342,7 @@ func TestNoRescueWhenFileChangedOutside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := room.ApplyDurable(ctxT(t), durableInsert("agent")); err != nil {
+	if _, err := room.Apply(ctxT(t), durableInsert("agent")); err != nil {
 		t.Fatal(err)
 	}
 	typeInto(t, srv, nbPath, "cell-b", " lost typing")
@@ -392,7 +387,7 @@ func TestNoRescueWhenFileChangedOutside(t *testing.T) {
 func TestRescueAfter1003KeepsRoomOnce(t *testing.T) {
 	srv := newServer(t)
 	h := startSynced(t, srv, nil)
-	if _, err := h.room.ApplyDurable(ctxT(t), durableInsert("agent")); err != nil {
+	if _, err := h.room.Apply(ctxT(t), durableInsert("agent")); err != nil {
 		t.Fatal(err)
 	}
 	srv.CloseWith(bridgetest.CloseSessionProblem, `{"reason":"unknown_session","reloadable":true}`)

@@ -243,6 +243,7 @@ func (l *roomLoop) handle(out ydoc.Output) {
 			rc.run(l, nil)
 		}
 		l.deferred = nil
+		l.runProposals()
 		l.setStatus(StatusSynced, nil)
 		l.log.Info().Str(logfield.RoomID, l.ds.RoomID).Msg("room synced")
 		l.r.emit(Event{Path: l.r.opts.Path, Kind: EventSynced, Time: now})
@@ -255,8 +256,8 @@ func (l *roomLoop) handle(out ydoc.Output) {
 	}
 }
 
-// finishEdit answers an edit's caller with its result and the version it produced (the current
-// version when it changed nothing). It reports false when nobody waits for it any more (an edit
+// finishEdit hands an edit's outcome to its Pending, with the version it produced (the current
+// version when it changed nothing). It reports false when nobody holds it any more (an edit
 // confirmed earlier, run again after a reset).
 func (l *roomLoop) finishEdit(d ydoc.EditResult) bool {
 	seq, ok := l.versions[d.ID]
@@ -264,9 +265,9 @@ func (l *roomLoop) finishEdit(d ydoc.EditResult) bool {
 		seq = l.hist.seq
 	}
 	delete(l.versions, d.ID)
-	if w, ok := l.waiters[d.ID]; ok {
+	if p, ok := l.waiters[d.ID]; ok {
 		delete(l.waiters, d.ID)
-		w <- editOutcome{res: d, version: l.hist.versionAt(seq)}
+		p.finish(Edited{Outcome: d.Outcome, Change: d.Change, Version: l.hist.versionAt(seq)}, d.Err)
 		return true
 	}
 	return false
@@ -469,6 +470,10 @@ func (l *roomLoop) stop(err error) {
 // in the replica were sent and may have reached the server, so their outcome is unknown.
 func (l *roomLoop) abortEdits(cause error) {
 	notApplied, unconfirmed := l.sess.Abort()
+	for _, pr := range l.proposals {
+		notApplied = append(notApplied, ydoc.EditResult{ID: pr.id})
+	}
+	l.proposals = nil
 	for _, d := range notApplied {
 		d.Err = &WithdrawnError{Err: cause}
 		l.finishEdit(d)
@@ -502,7 +507,7 @@ func (l *roomLoop) setStatus(s Status, err error) {
 
 func (l *roomLoop) publishPending() {
 	l.r.mu.Lock()
-	l.r.info.PendingEdits = l.sess.Pending()
+	l.r.info.PendingEdits = l.sess.Pending() + len(l.proposals)
 	l.r.mu.Unlock()
 }
 
@@ -515,7 +520,7 @@ func (l *roomLoop) publishInfo() {
 	sort.Slice(cs, func(i, j int) bool { return cs[i].ClientID < cs[j].ClientID })
 	l.r.mu.Lock()
 	l.r.info.Collaborators = cs
-	l.r.info.PendingEdits = l.sess.Pending()
+	l.r.info.PendingEdits = l.sess.Pending() + len(l.proposals)
 	l.r.mu.Unlock()
 }
 

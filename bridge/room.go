@@ -464,7 +464,8 @@ type roomLoop struct {
 	ds         DocSession
 	link       *link
 	outbox     [][]byte
-	waiters    map[uint64]chan editOutcome
+	waiters    map[uint64]*Pending // edits whose outcome someone may wait for
+	proposals  []*proposal         // edits waiting for a sync to run (edits.go)
 	hist       *history
 	versions   map[uint64]uint64 // edit id → history seq of the change it applied
 	saves      map[uint64]chan saveResult
@@ -521,7 +522,7 @@ func newRoomLoop(r *Room) (*roomLoop, error) {
 		sess:     sess,
 		aw:       ydoc.NewAwareness(uint64(id)),
 		bo:       newBackoff(r.opts.MinBackoff, r.opts.MaxBackoff),
-		waiters:  map[uint64]chan editOutcome{},
+		waiters:  map[uint64]*Pending{},
 		hist:     newHistory(),
 		versions: map[uint64]uint64{},
 		saves:    map[uint64]chan saveResult{},

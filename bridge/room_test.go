@@ -932,15 +932,10 @@ func TestRestartBeforeSaveReplaysConfirmedDurableEdit(t *testing.T) {
 	srv := newServer(t)
 	h := startSynced(t, srv, nil)
 	ctx := ctxT(t)
-	durable := func(id string) func(tx *ydoc.Txn, _ bridge.History, replaying bool) error {
-		return func(tx *ydoc.Txn, _ bridge.History, replaying bool) error {
-			if replaying && tx.CellIndex(id) >= 0 {
-				return nil
-			}
-			return tx.InsertCells(tx.NumCells(), []ydoc.Cell{{ID: id, Type: ydoc.CellCode, Source: id}})
-		}
+	durable := func(id string) ydoc.Edit {
+		return ydoc.InsertCells{Cells: []ydoc.Cell{{ID: id, Type: ydoc.CellCode, Source: id}}}
 	}
-	if _, err := h.room.ApplyDurable(ctx, durable("kept")); err != nil {
+	if _, err := h.room.Apply(ctx, durable("kept")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.room.Edit(ctx, insertCell("plain")); err != nil {
@@ -983,8 +978,7 @@ func TestApplyNotifySaysOnItsWayBeforeTheConfirmation(t *testing.T) {
 		applied := make(chan struct{}, 1)
 		res := make(chan editResult, 1)
 		go func() {
-			ed, err := h.room.ApplyNotify(ctx, func(tx *ydoc.Txn, _ bridge.History, replaying bool) error { return fn(tx, replaying) },
-				func() { applied <- struct{}{} })
+			ed, err := h.room.ApplyNotify(ctx, fn, func() { applied <- struct{}{} })
 			res <- editResult{ed.Change, err}
 		}()
 		return applied, res

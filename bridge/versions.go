@@ -50,29 +50,6 @@ func (r *Room) VersionContent(ctx context.Context, v Version) (nb ydoc.Notebook,
 	return c.nb, c.text, err
 }
 
-// Undo reverts the agent's last steps undoable edits (tools mark theirs; execution output is
-// never undone), leaving everyone else's edits alone. The undo is itself a forward edit, so
-// collaborators see it as one. After the replica was rebuilt (a reconnect that needed a fresh
-// client id) earlier edits can no longer be undone: restore a version instead.
-func (r *Room) Undo(ctx context.Context, steps int) (Edited, error) {
-	return r.Apply(ctx, func(tx *ydoc.Txn, _ History, _ bool) error {
-		for i := 0; i < max(steps, 1); i++ {
-			if err := tx.Undo(); err != nil {
-				if i > 0 && errors.Is(err, ydoc.ErrNothingToUndo) {
-					return nil // undid what there was
-				}
-				return err
-			}
-		}
-		return nil
-	})
-}
-
-// Redo re-applies what the last Undo reverted.
-func (r *Room) Redo(ctx context.Context) (Edited, error) {
-	return r.Apply(ctx, func(tx *ydoc.Txn, _ History, _ bool) error { return tx.Redo() })
-}
-
 // UndoDepth returns how many undo and redo steps the room holds.
 func (r *Room) UndoDepth(ctx context.Context) (undo, redo int, err error) {
 	err = r.View(ctx, func(d *ydoc.Doc) error {

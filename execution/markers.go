@@ -2,6 +2,7 @@ package execution
 
 import (
 	"context"
+	"sort"
 	"time"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
@@ -34,34 +35,16 @@ func (x *ClientEngine) clearStaleRuns(path string) {
 	// A marker still beating may be a live run of another sidecar, or the last beat of one that
 	// just died: the kernel tells them apart (a run in progress keeps it busy).
 	idle := x.kernelIdle(ctx, path)
-	var next time.Time
-	_, err := room.Apply(ctx, func(tx *ydoc.Txn, _ bridge.History, _ bool) error {
-		now := x.now()
-		next = time.Time{}
-		later := func(t time.Time) {
-			if next.IsZero() || t.Before(next) {
-				next = t
-			}
-		}
+	// The edit may run again after a reset, after Edit returned (ydoc.EditFunc): it judges the
+	// markers it finds and hands nothing out; when to look again is judged after it, from the
+	// markers the room then holds.
+	_, err := room.Edit(ctx, func(tx *ydoc.Txn, _ bool) error {
 		markers := runMarkers(tx)
-		changed := false
-		for cellID, m := range markers {
-			if m["instance"] == x.instance {
-				continue
-			}
-			if beat := markerBeat(m); !beat.IsZero() && now.Sub(beat) < x.opts.StaleRun {
-				since := markerSince(m)
-				if !idle || now.Sub(since) < markerSettle {
-					// alive, or too young to judge (the request may not have reached the kernel)
-					later(beat.Add(x.opts.StaleRun))
-					if settled := since.Add(markerSettle); settled.After(now) {
-						later(settled)
-					} else {
-						later(now.Add(markerSettle))
-					}
-					continue
-				}
-			}
+		stale, _ := x.judgeMarkers(markers, x.now(), idle)
+		if len(stale) == 0 {
+			return nil
+		}
+		for _, cellID := range stale {
 			if i := tx.CellIndex(cellID); i >= 0 {
 				if c, err := tx.Cell(i); err == nil && c.Type == ydoc.CellCode && c.ExecutionState == "running" {
 					if err := tx.SetExecutionState(i, "idle"); err != nil {
@@ -70,20 +53,61 @@ func (x *ClientEngine) clearStaleRuns(path string) {
 				}
 			}
 			delete(markers, cellID)
-			changed = true
 		}
-		if changed {
-			return setRunMarkers(tx, markers)
-		}
-		return nil
+		return setRunMarkers(tx, markers)
 	})
 	if err != nil && x.life.Err() == nil {
 		x.log.Warn().Err(err).Str(logfield.Path, path).Msg("could not clear runs left by an earlier sidecar")
 		return
 	}
+	var next time.Time
+	if err := room.View(ctx, func(d *ydoc.Doc) error {
+		now := x.now()
+		stale, soon := x.judgeMarkers(markersOf(d.State()[runMarkerKey]), now, idle)
+		if len(stale) > 0 && (soon.IsZero() || now.Add(markerSettle).Before(soon)) {
+			soon = now.Add(markerSettle) // cleared in a replica that was reset since: look again
+		}
+		next = soon
+		return nil
+	}); err != nil {
+		return
+	}
 	if !next.IsZero() {
 		x.recheckAt(path, next)
 	}
+}
+
+// judgeMarkers sorts other sidecars' run markers at now: stale ones (their run is over: no beat
+// for StaleRun, or an idle kernel and old enough to judge) to clear, and for the others the
+// earliest time they could go stale (zero when there are none). idle: the notebook's kernel runs
+// nothing.
+func (x *ClientEngine) judgeMarkers(markers map[string]map[string]any, now time.Time, idle bool) (stale []string, next time.Time) {
+	later := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	for cellID, m := range markers {
+		if m["instance"] == x.instance {
+			continue
+		}
+		if beat := markerBeat(m); !beat.IsZero() && now.Sub(beat) < x.opts.StaleRun {
+			since := markerSince(m)
+			if !idle || now.Sub(since) < markerSettle {
+				// alive, or too young to judge (the request may not have reached the kernel)
+				later(beat.Add(x.opts.StaleRun))
+				if settled := since.Add(markerSettle); settled.After(now) {
+					later(settled)
+				} else {
+					later(now.Add(markerSettle))
+				}
+				continue
+			}
+		}
+		stale = append(stale, cellID)
+	}
+	sort.Strings(stale)
+	return stale, next
 }
 
 // recheckAt looks at a notebook's run markers again at t (one pending recheck per notebook).
@@ -156,8 +180,13 @@ func markerBeat(m map[string]any) time.Time {
 }
 
 func runMarkers(tx *ydoc.Txn) map[string]map[string]any {
-	out := map[string]map[string]any{}
 	v, _ := tx.StateValue(runMarkerKey)
+	return markersOf(v)
+}
+
+// markersOf reads the run markers from the document state's value.
+func markersOf(v any) map[string]map[string]any {
+	out := map[string]map[string]any{}
 	if m, ok := v.(map[string]any); ok {
 		for k, x := range m {
 			if mm, ok := x.(map[string]any); ok {

@@ -219,7 +219,7 @@ func cloneOutputs(outs []map[string]any) []map[string]any {
 func applyBounded(ctx context.Context, room *bridge.Room, wait time.Duration, fn func(*ydoc.Txn) error, gone *atomic.Bool, applied func()) (writeOutcome, error) {
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	_, err := room.ApplyNotify(wctx, func(tx *ydoc.Txn, _ bridge.History, _ bool) error { return fn(tx) }, applied)
+	_, err := room.ApplyNotify(wctx, func(tx *ydoc.Txn, _ bool) error { return fn(tx) }, applied)
 	var unconfirmed *bridge.UnconfirmedError
 	var withdrawn *bridge.WithdrawnError
 	switch {

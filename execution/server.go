@@ -524,7 +524,9 @@ func (x *ServerEngine) runCell(ctx context.Context, cj *clientJob, i int, room *
 		return skipped(idx, cell.Type+" cells are not executed")
 	case strings.TrimSpace(cell.Source) == "":
 		// As JupyterLab does: an empty cell is only cleared, nothing is sent.
-		if _, err := room.Apply(ctx, func(tx *ydoc.Txn, _ bridge.History, _ bool) error {
+		// A write of the run, not an agent's edit (not undoable); it reads only id, so running it
+		// again after a reset is harmless.
+		if _, err := room.Edit(ctx, func(tx *ydoc.Txn, _ bool) error {
 			i := tx.CellIndex(id)
 			if i < 0 {
 				return errCellGone

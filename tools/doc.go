@@ -10,8 +10,8 @@
 // documents through the same door (door.go), which is also the only code that calls the room
 // manager's document methods.
 //
-// What it may import: bridge (rooms), execution (runs), ydoc (the document model, to read and
-// edit inside a room's transaction), auth (identities and scopes), logfield, mcp-go. What it
-// must never do: reach a document around bridge or around the door, write to jupyter-server
-// itself, or keep state a room should own.
+// What it may import: bridge (rooms), execution (runs), ydoc (the document model, to read, and
+// the edit values its edit tools decode their arguments into), auth (identities and scopes),
+// logfield, mcp-go. What it must never do: reach a document around bridge or around the door,
+// write to jupyter-server itself, or keep state a room should own.
 package tools

@@ -2,11 +2,8 @@ package tools
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path"
-	"reflect"
-	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -90,9 +87,9 @@ func (s *Server) registerDocumentTools() {
 			versionField,
 		).required("path", "operations"),
 		Example:     map[string]any{"path": "notes/todo.md", "operations": []any{map[string]any{"position": 0, "length": 6, "content": "# TODO"}}},
-		Destructive: true, Forkable: true,
+		Destructive: true, Forkable: true, Retryable: true,
 		Doc: textEditDoc,
-		Run: handle(textEditArgs{}, s.editText, renderTextEdit),
+		Run: handleEdit(s, textEditArgs{}, s.textEditTool()),
 	})
 	s.register(&operation{
 		Name:        "batch_insert_text",
@@ -108,9 +105,9 @@ func (s *Server) registerDocumentTools() {
 			versionField,
 		).required("path", "operations"),
 		Example:  map[string]any{"path": "notes/todo.md", "operations": []any{map[string]any{"position": -1, "text": "\n- review the plots\n"}}},
-		Forkable: true,
-		Doc:      textEditDoc,
-		Run:      handle(textEditArgs{}, s.editText, renderTextEdit),
+		Forkable: true, Retryable: true,
+		Doc: textEditDoc,
+		Run: handleEdit(s, textEditArgs{}, s.textEditTool()),
 	})
 	s.register(&operation{
 		Name:        "batch_delete_text",
@@ -126,9 +123,9 @@ func (s *Server) registerDocumentTools() {
 			versionField,
 		).required("path", "operations"),
 		Example:     map[string]any{"path": "notes/todo.md", "operations": []any{map[string]any{"position": 10, "length": 5}}},
-		Destructive: true, Forkable: true,
+		Destructive: true, Forkable: true, Retryable: true,
 		Doc: textEditDoc,
-		Run: handle(textEditArgs{}, s.editText, renderTextEdit),
+		Run: handleEdit(s, textEditArgs{}, s.textEditTool()),
 	})
 }
 
@@ -319,95 +316,6 @@ type textEditArgs struct {
 	guardArgs
 }
 
-// lastStart is where the last operation given starts (code points of text).
-func (a textEditArgs) lastStart(text string) int {
-	op := a.Operations[len(a.Operations)-1]
-	if op.Position == nil || *op.Position < 0 {
-		return utf8.RuneCountInString(text)
-	}
-	return *op.Position
-}
-
-// span is one operation as a replacement of [start, end) code points by ins.
-type span struct {
-	index      int
-	start, end int
-	ins        string
-}
-
-// planText validates operations against the text (code points) and orders them for applying
-// from the end. It changes nothing.
-func planText(text string, ops []textOp) ([]span, error) {
-	n := utf8.RuneCountInString(text)
-	spans := make([]span, len(ops))
-	for i, op := range ops {
-		pos := -1
-		if op.Position != nil {
-			pos = *op.Position
-		}
-		ins := ""
-		switch {
-		case op.Content != nil:
-			ins = *op.Content
-		case op.Text != nil:
-			ins = *op.Text
-		}
-		if pos == -1 {
-			if op.Length != 0 {
-				return nil, invalid([]any{"operations", i, "length"}, "must be 0 when position is -1 (append)")
-			}
-			pos = n
-		}
-		if pos > n {
-			return nil, invalid([]any{"operations", i, "position"}, "is %d but the text has %d code points (valid 0..%d, or -1 for the end)", pos, n, n)
-		}
-		if pos+op.Length > n {
-			return nil, invalid([]any{"operations", i, "length"}, "runs to %d, past the end of the text (%d code points)", pos+op.Length, n)
-		}
-		spans[i] = span{index: i, start: pos, end: pos + op.Length, ins: ins}
-	}
-	// Pairwise: ranges may not intersect, and an insertion may not fall strictly inside a range.
-	// (At most 500 operations, so quadratic is fine and obviously right.)
-	for i := range spans {
-		for j := i + 1; j < len(spans); j++ {
-			if a, b := spans[i], spans[j]; spansOverlap(a, b) {
-				return nil, invalid([]any{"operations", b.index}, "overlaps operation %d (code points %d..%d and %d..%d); operations must touch disjoint ranges", a.index, a.start, a.end, b.start, b.end)
-			}
-		}
-	}
-	// Operations at the same position merge into one replacement whose text is their texts in
-	// the order given (there is at most one non-empty range per position); then apply from the
-	// end, so earlier positions stay valid.
-	byStart := map[int]*span{}
-	for _, sp := range spans {
-		if g, ok := byStart[sp.start]; ok {
-			g.end = max(g.end, sp.end)
-			g.ins += sp.ins
-			continue
-		}
-		c := sp
-		byStart[sp.start] = &c
-	}
-	merged := make([]span, 0, len(byStart))
-	for _, g := range byStart {
-		merged = append(merged, *g)
-	}
-	sort.Slice(merged, func(a, b int) bool { return merged[a].start > merged[b].start })
-	return merged, nil
-}
-
-func spansOverlap(a, b span) bool {
-	switch {
-	case a.start == a.end && b.start == b.end:
-		return false
-	case a.start == a.end:
-		return b.start < a.start && a.start < b.end
-	case b.start == b.end:
-		return a.start < b.start && b.start < a.end
-	}
-	return a.start < b.end && b.start < a.end
-}
-
 // textEditDoc is the document of the text edit tools.
 var textEditDoc = docRef{Arg: "path", Ref: refText, Open: true}
 
@@ -418,88 +326,38 @@ type textEdited struct {
 	length  int // code points after the edit
 }
 
-// editText applies the operations as one transaction (refused, changing nothing, when the text
-// changed since expected_version) and moves the agent's cursor after the last one.
-func (s *Server) editText(ctx context.Context, c *call, a textEditArgs) (textEdited, error) {
-	var length, cursor int
-	ed, err := c.Room.Apply(ctx, func(tx *ydoc.Txn, h bridge.History, replaying bool) error {
-		tx.Undoable() // the agent may take it back (undo_last_edit)
-		text, err := tx.Text()
-		if err != nil {
-			return err
-		}
-		if !replaying && a.ExpectedVersion != "" {
-			ch, err := h.Since(bridge.Version(a.ExpectedVersion))
-			if err != nil {
-				return &toolError{Message: fmt.Sprintf("conflict: cannot tell what changed since version %q (%v); re-read the document", a.ExpectedVersion, err), Extra: map[string]any{"current_version": h.Version()}}
+// textEditTool applies the operations as one transaction (refused, changing nothing, when the
+// text changed since expected_version) and moves the agent's cursor after the last one.
+func (s *Server) textEditTool() editTool[textEditArgs, textEdited] {
+	return editTool[textEditArgs, textEdited]{
+		build: func(_ context.Context, _ *call, a textEditArgs) (bridge.Proposal, error) {
+			ops := make([]ydoc.TextOp, len(a.Operations))
+			for i, op := range a.Operations {
+				ops[i] = ydoc.TextOp{Pos: -1, Len: op.Length}
+				if op.Position != nil {
+					ops[i].Pos = *op.Position
+				}
+				switch {
+				case op.Content != nil:
+					ops[i].Insert = *op.Content
+				case op.Text != nil:
+					ops[i].Insert = *op.Text
+				}
 			}
-			if ch.Text {
-				return &toolError{Message: fmt.Sprintf("conflict: the document changed since version %s, so positions may have moved; nothing was modified. Re-read it and retry", a.ExpectedVersion), Extra: map[string]any{"current_version": h.Version()}}
+			return bridge.Proposal{Since: a.since(), Edit: ydoc.EditText{Ops: ops}}, nil
+		},
+		finish: func(ctx context.Context, c *call, _ textEditArgs, ed bridge.Edited) textEdited {
+			cursor := 0
+			if cur := ed.Outcome.Cursor; cur != nil {
+				cursor = cur.Offset
 			}
-		}
-		plan, err := planText(text, a.Operations)
-		if err != nil {
-			return err
-		}
-		for _, sp := range plan {
-			from, err := ydoc.CodePointsToUTF16(text, sp.start)
-			if err != nil {
-				return err
-			}
-			to, err := ydoc.CodePointsToUTF16(text, sp.end)
-			if err != nil {
-				return err
-			}
-			if err := tx.DeleteText(from, to-from); err != nil {
-				return err
-			}
-			if err := tx.InsertText(from, sp.ins); err != nil {
-				return err
-			}
-		}
-		after, _ := tx.Text()
-		length = utf8.RuneCountInString(after)
-		if len(plan) > 0 {
-			cursor, _ = ydoc.CodePointsToUTF16(after, min(cursorAfter(plan, a.lastStart(text)), length))
-		}
-		return nil
-	})
-	if err != nil {
-		return textEdited{}, err
+			s.moveCursorTo(ctx, c.Room, "", cursor)
+			return textEdited{path: c.Room.Path(), version: ed.Version, length: ed.Outcome.Length}
+		},
+		render: renderTextEdit,
 	}
-	s.moveCursorTo(ctx, c.Room, "", cursor)
-	return textEdited{path: c.Room.Path(), version: ed.Version, length: length}, nil
-}
-
-// cursorAfter is where, in the new text, the last operation given ends (code points): its span
-// (operations at one position were merged into one), shifted by the spans before it.
-func cursorAfter(plan []span, lastStart int) int {
-	last := plan[0]
-	for _, sp := range plan {
-		if sp.start == lastStart {
-			last = sp
-		}
-	}
-	shift := 0
-	for _, sp := range plan {
-		if sp.start < last.start {
-			shift += utf8.RuneCountInString(sp.ins) - (sp.end - sp.start)
-		}
-	}
-	return last.start + shift + utf8.RuneCountInString(last.ins)
 }
 
 func renderTextEdit(_ *call, a textEditArgs, e textEdited) result {
 	return result{Data: map[string]any{"path": e.path, "version": e.version, "applied": len(a.Operations), "length": e.length}}
-}
-
-// jsonEqual compares JSON-like values after a round trip (numbers by value).
-func jsonEqual(a, b any) bool {
-	norm := func(v any) any {
-		bs, _ := json.Marshal(v)
-		var out any
-		_ = json.Unmarshal(bs, &out)
-		return out
-	}
-	return reflect.DeepEqual(norm(a), norm(b))
 }

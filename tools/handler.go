@@ -16,8 +16,8 @@ import (
 // Run with the call. handle decodes the arguments into the tool's typed struct, runs the action
 // (which acts on the document and returns what happened as plain values), and the renderer turns
 // that into the result the model reads; the handler then holds it to the token budget. An edit
-// tool's action is "build the edit, apply it, return its outcome"; its renderer says what
-// changed.
+// tool is made by handleEdit (idempotent.go) from a builder (its arguments as an edit value,
+// ydoc.Edit), what it does once the server holds the edit, and its renderer.
 
 // runner is an operation's body: what the generic handler calls once the door let the call in.
 type runner func(ctx context.Context, c *call) (result, error)
@@ -25,6 +25,7 @@ type runner func(ctx context.Context, c *call) (result, error)
 // call is one tool call past the door.
 type call struct {
 	doc                 // the document the call names: checked, and opened when the tool asks
+	tool string         // the tool's name
 	args map[string]any // the validated arguments (options several tools decode alike)
 	// budget is the call's max_tokens (the server's default when not given).
 	budget int

@@ -31,7 +31,7 @@ const waitLimit = 10 * time.Second
 // come with one).
 var allTools = []string{
 	"list_notebooks", "get_notebook", "create_notebook_session",
-	"batch_insert_notebook_cells", "batch_update_notebook_cells", "batch_delete_notebook_cells", "move_notebook_cells",
+	"batch_insert_notebook_cells", "batch_update_notebook_cells", "batch_delete_notebook_cells", "move_notebook_cells", "clear_outputs",
 	"list_documents", "get_document", "create_document_session",
 	"batch_update_document", "batch_insert_text", "batch_delete_text",
 	"get_online_users", "get_user_presence", "set_user_presence", "get_user_cursors", "update_cursor_position",

@@ -3,7 +3,6 @@ package tools
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
@@ -41,9 +40,9 @@ func (s *Server) registerHistoryTools() {
 			field("version_id", str("A version_id from get_document_history.")),
 		).required("path", "version_id"),
 		Example:     map[string]any{"path": "analysis/report.ipynb", "version_id": "a1b2c3-42"},
-		Destructive: true, Idempotent: true, Forkable: true, Budgeted: true,
+		Destructive: true, Idempotent: true, Forkable: true, Budgeted: true, Retryable: true,
 		Doc: docRef{Arg: "path", Ref: refAny, Open: true, Parts: []string{"version_id"}},
-		Run: handle(historyArgs{}, s.restoreVersion, renderRestored),
+		Run: handleEdit(s, historyArgs{}, editTool[historyArgs, restored]{build: s.restoreEdit, finish: restoredOf, render: renderRestored}),
 	})
 	s.register(&operation{
 		Name:     "undo_last_edit",
@@ -56,9 +55,9 @@ func (s *Server) registerHistoryTools() {
 			field("steps", integer("How many of the agent's edits to undo.").def(1).min(1).max(ydoc.MaxUndo)),
 		).required("path"),
 		Example:     map[string]any{"path": "analysis/report.ipynb", "steps": 1},
-		Destructive: true, Forkable: true,
+		Destructive: true, Forkable: true, Retryable: true,
 		Doc: historyDoc,
-		Run: handle(historyArgs{Steps: 1}, s.undoLastEdit, renderUndone),
+		Run: handleEdit(s, historyArgs{Steps: 1}, editTool[historyArgs, undone]{build: undoEdit, finish: undoneOf, render: renderUndone, failed: undoFailed}),
 	})
 	s.register(&operation{
 		Name:        "redo_edit",
@@ -67,9 +66,9 @@ func (s *Server) registerHistoryTools() {
 		Description: "Re-apply what the last undo_last_edit took back (until the agent makes a new edit).",
 		Input:       object(docPath).required("path"),
 		Example:     map[string]any{"path": "analysis/report.ipynb"},
-		Destructive: true, Forkable: true,
+		Destructive: true, Forkable: true, Retryable: true,
 		Doc: historyDoc,
-		Run: handle(historyArgs{}, s.redoEdit, renderRedone),
+		Run: handleEdit(s, historyArgs{}, editTool[historyArgs, undone]{build: redoEdit, finish: undoneOf, render: renderRedone, failed: undoFailed}),
 	})
 }
 
@@ -132,37 +131,29 @@ type restored struct {
 	changes any // ydoc.NotebookDiff, or a unified text diff
 }
 
-func (s *Server) restoreVersion(ctx context.Context, c *call, a historyArgs) (restored, error) {
+func (s *Server) restoreEdit(ctx context.Context, c *call, a historyArgs) (bridge.Proposal, error) {
 	nb, text, err := c.Room.VersionContent(ctx, bridge.Version(a.VersionID))
 	if err != nil {
 		if errors.Is(err, bridge.ErrNoSuchVersion) {
-			return restored{}, invalid([]any{"version_id"}, "%v (versions are kept within a memory budget; list them with get_document_history)", err)
+			return bridge.Proposal{}, invalid([]any{"version_id"}, "%v (versions are kept within a memory budget; list them with get_document_history)", err)
 		}
-		return restored{}, err
+		return bridge.Proposal{}, err
 	}
-	var r restored
-	ed, err := c.Room.Apply(ctx, func(tx *ydoc.Txn, _ bridge.History, _ bool) error {
-		tx.Undoable()
-		if tx.Kind() == ydoc.KindText {
-			cur, err := tx.Text()
-			if err != nil {
-				return err
-			}
-			d := ydoc.DiffText(cur, text)
-			r.summary, r.changes = fmt.Sprintf("+%d −%d lines", d.Added, d.Removed), d.Unified()
-			return tx.RestoreText(text)
+	return bridge.Proposal{Edit: ydoc.Restore{Notebook: nb, Text: text}}, nil
+}
+
+func restoredOf(_ context.Context, _ *call, _ historyArgs, ed bridge.Edited) restored {
+	r := restored{version: ed.Version}
+	if rs := ed.Outcome.Restored; rs != nil {
+		r.summary = rs.Summary
+		switch {
+		case rs.Text != nil:
+			r.changes = rs.Text.Unified()
+		case rs.Notebook != nil:
+			r.changes = *rs.Notebook
 		}
-		cur, err := tx.Notebook()
-		if err != nil {
-			return err
-		}
-		d := ydoc.DiffNotebooks(cur, nb)
-		r.summary, r.changes = d.Summary(), d
-		_, err = tx.RestoreNotebook(nb)
-		return err
-	})
-	r.version = ed.Version
-	return r, err
+	}
+	return r
 }
 
 func renderRestored(c *call, a historyArgs, r restored) result {
@@ -177,37 +168,35 @@ type undone struct {
 	undo, redo int // steps left
 }
 
-func (s *Server) undoLastEdit(ctx context.Context, c *call, a historyArgs) (undone, error) {
-	before, _, err := c.Room.UndoDepth(ctx)
-	if err != nil {
-		return undone{}, err
-	}
-	ed, err := c.Room.Undo(ctx, a.Steps)
-	if err != nil {
-		if errors.Is(err, ydoc.ErrNothingToUndo) {
-			return undone{}, &toolError{Message: "nothing to undo: the agent has made no edit to this document since the sidecar joined it (or since its replica was rebuilt after a reconnect), or others already removed what it did; restore_document_version can go back to any listed version"}
-		}
-		return undone{}, err
-	}
-	u := undone{version: ed.Version, change: ed.Change}
+func undoEdit(_ context.Context, _ *call, a historyArgs) (bridge.Proposal, error) {
+	return bridge.Proposal{Edit: ydoc.Undo{Steps: a.Steps}}, nil
+}
+
+func redoEdit(context.Context, *call, historyArgs) (bridge.Proposal, error) {
+	return bridge.Proposal{Edit: ydoc.Redo{}}, nil
+}
+
+// undoneOf is an undo's or a redo's outcome, with the steps left.
+func undoneOf(ctx context.Context, c *call, _ historyArgs, ed bridge.Edited) undone {
+	u := undone{steps: ed.Outcome.Steps, version: ed.Version, change: ed.Change}
 	u.undo, u.redo, _ = c.Room.UndoDepth(ctx)
-	u.steps = before - u.undo
-	return u, nil
+	return u
+}
+
+func undoFailed(err error) error {
+	switch {
+	case errors.Is(err, ydoc.ErrNothingToUndo):
+		return &toolError{Message: "nothing to undo: the agent has made no edit to this document since the sidecar joined it (or since its replica was rebuilt after a reconnect), or others already removed what it did; restore_document_version can go back to any listed version"}
+	case errors.Is(err, ydoc.ErrNothingToRedo):
+		return &toolError{Message: "nothing to redo: no undo since the agent's last edit"}
+	case errors.Is(err, ydoc.ErrNotReplayed):
+		return &toolError{Message: "the connection to jupyter-server was lost before it confirmed this undo or redo, and the replica was rebuilt without the agent's undo history, so it is not run again: it may or may not have taken effect. Re-read the document; restore_document_version can go back to any listed version"}
+	}
+	return nil
 }
 
 func renderUndone(c *call, _ historyArgs, u undone) result {
 	return result{Data: map[string]any{"path": c.Room.Path(), "undone": u.steps, "version": u.version, "changed": describeEdit(u.change), "undo_steps_left": u.undo, "redo_steps": u.redo}}
-}
-
-func (s *Server) redoEdit(ctx context.Context, c *call, _ historyArgs) (undone, error) {
-	ed, err := c.Room.Redo(ctx)
-	if err != nil {
-		if errors.Is(err, ydoc.ErrNothingToRedo) {
-			return undone{}, &toolError{Message: "nothing to redo: no undo since the agent's last edit"}
-		}
-		return undone{}, err
-	}
-	return undone{version: ed.Version, change: ed.Change}, nil
 }
 
 func renderRedone(c *call, _ historyArgs, u undone) result {

@@ -2,7 +2,6 @@ package tools
 
 import (
 	"context"
-	"sort"
 	"strings"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
@@ -72,9 +71,9 @@ func (s *Server) registerNotebookEditTools() {
 			map[string]any{"cell_type": "markdown", "content": "## Results"},
 			map[string]any{"cell_type": "code", "content": "df.describe()"},
 		}},
-		Forkable: true,
-		Doc:      nbEditDoc("after_cell_id", "before_cell_id"),
-		Run:      handle(insertArgs{}, s.batchInsert, renderEdit[insertArgs](s)),
+		Forkable: true, Retryable: true,
+		Doc: nbEditDoc("after_cell_id", "before_cell_id"),
+		Run: handleEdit(s, insertArgs{}, editTool[insertArgs, cellsEdited]{build: s.insertEdit, finish: s.inserted, render: renderEdit[insertArgs](s)}),
 	})
 	s.register(&operation{
 		Name:     "batch_update_notebook_cells",
@@ -103,9 +102,9 @@ func (s *Server) registerNotebookEditTools() {
 		Example: map[string]any{"path": "analysis/report.ipynb", "updates": []any{
 			map[string]any{"cell_id": "a1b2c3", "content": "df = load('data.csv')\ndf.head()", "expected_source_hash": "3f2a9c1b7d4e"},
 		}},
-		Destructive: true, Idempotent: true, Forkable: true,
+		Destructive: true, Idempotent: true, Forkable: true, Retryable: true,
 		Doc: nbEditDoc("cell_ids"),
-		Run: handle(updateArgs{}, s.batchUpdate, renderEdit[updateArgs](s)),
+		Run: handleEdit(s, updateArgs{}, editTool[updateArgs, cellsEdited]{build: s.updateEdit, finish: s.updated, render: renderEdit[updateArgs](s)}),
 	})
 	s.register(&operation{
 		Name:        "batch_delete_notebook_cells",
@@ -122,9 +121,9 @@ func (s *Server) registerNotebookEditTools() {
 			busyField,
 		).required("path"),
 		Example:     map[string]any{"path": "analysis/report.ipynb", "cell_ids": []any{"a1b2c3", "d4e5f6"}},
-		Destructive: true, Forkable: true,
+		Destructive: true, Forkable: true, Retryable: true,
 		Doc: nbEditDoc("cell_ids"),
-		Run: handle(deleteArgs{}, s.batchDelete, renderEdit[deleteArgs](s)),
+		Run: handleEdit(s, deleteArgs{}, editTool[deleteArgs, cellsEdited]{build: s.deleteEdit, finish: s.deleted, render: renderEdit[deleteArgs](s)}),
 	})
 	s.register(&operation{
 		Name:     "move_notebook_cells",
@@ -142,9 +141,25 @@ func (s *Server) registerNotebookEditTools() {
 			busyField,
 		).required("path", "cell_ids"),
 		Example:    map[string]any{"path": "analysis/report.ipynb", "cell_ids": []any{"d4e5f6"}, "to_index": 0},
-		Idempotent: true, Forkable: true,
+		Idempotent: true, Forkable: true, Retryable: true,
 		Doc: nbEditDoc("cell_ids", "after_cell_id", "before_cell_id"),
-		Run: handle(moveArgs{}, s.moveCells, renderEdit[moveArgs](s)),
+		Run: handleEdit(s, moveArgs{}, editTool[moveArgs, cellsEdited]{build: s.moveEdit, finish: s.moved, render: renderEdit[moveArgs](s)}),
+	})
+	s.register(&operation{
+		Name:        "clear_outputs",
+		Title:       "Clear outputs",
+		Category:    "notebooks",
+		Description: "Clear the outputs and execution counts of the given code cells, or of the whole notebook when cell_ids is omitted, in one transaction.",
+		Input: object(
+			pathField,
+			cellIDsField("The cells to clear (default: every cell)."),
+			versionField,
+			busyField,
+		).required("path"),
+		Example:     map[string]any{"path": "analysis/report.ipynb", "cell_ids": []any{"a1b2c3"}},
+		Destructive: true, Idempotent: true, Forkable: true, Retryable: true,
+		Doc: nbEditDoc("cell_ids"),
+		Run: handleEdit(s, clearArgs{}, editTool[clearArgs, cellsEdited]{build: s.clearEdit, finish: s.cleared, render: renderEdit[clearArgs](s)}),
 	})
 }
 
@@ -182,8 +197,8 @@ func nbEditDoc(parts ...string) docRef {
 type cellsEdited struct {
 	path      string
 	version   bridge.Version
-	key       string // inserted, updated, deleted, moved
-	cells     any    // []placedCell, []updatedCell, []placedCell, []movedCell
+	key       string // inserted, updated, deleted, moved, cleared
+	cells     any    // []placedCell, []updatedCell, []placedCell, []movedCell, []placedCell
 	cellCount *int
 	warnings  []string
 	run       *jobRun // exec: the run of the affected code cells
@@ -215,173 +230,48 @@ func (s *Server) renderCellsEdited(e cellsEdited) result {
 	return res
 }
 
-func (s *Server) batchInsert(ctx context.Context, c *call, args insertArgs) (cellsEdited, error) {
-	modes := 0
-	for _, set := range []bool{args.AfterCellID != "", args.BeforeCellID != "", args.StartPosition != nil, args.Positions != nil} {
-		if set {
-			modes++
-		}
+// edited starts the outcome of a notebook edit: where the agent's cursor goes, and what the
+// edit warns about.
+func (s *Server) edited(ctx context.Context, c *call, ed bridge.Edited, key string, cells any, avoidBusy bool) cellsEdited {
+	if cur := ed.Outcome.Cursor; cur != nil {
+		s.moveCursorTo(ctx, c.Room, cur.CellID, cur.Offset)
 	}
-	if modes > 1 {
-		return cellsEdited{}, invalid([]any{"positions"}, "give at most one of after_cell_id, before_cell_id, start_position and positions")
-	}
-	if args.Positions != nil && len(args.Positions) != len(args.Cells) {
-		return cellsEdited{}, invalid([]any{"positions"}, "has %d entries for %d cells; give one position per cell", len(args.Positions), len(args.Cells))
-	}
-	cells := make([]ydoc.Cell, len(args.Cells))
-	seen := map[string]bool{}
-	for i, c := range args.Cells {
+	warnings := append(busyWarnings(ed.Outcome.Busy), ed.Outcome.Warnings...)
+	return cellsEdited{path: c.Room.Path(), version: ed.Version, key: key, cells: cells,
+		warnings: append(warnings, s.busyUnknown(ctx, c.Room, avoidBusy)...)}
+}
+
+func (s *Server) insertEdit(_ context.Context, _ *call, a insertArgs) (bridge.Proposal, error) {
+	cells := make([]ydoc.Cell, len(a.Cells))
+	for i, c := range a.Cells {
 		typ := c.CellType
 		if typ == "" {
 			typ = ydoc.CellCode
 		}
 		id := c.ID
 		if id == "" {
-			id = ydoc.NewCellID() // chosen now, so a replay after a reset inserts the same cell
+			id = ydoc.NewCellID() // chosen now: a replay, or a repeat of the request, inserts the same cell
 		}
-		if seen[id] {
-			return cellsEdited{}, invalid([]any{"cells", i, "id"}, "id %q is used twice", id)
-		}
-		seen[id] = true
 		cells[i] = ydoc.Cell{ID: id, Type: typ, Source: c.Content, Metadata: c.Metadata}
 	}
-	room := c.Room
-	var placed []placedCell
-	var count int
-	// Durable: re-running skips the cells already there, so it may be re-run if the server dies
-	// before saving (bridge.Room.ApplyDurable).
-	ed, err := room.ApplyDurable(ctx, func(tx *ydoc.Txn, h bridge.History, replaying bool) error {
-		tx.Undoable() // the agent may take it back (undo_last_edit)
-		numCells := tx.NumCells()
-		todo := cells
-		if replaying { // cells that made it before the reset are already there
-			todo = nil
-			for _, c := range cells {
-				if tx.CellIndex(c.ID) < 0 {
-					todo = append(todo, c)
-				}
-			}
-		} else {
-			for _, c := range cells {
-				if tx.CellIndex(c.ID) >= 0 {
-					return invalid([]any{"cells"}, "a cell with id %q is already in the notebook", c.ID)
-				}
-			}
-			anchors := []string{}
-			if args.AfterCellID != "" {
-				anchors = append(anchors, args.AfterCellID)
-			}
-			if args.BeforeCellID != "" {
-				anchors = append(anchors, args.BeforeCellID)
-			}
-			byIndex := args.StartPosition != nil || args.Positions != nil
-			if err := guard(tx, h, args.guardArgs, anchors, byIndex); err != nil {
-				return err
-			}
-		}
-		// Plan (position, cell) pairs against the current notebook, then insert from the
-		// highest position down so earlier positions stay valid.
-		type group struct {
-			pos   int
-			cells []ydoc.Cell
-		}
-		var groups []group
-		switch {
-		case args.Positions != nil:
-			byPos := map[int][]ydoc.Cell{}
-			for i, c := range cells {
-				p := args.Positions[i]
-				if p > numCells {
-					return invalid([]any{"positions", i}, "is %d but the notebook has %d cells (use %d to append)", p, numCells, numCells)
-				}
-				if contains(cellIDs(todo), c.ID) {
-					byPos[p] = append(byPos[p], c)
-				}
-			}
-			for p, cs := range byPos {
-				groups = append(groups, group{p, cs})
-			}
-		default:
-			pos := numCells
-			switch {
-			case args.StartPosition != nil:
-				pos = *args.StartPosition
-				if pos > numCells && !replaying {
-					return invalid([]any{"start_position"}, "is %d but the notebook has %d cells (use %d to append)", pos, numCells, numCells)
-				}
-			case args.AfterCellID != "":
-				i := tx.CellIndex(args.AfterCellID)
-				switch {
-				case i >= 0:
-					pos = i + 1
-				case !replaying:
-					return invalid([]any{"after_cell_id"}, "no cell with id %q (re-read the notebook for current ids)", args.AfterCellID)
-				} // run again after the room was rebuilt without the anchor: at the end, not lost
-			case args.BeforeCellID != "":
-				i := tx.CellIndex(args.BeforeCellID)
-				switch {
-				case i >= 0:
-					pos = i
-				case !replaying:
-					return invalid([]any{"before_cell_id"}, "no cell with id %q (re-read the notebook for current ids)", args.BeforeCellID)
-				}
-			}
-			if pos > numCells {
-				pos = numCells
-			}
-			groups = []group{{pos, todo}}
-		}
-		sort.Slice(groups, func(i, j int) bool { return groups[i].pos > groups[j].pos })
-		for _, g := range groups {
-			if len(g.cells) == 0 {
-				continue
-			}
-			if err := tx.InsertCells(g.pos, g.cells); err != nil {
-				return err
-			}
-		}
-		placed = placed[:0]
-		for _, c := range cells {
-			placed = append(placed, placedCell{ID: c.ID, Index: tx.CellIndex(c.ID)})
-		}
-		count = tx.NumCells()
-		return nil
-	})
-	if err != nil {
-		return cellsEdited{}, err
-	}
-	if n := len(cells); n > 0 {
-		s.moveCursorTo(ctx, room, cells[n-1].ID, utf16Units(cells[n-1].Source))
-	}
-	e := cellsEdited{path: room.Path(), version: ed.Version, key: "inserted", cells: placed, cellCount: &count}
+	return bridge.Proposal{Since: a.since(), Edit: ydoc.InsertCells{Cells: cells, After: a.AfterCellID, Before: a.BeforeCellID,
+		At: a.StartPosition, Positions: a.Positions, Guard: a.guard(nil)}}, nil
+}
+
+func (s *Server) inserted(ctx context.Context, c *call, a insertArgs, ed bridge.Edited) cellsEdited {
+	placed := make([]placedCell, len(ed.Outcome.Cells))
 	var run []string
-	for _, cell := range cells {
-		if cell.Type == ydoc.CellCode && strings.TrimSpace(cell.Source) != "" {
+	for k, cell := range ed.Outcome.Cells {
+		placed[k] = placedCell{ID: cell.ID, Index: cell.Index}
+		if cell.Type == ydoc.CellCode && k < len(a.Cells) && strings.TrimSpace(a.Cells[k].Content) != "" {
 			run = append(run, cell.ID)
 		}
 	}
+	e := s.edited(ctx, c, ed, "inserted", placed, false)
+	count := ed.Outcome.Count
+	e.cellCount = &count
 	s.execAfterEdit(ctx, c, run, &e)
-	return e, nil
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func cellIDs(cells []ydoc.Cell) []string {
-	ids := make([]string, len(cells))
-	for i, c := range cells {
-		ids[i] = c.ID
-	}
-	return ids
+	return e
 }
 
 // --- update ----------------------------------------------------------------------------------
@@ -407,122 +297,28 @@ type updatedCell struct {
 	Changed []string `json:"changed"`
 }
 
-func (s *Server) batchUpdate(ctx context.Context, c *call, args updateArgs) (cellsEdited, error) {
-	perUpdate := 0
-	for i, u := range args.Updates {
-		if u.CellID != "" {
-			perUpdate++
-		}
-		if u.Content == nil && u.CellType == "" && u.Metadata == nil {
-			return cellsEdited{}, invalid([]any{"updates", i}, "changes nothing: give content, cell_type and/or metadata")
-		}
-		if u.MetadataMode == "replace" && u.Metadata == nil {
-			return cellsEdited{}, invalid([]any{"updates", i, "metadata"}, "is required with metadata_mode=replace")
-		}
+func (s *Server) updateEdit(ctx context.Context, c *call, a updateArgs) (bridge.Proposal, error) {
+	updates := make([]ydoc.CellUpdate, len(a.Updates))
+	for i, u := range a.Updates {
+		updates[i] = ydoc.CellUpdate{CellID: u.CellID, Source: u.Content, Type: u.CellType, Metadata: u.Metadata,
+			ReplaceMetadata: u.MetadataMode == "replace", ExpectedHash: u.ExpectedSourceHash}
 	}
-	outside := len(args.CellIDs) > 0 || args.StartIndex != nil || args.EndIndex != nil
-	switch {
-	case perUpdate > 0 && perUpdate < len(args.Updates):
-		return cellsEdited{}, invalid([]any{"updates"}, "give a cell_id in every update, or in none (and use cell_ids or start_index/end_index)")
-	case perUpdate > 0 && outside:
-		return cellsEdited{}, invalid([]any{"cell_ids"}, "the updates carry cell_id already; drop cell_ids/start_index/end_index")
-	case perUpdate > 0:
-		for _, u := range args.Updates {
-			args.CellIDs = append(args.CellIDs, u.CellID)
-		}
-	case len(args.CellIDs) > 0 && len(args.CellIDs) != len(args.Updates):
-		return cellsEdited{}, invalid([]any{"cell_ids"}, "has %d ids for %d updates; they are matched one to one", len(args.CellIDs), len(args.Updates))
-	}
-	room := c.Room
-	busy := s.busyCells(ctx, room, args.AvoidBusyCells)
-	var updated []updatedCell
-	var warnings []string
-	var lastID string
-	var lastEnd int
-	apply := room.Apply
-	if args.StartIndex == nil && args.EndIndex == nil {
-		apply = room.ApplyDurable // by cell id, content set: running it twice changes nothing more
-	}
-	ed, err := apply(ctx, func(tx *ydoc.Txn, h bridge.History, replaying bool) error {
-		tx.Undoable() // the agent may take it back (undo_last_edit)
-		indices, ids, byIndex, err := resolve(tx, args.targetArgs)
-		if err != nil {
-			return err
-		}
-		if len(indices) != len(args.Updates) {
-			return invalid([]any{"end_index"}, "the range holds %d cells for %d updates; they are matched one to one", len(indices), len(args.Updates))
-		}
-		if !replaying {
-			g := args.guardArgs
-			hashesFromUpdates(&g, ids, args.Updates)
-			if err := guard(tx, h, g, ids, byIndex); err != nil {
-				return err
-			}
-			if warnings, err = busyCheck(busy, ids, args.AvoidBusyCells); err != nil {
-				return err
-			}
-		}
-		// Validate every update before changing anything.
-		for k, u := range args.Updates {
-			if u.Metadata != nil {
-				if _, err := mergedMetadata(tx, indices[k], u); err != nil {
-					return invalid([]any{"updates", k, "metadata"}, "%v", err)
-				}
-			}
-		}
-		updated = updated[:0]
-		for k, u := range args.Updates {
-			i := indices[k]
-			var changed []string
-			before, err := tx.Cell(i)
-			if err != nil {
-				return err
-			}
-			if u.CellType != "" && u.CellType != before.Type {
-				if err := tx.SetCellType(i, u.CellType); err != nil {
-					return err
-				}
-				changed = append(changed, "cell_type")
-			}
-			if u.Content != nil && *u.Content != before.Source {
-				if err := tx.SetSource(i, *u.Content); err != nil {
-					return err
-				}
-				changed = append(changed, "source")
-			}
-			if u.Metadata != nil {
-				md, _ := mergedMetadata(tx, i, u)
-				if !jsonEqual(md, before.Metadata) {
-					if err := tx.SetCellMetadata(i, md); err != nil {
-						return err
-					}
-					changed = append(changed, "metadata")
-				}
-			}
-			if changed == nil {
-				changed = []string{}
-			}
-			updated = append(updated, updatedCell{ID: ids[k], Index: i, Changed: changed})
-			if after, err := tx.Cell(tx.CellIndex(ids[k])); err == nil {
-				lastID, lastEnd = ids[k], utf16Units(after.Source)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return cellsEdited{}, err
-	}
-	s.moveCursorTo(ctx, room, lastID, lastEnd)
-	e := cellsEdited{path: room.Path(), version: ed.Version, key: "updated", cells: updated,
-		warnings: append(warnings, s.busyUnknown(ctx, room, args.AvoidBusyCells)...)}
+	return bridge.Proposal{Since: a.since(), Edit: ydoc.UpdateCells{Target: a.target(), Updates: updates,
+		Guard: a.guard(s.busyCells(ctx, c.Room, a.AvoidBusyCells))}}, nil
+}
+
+func (s *Server) updated(ctx context.Context, c *call, a updateArgs, ed bridge.Edited) cellsEdited {
+	cells := make([]updatedCell, len(ed.Outcome.Cells))
 	var run []string
-	for k, u := range updated {
-		if contains(u.Changed, "source") || (contains(u.Changed, "cell_type") && args.Updates[k].CellType == ydoc.CellCode) {
-			run = append(run, u.ID)
+	for k, cell := range ed.Outcome.Cells {
+		cells[k] = updatedCell{ID: cell.ID, Index: cell.Index, Changed: cell.Changed}
+		if contains(cell.Changed, "source") || (contains(cell.Changed, "cell_type") && cell.Type == ydoc.CellCode) {
+			run = append(run, cell.ID)
 		}
 	}
+	e := s.edited(ctx, c, ed, "updated", cells, a.AvoidBusyCells)
 	s.execAfterEdit(ctx, c, run, &e)
-	return e, nil
+	return e
 }
 
 // execAfterEdit runs the edited code cells when asked (exec defaults to true when execution is
@@ -546,29 +342,6 @@ func (s *Server) execAfterEdit(ctx context.Context, c *call, cellIDs []string, e
 	e.run = &run
 }
 
-// mergedMetadata is the metadata a cell gets from an update.
-func mergedMetadata(tx *ydoc.Txn, i int, u cellUpdate) (map[string]any, error) {
-	if u.MetadataMode == "replace" {
-		return u.Metadata, nil
-	}
-	c, err := tx.Cell(i)
-	if err != nil {
-		return nil, err
-	}
-	md := make(map[string]any, len(c.Metadata)+len(u.Metadata))
-	for k, v := range c.Metadata {
-		md[k] = v
-	}
-	for k, v := range u.Metadata {
-		if v == nil {
-			delete(md, k)
-		} else {
-			md[k] = v
-		}
-	}
-	return md, nil
-}
-
 // --- delete ----------------------------------------------------------------------------------
 
 type deleteArgs struct {
@@ -576,66 +349,23 @@ type deleteArgs struct {
 	guardArgs
 }
 
-func (s *Server) batchDelete(ctx context.Context, c *call, args deleteArgs) (cellsEdited, error) {
-	room := c.Room
-	busy := s.busyCells(ctx, room, args.AvoidBusyCells)
-	var warnings []string
-	var deleted []placedCell
-	var count int
-	apply := room.Apply
-	if args.StartIndex == nil && args.EndIndex == nil {
-		apply = room.ApplyDurable // by cell id: cells already gone count as deleted when re-run
+func (s *Server) deleteEdit(ctx context.Context, c *call, a deleteArgs) (bridge.Proposal, error) {
+	return bridge.Proposal{Since: a.since(), Edit: ydoc.DeleteCells{Target: a.target(), Guard: a.guard(s.busyCells(ctx, c.Room, a.AvoidBusyCells))}}, nil
+}
+
+func (s *Server) deleted(ctx context.Context, c *call, a deleteArgs, ed bridge.Edited) cellsEdited {
+	e := s.edited(ctx, c, ed, "deleted", placedCells(ed.Outcome.Cells), a.AvoidBusyCells)
+	count := ed.Outcome.Count
+	e.cellCount = &count
+	return e
+}
+
+func placedCells(cells []ydoc.CellOutcome) []placedCell {
+	out := make([]placedCell, len(cells))
+	for k, cell := range cells {
+		out[k] = placedCell{ID: cell.ID, Index: cell.Index}
 	}
-	ed, err := apply(ctx, func(tx *ydoc.Txn, h bridge.History, replaying bool) error {
-		tx.Undoable() // the agent may take it back (undo_last_edit)
-		t := args.targetArgs
-		if replaying && len(t.CellIDs) > 0 { // cells already gone before the reset count as deleted
-			var still []string
-			for _, id := range t.CellIDs {
-				if tx.CellIndex(id) >= 0 {
-					still = append(still, id)
-				}
-			}
-			if len(still) == 0 {
-				count = tx.NumCells()
-				return nil
-			}
-			t.CellIDs = still
-		}
-		indices, ids, byIndex, err := resolve(tx, t)
-		if err != nil {
-			return err
-		}
-		if !replaying {
-			if err := guard(tx, h, args.guardArgs, ids, byIndex); err != nil {
-				return err
-			}
-			if warnings, err = busyCheck(busy, ids, args.AvoidBusyCells); err != nil {
-				return err
-			}
-		}
-		deleted = deleted[:0]
-		for k, i := range indices {
-			deleted = append(deleted, placedCell{ID: ids[k], Index: i})
-		}
-		order := append([]int(nil), indices...)
-		sort.Sort(sort.Reverse(sort.IntSlice(order)))
-		for _, i := range order {
-			if err := tx.DeleteCells(i, 1); err != nil {
-				return err
-			}
-		}
-		count = tx.NumCells()
-		return nil
-	})
-	if err != nil {
-		return cellsEdited{}, err
-	}
-	if deleted == nil {
-		deleted = []placedCell{}
-	}
-	return cellsEdited{path: room.Path(), version: ed.Version, key: "deleted", cells: deleted, cellCount: &count,
-		warnings: append(warnings, s.busyUnknown(ctx, room, args.AvoidBusyCells)...)}, nil
+	return out
 }
 
 // --- move ------------------------------------------------------------------------------------
@@ -654,122 +384,40 @@ type movedCell struct {
 	To   int    `json:"to"`
 }
 
-func (s *Server) moveCells(ctx context.Context, c *call, args moveArgs) (cellsEdited, error) {
-	modes := 0
-	for _, set := range []bool{args.ToIndex != nil, args.AfterCellID != "", args.BeforeCellID != ""} {
-		if set {
-			modes++
+func (s *Server) moveEdit(ctx context.Context, c *call, a moveArgs) (bridge.Proposal, error) {
+	return bridge.Proposal{Since: a.since(), Edit: ydoc.MoveCells{IDs: a.CellIDs, To: a.ToIndex, After: a.AfterCellID,
+		Before: a.BeforeCellID, Guard: a.guard(s.busyCells(ctx, c.Room, a.AvoidBusyCells))}}, nil
+}
+
+func (s *Server) moved(ctx context.Context, c *call, a moveArgs, ed bridge.Edited) cellsEdited {
+	cells := make([]movedCell, len(ed.Outcome.Cells))
+	for k, cell := range ed.Outcome.Cells {
+		cells[k] = movedCell{ID: cell.ID, From: cell.From, To: cell.Index}
+	}
+	return s.edited(ctx, c, ed, "moved", cells, a.AvoidBusyCells)
+}
+
+// --- clear outputs ---------------------------------------------------------------------------
+
+type clearArgs struct {
+	CellIDs []string `json:"cell_ids"`
+	guardArgs
+}
+
+func (s *Server) clearEdit(ctx context.Context, c *call, a clearArgs) (bridge.Proposal, error) {
+	return bridge.Proposal{Since: a.since(), Edit: ydoc.ClearOutputs{IDs: a.CellIDs, Guard: a.guard(s.busyCells(ctx, c.Room, a.AvoidBusyCells))}}, nil
+}
+
+// cleared lists the cells that had something to clear.
+func (s *Server) cleared(ctx context.Context, c *call, a clearArgs, ed bridge.Edited) cellsEdited {
+	cells := []placedCell{}
+	for _, cell := range ed.Outcome.Cells {
+		if len(cell.Changed) > 0 {
+			cells = append(cells, placedCell{ID: cell.ID, Index: cell.Index})
 		}
 	}
-	if modes != 1 {
-		return cellsEdited{}, invalid([]any{"to_index"}, "give exactly one of to_index, after_cell_id and before_cell_id")
-	}
-	for _, anchor := range []string{args.AfterCellID, args.BeforeCellID} {
-		if anchor != "" && contains(args.CellIDs, anchor) {
-			return cellsEdited{}, invalid([]any{"cell_ids"}, "cell %q cannot be moved next to itself", anchor)
-		}
-	}
-	room := c.Room
-	busy := s.busyCells(ctx, room, args.AvoidBusyCells)
-	var warnings []string
-	var moved []movedCell
-	// Durable: by cell id, and a cell already in place is left alone, so running it again after
-	// the server lost it moves nothing more (bridge.Room.ApplyDurable).
-	ed, err := room.ApplyDurable(ctx, func(tx *ydoc.Txn, h bridge.History, replaying bool) error {
-		tx.Undoable() // the agent may take it back (undo_last_edit)
-		indices, ids, _, err := resolve(tx, targetArgs{CellIDs: args.CellIDs})
-		if err != nil {
-			return err
-		}
-		if !replaying {
-			anchors := append([]string(nil), ids...)
-			for _, a := range []string{args.AfterCellID, args.BeforeCellID} {
-				if a != "" {
-					anchors = append(anchors, a)
-				}
-			}
-			if err := guard(tx, h, args.guardArgs, anchors, args.ToIndex != nil); err != nil {
-				return err
-			}
-			if warnings, err = busyCheck(busy, ids, args.AvoidBusyCells); err != nil {
-				return err
-			}
-		}
-		n := tx.NumCells()
-		remaining := n - len(ids)
-		var to int
-		switch {
-		case args.ToIndex != nil:
-			to = *args.ToIndex
-			if to > remaining {
-				return invalid([]any{"to_index"}, "is %d but moving %d of %d cells allows 0..%d", to, len(ids), n, remaining)
-			}
-		default:
-			anchor := args.AfterCellID + args.BeforeCellID
-			ai := tx.CellIndex(anchor)
-			if ai < 0 && replaying {
-				return nil // run again after the room was rebuilt without the anchor: left in place
-			}
-			if ai < 0 {
-				name := "after_cell_id"
-				if args.BeforeCellID != "" {
-					name = "before_cell_id"
-				}
-				return invalid([]any{name}, "no cell with id %q (re-read the notebook for current ids)", anchor)
-			}
-			// the anchor's index once the moved cells are out
-			for _, i := range indices {
-				if i < ai {
-					ai--
-				}
-			}
-			to = ai
-			if args.AfterCellID != "" {
-				to++
-			}
-		}
-		// Already in place: nothing to do (a move is delete + re-create, so skip the churn).
-		rest := make([]string, 0, n)
-		for _, id := range tx.CellIDs() {
-			if !contains(ids, id) {
-				rest = append(rest, id)
-			}
-		}
-		final := append(append(append([]string{}, rest[:to]...), ids...), rest[to:]...)
-		if equalStrings(final, tx.CellIDs()) {
-			moved = moved[:0]
-			for k, id := range ids {
-				moved = append(moved, movedCell{ID: id, From: indices[k], To: indices[k]})
-			}
-			return nil
-		}
-		clones := make([]ydoc.Cell, len(indices))
-		for k, i := range indices {
-			c, err := tx.Cell(i)
-			if err != nil {
-				return err
-			}
-			clones[k] = c
-		}
-		order := append([]int(nil), indices...)
-		sort.Sort(sort.Reverse(sort.IntSlice(order)))
-		for _, i := range order {
-			if err := tx.DeleteCells(i, 1); err != nil {
-				return err
-			}
-		}
-		if err := tx.InsertCells(to, clones); err != nil {
-			return err
-		}
-		moved = moved[:0]
-		for k, id := range ids {
-			moved = append(moved, movedCell{ID: id, From: indices[k], To: tx.CellIndex(id)})
-		}
-		return nil
-	})
-	if err != nil {
-		return cellsEdited{}, err
-	}
-	return cellsEdited{path: room.Path(), version: ed.Version, key: "moved", cells: moved,
-		warnings: append(warnings, s.busyUnknown(ctx, room, args.AvoidBusyCells)...)}, nil
+	e := s.edited(ctx, c, ed, "cleared", cells, a.AvoidBusyCells)
+	count := ed.Outcome.Count
+	e.cellCount = &count
+	return e
 }

@@ -477,6 +477,9 @@ func TestMove(t *testing.T) {
 		{"non-contiguous", map[string]any{"cell_ids": []any{"e", "a"}, "to_index": 1}, []string{"b", "e", "a", "c", "d"}},
 		{"after_cell_id", map[string]any{"cell_ids": []any{"a"}, "after_cell_id": "c"}, []string{"b", "c", "a", "d", "e"}},
 		{"after the last cell", map[string]any{"cell_ids": []any{"b", "a"}, "after_cell_id": "e"}, []string{"c", "d", "e", "b", "a"}},
+		// The anchor's index once the moved cells before it are out (it was decremented while
+		// being compared, which put these cells one place too far, or past the end).
+		{"after_cell_id, cells right before it", map[string]any{"cell_ids": []any{"b", "c"}, "after_cell_id": "d"}, []string{"a", "d", "b", "c", "e"}},
 		{"before_cell_id", map[string]any{"cell_ids": []any{"a", "b"}, "before_cell_id": "e"}, []string{"c", "d", "a", "b", "e"}},
 		{"before_cell_id backwards", map[string]any{"cell_ids": []any{"e", "c"}, "before_cell_id": "b"}, []string{"a", "e", "c", "b", "d"}},
 	} {

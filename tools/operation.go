@@ -35,6 +35,9 @@ type operation struct {
 	Forkable bool
 	// Budgeted tools take max_tokens, and their results are held to it.
 	Budgeted bool
+	// Retryable tools (edits) take request_id: a repeat with the same id gets the first call's
+	// result and applies nothing twice (idempotent.go).
+	Retryable bool
 	// Doc declares the argument that names the document the tool works on: the door resolves,
 	// checks and opens it before Run (door.go).
 	Doc docRef
@@ -85,6 +88,9 @@ func (s *Server) register(op *operation) {
 	}
 	if op.Budgeted {
 		op.Input.Properties = append(op.Input.Properties, maxTokensField)
+	}
+	if op.Retryable {
+		op.Input.Properties = append(op.Input.Properties, requestField)
 	}
 	op.Input.Properties = append(op.Input.Properties, includeSchemaField)
 	if err := op.checkDoc(); err != nil {
@@ -150,7 +156,7 @@ func (s *Server) handler(op *operation) server.ToolHandlerFunc {
 			return s.failure(op, asToolError(err)), nil
 		}
 		s.audit(ctx, op, d)
-		res, err := op.Run(ctx, &call{doc: d, args: args, budget: s.maxTokensOf(args)})
+		res, err := op.Run(ctx, &call{doc: d, tool: op.Name, args: args, budget: s.maxTokensOf(args)})
 		notices := s.takeNotices(ctx) // work lost in a server crash, told once (notices.go)
 		if err != nil {
 			s.log.Debug().Str(logfield.Tool, op.Name).Err(err).Msg("tool call failed")

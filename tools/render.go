@@ -2,9 +2,7 @@ package tools
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"image"
@@ -24,10 +22,7 @@ import (
 // of base64.
 
 // sourceHash identifies a cell's source for expected_source_hash (12 hex digits of SHA-256).
-func sourceHash(src string) string {
-	sum := sha256.Sum256([]byte(src))
-	return hex.EncodeToString(sum[:6])
-}
+func sourceHash(src string) string { return ydoc.SourceHash(src) }
 
 var ansiEscape = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]`)
 

@@ -62,6 +62,7 @@ type Server struct {
 	uses      roomUses        // which MCP sessions use which rooms (door.go)
 	notices   *noticeSessions // who hears log messages (logging.go)
 	tasks     *taskTable      // MCP tasks over execution jobs (tasks.go)
+	requests  *requestStore   // edits' request ids (idempotent.go)
 }
 
 // New builds the MCP server and registers every tool. It starts nothing.
@@ -86,7 +87,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, log: opts.Logger, opsByName: map[string]*operation{}, tokens: tc, stats: newTokenStats(), subs: newSubscriptions(),
-		events: newEventStore(256<<10, 64), notices: newNoticeSessions(), tasks: newTaskTable()}
+		events: newEventStore(256<<10, 64), notices: newNoticeSessions(), tasks: newTaskTable(), requests: newRequestStore(time.Now)}
 	if opts.Metrics != nil {
 		if s.metrics, err = newMetrics(opts.Metrics, opts.Manager, s.events); err != nil {
 			return nil, fmt.Errorf("tools: register metrics: %w", err)

@@ -2,7 +2,6 @@ package tools
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"strings"
 	"time"
@@ -222,23 +221,6 @@ func (s *Server) busyCells(ctx context.Context, room *bridge.Room, avoid bool) m
 		return nil
 	}
 	return busyIn(p.Peers, time.Now())
-}
-
-// busyCheck refuses (avoid) or lists the addressed cells someone is typing in.
-func busyCheck(busy map[string][]string, ids []string, avoid bool) ([]string, error) {
-	var warnings []string
-	for _, id := range ids {
-		if names := busy[id]; len(names) > 0 {
-			warnings = append(warnings, fmt.Sprintf("%s is editing cell %s", strings.Join(names, " and "), id))
-		}
-	}
-	if avoid && len(warnings) > 0 {
-		return nil, &toolError{
-			Message: "busy: " + strings.Join(warnings, "; ") + "; nothing was changed (avoid_busy_cells). Wait, or edit other cells",
-			Extra:   map[string]any{"busy_cells": warnings},
-		}
-	}
-	return warnings, nil
 }
 
 // moveCursorTo puts the agent's cursor at the end of a cell's source (best effort: a failure

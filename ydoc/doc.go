@@ -2,10 +2,13 @@
 // protocol (a lib0 codec, sync, awareness and Jupyter's RAW frames, and a bounds-checked parser
 // for every update before the CRDT library sees it), the document models jupyter_ydoc defines
 // (Doc: a notebook's cells, outputs and metadata, or a text file, with Txn for edits, Change for
-// what changed, undo, restore and diffs), and Session, the Yjs sync protocol for one room.
+// what changed, undo, restore and diffs), the edits agents make as values (Edit: InsertCells,
+// UpdateCells, DeleteCells, MoveCells, ClearOutputs, EditText, Restore, Undo — each with its
+// guards, its rules for running again after a reset, and its Outcome; edit.go), and Session,
+// the Yjs sync protocol for one room.
 //
 // Session is a state machine in the style of etcd's raft RawNode: inputs are method calls
-// (Connect for a fresh transport, Receive for a server frame, Propose for a local edit, Tick for
+// (Connect for a fresh transport, Receive for a server frame, Propose for an edit value, Tick for
 // logical time, Reset to rebuild the replica), outputs are the Output each returns (frames to
 // send, document changes, edit outcomes) for the caller to carry out. bridge.Room's goroutine is
 // that caller; tests drive a Session directly, against another Session or a scripted peer.

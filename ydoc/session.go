@@ -9,15 +9,13 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// EditFunc changes a document inside one transaction. Replaying is true when the edit runs again
-// on a fresh replica after a reset; functions can then treat "already gone" as success.
-type EditFunc func(tx *Txn, replaying bool) error
-
-// EditResult is the outcome of an edit: what it changed, or why it failed.
+// EditResult is what became of an edit: what it did (Outcome, a copy of its own), what it
+// changed in the replica, or why it failed.
 type EditResult struct {
-	ID     uint64
-	Change Change
-	Err    error
+	ID      uint64
+	Change  Change
+	Outcome Outcome
+	Err     error
 }
 
 // Output is what the caller must do after a Session call.
@@ -55,7 +53,9 @@ var ErrNotSynced = errors.New("ydoc: session not synced")
 
 type pendingEdit struct {
 	id       uint64
-	fn       EditFunc
+	edit     Edit
+	since    *Since    // the version guard, for the first run (dropped after it)
+	outcome  *Outcome  // what the last run did: reported at confirmation, read by a replay
 	client   uint64    // client id the edit was applied under
 	structs  []IDRange // what it inserted
 	deletes  []IDRange // what it deleted
@@ -74,15 +74,17 @@ type pendingEdit struct {
 // Session is the Yjs sync protocol for one room, as a pure state machine in the style of etcd's
 // raft RawNode. It owns the room's replica (a Doc), the edits not yet confirmed, and what the
 // server is known to hold. Inputs are method calls — Connect for a fresh transport, Receive for
-// a server frame, Propose or ProposeDurable for a local edit, Withdraw, Tick for logical time,
+// a server frame, Propose for a local edit, Withdraw, Tick for logical time,
 // Reset or ResetServerLost to rebuild the replica — and outputs are the Output each returns
 // (frames to send, document changes, edit outcomes), for the caller to carry out. It starts no
 // goroutines, reads no clock and touches no socket; bridge.Room's goroutine drives it, and tests
 // drive it directly.
 //
-// Edits are functions over the typed model, not raw updates, so that after a reset (a new server
-// session, a conflict) the ones the server never acknowledged can be run again on the fresh
-// replica. An edit is confirmed only when the server is known to hold it: its inserted IDs are
+// Edits are values over the typed model (Edit: edit.go), not raw updates, so that after a reset
+// (a new server session, a conflict) the ones the server never acknowledged can be run again on
+// the fresh replica, by the rules each edit carries; every run's outcome is a fresh value the
+// session reports, never written into the proposer's memory. An edit is confirmed only when the
+// server is known to hold it: its inserted IDs are
 // covered by the server's state vector (learned from the server's step 1 and from the echo the
 // server broadcasts for every update, ours included) and its deletions by the delete sets the
 // server sends (each step 2 carries its full delete set; echoes carry the transaction's).
@@ -358,11 +360,11 @@ func (s *Session) confirm() []EditResult {
 	for _, e := range s.inflight {
 		if s.held(e) {
 			if !e.rescue {
-				done = append(done, EditResult{ID: e.id, Change: e.change})
+				done = append(done, e.result(nil))
 			}
 			s.keepUnsaved(e)
 			for _, c := range e.covers {
-				done = append(done, EditResult{ID: c.id, Change: c.change})
+				done = append(done, c.result(nil))
 				s.keepUnsaved(c)
 			}
 		} else {
@@ -402,7 +404,7 @@ func (s *Session) afterSync() Output {
 			// After a lost server room a durable edit runs again even when the server holds its
 			// items (see ResetServerLost).
 			if !(e.durable && s.rerunDurable) && len(e.structs)+len(e.deletes) > 0 && s.held(e) {
-				out.Done = append(out.Done, EditResult{ID: e.id, Change: e.change})
+				out.Done = append(out.Done, e.result(nil))
 				continue
 			}
 			e.replayed = true
@@ -445,7 +447,7 @@ func (s *Session) rescue(lost, file Snapshot, covered []*pendingEdit) (out Outpu
 	// can be matched by id, so the lost replica comes back as it was (the rebuilt room as base).
 	noBase := s.kind == KindNotebook && !notebookHasIDs(file.Notebook)
 	var merge MergeStats
-	fn := func(tx *Txn, _ bool) error {
+	fn := func(tx *Txn) error {
 		if s.kind == KindText {
 			theirs, err := tx.Text()
 			if err != nil {
@@ -490,8 +492,8 @@ func (s *Session) rescue(lost, file Snapshot, covered []*pendingEdit) (out Outpu
 		report.Stats = stats
 		return err
 	}
-	e := &pendingEdit{fn: fn, rescue: true, covers: covered}
-	update, change, err := s.doc.Transact(func(tx *Txn) error { return e.fn(tx, false) })
+	e := &pendingEdit{rescue: true, covers: covered} // never run again: a reset re-runs what it covers
+	update, change, err := s.doc.Transact(fn)
 	if err != nil {
 		// A failed transaction may have left changes in the replica; they go to the server
 		// like any edit's, but the lost edits are re-run as without a rescue.
@@ -513,7 +515,7 @@ func (s *Session) rescue(lost, file Snapshot, covered []*pendingEdit) (out Outpu
 	}
 	if update == nil { // the room already holds it all
 		for _, c := range covered {
-			out.Done = append(out.Done, EditResult{ID: c.id, Change: c.change})
+			out.Done = append(out.Done, c.result(nil))
 			s.keepUnsaved(c)
 		}
 		return out, true
@@ -526,7 +528,7 @@ func (s *Session) rescue(lost, file Snapshot, covered []*pendingEdit) (out Outpu
 	if perr != nil {
 		s.log.Error().Err(perr).Msg("local update does not parse")
 		for _, c := range covered {
-			out.Done = append(out.Done, EditResult{ID: c.id, Change: c.change, Err: fmt.Errorf("internal: the rescue update could not be tracked: %w", perr)})
+			out.Done = append(out.Done, c.result(fmt.Errorf("internal: the rescue update could not be tracked: %w", perr)))
 		}
 		return out, true
 	}
@@ -609,11 +611,14 @@ func (s *Session) LaggingSaveMarkers(on bool) { s.laggingMarkers = on }
 // Unsaved returns how many confirmed edits wait for the server to save them.
 func (s *Session) Unsaved() int { return len(s.unsaved) }
 
-// ProposeDurable submits an edit that is re-run after a reset until the server has saved it
-// (see unsaved). Only edits that are safe to run twice qualify: re-running one the file already
-// holds must change nothing (inserting cells by id, setting a cell's content).
-func (s *Session) ProposeDurable(id uint64, fn EditFunc) Output {
-	e := &pendingEdit{id: id, fn: fn, durable: true}
+// Propose submits an edit. It runs at once when synced, otherwise after the next sync. Durable
+// edits (Edit.Durable) are kept after confirmation until the server saved them (see unsaved).
+func (s *Session) Propose(id uint64, p Proposal) Output {
+	e := &pendingEdit{id: id, edit: p.Edit, durable: p.Edit.Durable(), since: p.Since, replayed: p.Replay}
+	if p.Prev != nil {
+		prev := p.Prev.clone()
+		e.outcome = &prev
+	}
 	if !s.synced {
 		s.queued = append(s.queued, e)
 		return Output{}
@@ -621,14 +626,13 @@ func (s *Session) ProposeDurable(id uint64, fn EditFunc) Output {
 	return s.apply(e)
 }
 
-// Propose submits an edit. It runs at once when synced, otherwise after the next sync.
-func (s *Session) Propose(id uint64, fn EditFunc) Output {
-	e := &pendingEdit{id: id, fn: fn}
-	if !s.synced {
-		s.queued = append(s.queued, e)
-		return Output{}
+// result is the edit's outcome as the session reports it: a copy of its own.
+func (e *pendingEdit) result(err error) EditResult {
+	r := EditResult{ID: e.id, Change: e.change, Err: err}
+	if e.outcome != nil {
+		r.Outcome = e.outcome.clone()
 	}
-	return s.apply(e)
+	return r
 }
 
 // Withdraw removes an edit that has not been applied yet. It reports false when the edit is
@@ -645,13 +649,22 @@ func (s *Session) Withdraw(id uint64) bool {
 
 func (s *Session) apply(e *pendingEdit) Output {
 	var out Output
-	update, change, err := s.doc.Transact(func(tx *Txn) error { return e.fn(tx, e.replayed) })
+	var oc Outcome
+	run := editRun{replay: e.replayed, prev: e.outcome, since: e.since}
+	update, change, err := s.doc.Transact(func(tx *Txn) error {
+		var err error
+		oc, err = e.edit.run(tx, run)
+		return err
+	})
+	oc.Replayed = e.replayed
 	change.EditID = e.id
+	e.since = nil // guards are for the first run
+	e.outcome, e.change = &oc, change
 	if err != nil && e.replayed {
 		err = fmt.Errorf("re-applying after the room was reset: %w", err)
 	}
 	if update == nil {
-		out.Done = append(out.Done, EditResult{ID: e.id, Change: change, Err: err})
+		out.Done = append(out.Done, e.result(err))
 		return out
 	}
 	meta, perr := ParseUpdate(update)
@@ -660,7 +673,7 @@ func (s *Session) apply(e *pendingEdit) Output {
 		// Our own engine produced something our parser rejects: a bug, not input. The update is
 		// in the replica and is sent, but without knowing what it holds it cannot be confirmed.
 		s.log.Error().Err(perr).Msg("local update does not parse")
-		out.Done = append(out.Done, EditResult{ID: e.id, Change: change, Err: fmt.Errorf("internal: the local update could not be tracked, so the server's acknowledgement cannot be checked: %w", perr)})
+		out.Done = append(out.Done, e.result(fmt.Errorf("internal: the local update could not be tracked, so the server's acknowledgement cannot be checked: %w", perr)))
 		return out
 	}
 	if len(meta.Structs) == 0 && len(meta.Deletes) > 0 {
@@ -675,7 +688,7 @@ func (s *Session) apply(e *pendingEdit) Output {
 	if err != nil {
 		// Partially applied: what is in the replica must still reach the server, but the
 		// caller learns that the edit failed.
-		out.Done = append(out.Done, EditResult{ID: e.id, Change: change, Err: err})
+		out.Done = append(out.Done, e.result(err))
 		return out
 	}
 	e.client = s.doc.ClientID()
@@ -702,10 +715,10 @@ func (s *Session) Abort() (notApplied, unconfirmed []EditResult) {
 	for _, list := range [][]*pendingEdit{s.inflight, s.replay} {
 		for _, e := range list {
 			if !e.rescue {
-				unconfirmed = append(unconfirmed, EditResult{ID: e.id, Change: e.change})
+				unconfirmed = append(unconfirmed, e.result(nil))
 			}
 			for _, c := range e.covers {
-				unconfirmed = append(unconfirmed, EditResult{ID: c.id, Change: c.change})
+				unconfirmed = append(unconfirmed, c.result(nil))
 			}
 		}
 	}

@@ -58,7 +58,7 @@ func TestSessionUnsavedEditsNotCapped(t *testing.T) {
 	for i := 1; i <= n; i++ {
 		id := uint64(i)
 		cellID := fmt.Sprintf("agent-%d", i)
-		out := a.sess.ProposeDurable(id, func(tx *Txn, replaying bool) error {
+		out := a.sess.proposeDurable(id, func(tx *Txn, replaying bool) error {
 			calls[id]++
 			if replaying && tx.CellIndex(cellID) >= 0 {
 				return nil
@@ -108,7 +108,7 @@ func TestSessionRescueBringsBackLostReplica(t *testing.T) {
 			return tx.InsertCells(1, []Cell{{ID: cellID, Source: "agent " + cellID}})
 		}
 	}
-	a.record(a.sess.ProposeDurable(1, insert(1, "ag1")))
+	a.record(a.sess.proposeDurable(1, insert(1, "ag1")))
 	h.propose(100, func(tx *Txn, _ bool) error { return tx.SetSource(tx.CellIndex("c2"), "x = 1 # typed before") })
 	a.propose(2, func(tx *Txn, _ bool) error { return tx.MoveCells(tx.CellIndex("c3"), 1, 0) }) // plain edit, by index
 	srv.flush()
@@ -118,7 +118,7 @@ func TestSessionRescueBringsBackLostReplica(t *testing.T) {
 		}
 	}
 	// One more edit reaches the replica but not the server.
-	a.record(a.sess.ProposeDurable(3, insert(3, "ag3")))
+	a.record(a.sess.proposeDurable(3, insert(3, "ag3")))
 	a.toServer = nil
 	lostView := readNotebook(t, a.sess.Doc())
 
@@ -184,13 +184,13 @@ func TestSessionNoRescueReplaysAndReports(t *testing.T) {
 	a.connect()
 	h.connect()
 	srv.flush()
-	a.record(a.sess.ProposeDurable(1, func(tx *Txn, replaying bool) error {
+	a.record(a.sess.proposeDurable(1, func(tx *Txn, replaying bool) error {
 		if replaying && tx.CellIndex("ag1") >= 0 {
 			return nil
 		}
 		return tx.InsertCells(0, []Cell{{ID: "ag1", Source: "agent"}})
 	}))
-	a.record(a.sess.ProposeDurable(2, func(tx *Txn, _ bool) error {
+	a.record(a.sess.proposeDurable(2, func(tx *Txn, _ bool) error {
 		i := tx.CellIndex("c3")
 		if i < 0 {
 			return fmt.Errorf("no cell with id c3: %w", ErrCellNotFound)
@@ -245,7 +245,7 @@ func TestSessionRescueInterruptedByAnotherLoss(t *testing.T) {
 	a := srv.newClient("agent")
 	a.connect()
 	srv.flush()
-	a.record(a.sess.ProposeDurable(1, func(tx *Txn, replaying bool) error {
+	a.record(a.sess.proposeDurable(1, func(tx *Txn, replaying bool) error {
 		if replaying && tx.CellIndex("ag1") >= 0 {
 			return nil
 		}
@@ -325,7 +325,7 @@ func TestSessionLaggingSaveMarkers(t *testing.T) {
 	b.connect()
 	srv.flush()
 	a.sess.LaggingSaveMarkers(true)
-	a.record(a.sess.ProposeDurable(1, func(tx *Txn, replaying bool) error {
+	a.record(a.sess.proposeDurable(1, func(tx *Txn, replaying bool) error {
 		if replaying && tx.CellIndex("ag") >= 0 {
 			return nil
 		}

@@ -88,7 +88,12 @@ func (c *fakeConn) record(out Output) {
 	}
 }
 
-func (c *fakeConn) propose(id uint64, fn EditFunc) { c.record(c.sess.Propose(id, fn)) }
+func (c *fakeConn) propose(id uint64, fn EditFunc) { c.record(c.sess.Propose(id, Proposal{Edit: fn})) }
+
+// proposeDurable proposes a function as a durable edit.
+func (s *Session) proposeDurable(id uint64, fn func(*Txn, bool) error) Output {
+	return s.Propose(id, Proposal{Edit: DurableFunc(fn)})
+}
 
 // serverReceive handles one frame from c at the server.
 func (s *fakeServer) receive(c *fakeConn, b []byte) {
@@ -1008,7 +1013,7 @@ func TestSessionDurableEditsSurviveUnsavedRestart(t *testing.T) {
 			b.connect()
 			srv.flush()
 			calls := 0
-			a.record(a.sess.ProposeDurable(1, func(tx *Txn, replaying bool) error { calls++; return insert(tx, replaying) }))
+			a.record(a.sess.proposeDurable(1, func(tx *Txn, replaying bool) error { calls++; return insert(tx, replaying) }))
 			srv.flush()
 			if r, ok := a.result(1); !ok || r.Err != nil {
 				t.Fatalf("edit not confirmed: %+v", a.done)
@@ -1059,7 +1064,7 @@ func TestSessionDurableRerunOnlyForLostServer(t *testing.T) {
 		a.connect()
 		b.connect()
 		srv.flush()
-		a.record(a.sess.ProposeDurable(1, func(tx *Txn, replaying bool) error {
+		a.record(a.sess.proposeDurable(1, func(tx *Txn, replaying bool) error {
 			if replaying && tx.CellIndex("agent") >= 0 {
 				return nil
 			}
