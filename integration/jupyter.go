@@ -125,14 +125,63 @@ func RandomToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-// FreePort returns a currently free TCP port on 127.0.0.1.
+// FreePort returns a TCP port on 127.0.0.1 that is free now and that nothing else will take
+// before the caller binds it, or binds it again after a restart.
+//
+// A port the kernel picked (listen on port 0) is in the ephemeral range, which the kernel also
+// hands out on its own: to the kernels' ZMQ sockets and to the local end of every outgoing
+// connection. Between FreePort closing its probe and jupyter-server binding the port (or while a
+// killed server is restarted on the same port), such a socket could take it ("address already
+// in use"). Ports below the ephemeral range are never assigned automatically, so the harness picks
+// one there at random, checks it is free, and never hands it out twice in this process.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	low := ephemeralLow()
+	const first = 20000
+	if low-first < 1000 {
+		return 0, fmt.Errorf("integration: the ephemeral port range starts at %d, leaving no room below it for test servers", low)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	freePorts.mu.Lock()
+	defer freePorts.mu.Unlock()
+	var b [4]byte
+	for range 200 {
+		_, _ = rand.Read(b[:])
+		port := first + int(uint32(b[0])<<24|uint32(b[1])<<16|uint32(b[2])<<8|uint32(b[3]))%(low-first)
+		if freePorts.given[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue // in use
+		}
+		_ = l.Close()
+		freePorts.given[port] = true
+		return port, nil
+	}
+	return 0, fmt.Errorf("integration: no free port found in %d–%d after 200 tries", first, low-1)
+}
+
+// freePorts are the ports FreePort handed out in this process (a test harness's bookkeeping,
+// shared by every server it starts).
+var freePorts = struct {
+	mu    sync.Mutex
+	given map[int]bool
+}{given: map[int]bool{}}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768 when unknown).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 1 {
+		return 32768
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil || n <= 1024 {
+		return 32768
+	}
+	return n
 }
 
 // ServerOptions configure a jupyter-server for tests.
