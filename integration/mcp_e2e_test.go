@@ -95,9 +95,18 @@ func runScenario(t *testing.T, ctx context.Context, c *MCPClient, name string, s
 	if err := c.Call(ctx, "listTools", nil, &tools); err != nil {
 		t.Fatal(err)
 	}
-	// 41 with clear_outputs: toolsets (issue 21) bring the default list back under Cursor's 40.
-	if len(tools.Tools) != 41 {
-		t.Errorf("%d tools listed, want 41", len(tools.Tools))
+	// The default toolset: the daily loop, and the discovery tool for the rest.
+	var listed []string
+	for _, tl := range tools.Tools {
+		listed = append(listed, tl.Name)
+	}
+	for _, want := range []string{"get_notebook", "batch_insert_notebook_cells", "batch_update_notebook_cells", "execute_notebook_cell", "get_online_users", "enable_toolset"} {
+		if !slices.Contains(listed, want) {
+			t.Errorf("the default tools/list lacks %s: %v", want, listed)
+		}
+	}
+	if len(tools.Tools) > 20 || slices.Contains(listed, "create_document_session") {
+		t.Errorf("default tools/list: %d tools %v", len(tools.Tools), listed)
 	}
 	for _, tl := range tools.Tools {
 		for _, hint := range []string{"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"} {
@@ -284,6 +293,29 @@ func runScenario(t *testing.T, ctx context.Context, c *MCPClient, name string, s
 	}
 
 	checkLiveResources(t, ctx, c, p, name)
+
+	// Text documents are a toolset of their own: turned on inside the session, the SDK lists the
+	// tools again on the server's notifications/tools/list_changed.
+	var mark struct {
+		Notifications []map[string]any `json:"notifications"`
+	}
+	if err := c.Call(ctx, "notifications", nil, &mark); err != nil {
+		t.Fatal(err)
+	}
+	if r := call("enable_toolset", map[string]any{"toolset": "documents"}); len(r["enabled"].([]any)) != 6 {
+		t.Errorf("enable_toolset documents: %v", r)
+	}
+	var changed struct {
+		Notification struct {
+			Tools []string `json:"tools"`
+		} `json:"notification"`
+	}
+	if err := c.Call(ctx, "waitNotification", map[string]any{"method": "notifications/tools/list_changed", "after": len(mark.Notifications), "timeoutMs": 10000}, &changed); err != nil {
+		t.Fatalf("tools/list_changed: %v", err)
+	}
+	if got := changed.Notification.Tools; !slices.Contains(got, "create_document_session") || !slices.Contains(got, "get_notebook") {
+		t.Errorf("the tools listed again after enable_toolset: %v", got)
+	}
 
 	// Text documents.
 	doc := strings.TrimSuffix(name, ".ipynb") + ".md"

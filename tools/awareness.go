@@ -26,7 +26,7 @@ func (s *Server) registerAwarenessTools() {
 	s.register(&operation{
 		Name:     "get_online_users",
 		Title:    "Who is online",
-		Category: "collaboration",
+		Category: "presence",
 		Description: "Collaborators connected to the Jupyter server right now: name, colour, the document in front of " +
 			"them, the documents they have open, and (in documents the sidecar has open) the cell and line their " +
 			"cursor is in. Agents also show their status and activity.",
@@ -39,7 +39,7 @@ func (s *Server) registerAwarenessTools() {
 	s.register(&operation{
 		Name:        "get_user_presence",
 		Title:       "A collaborator's presence",
-		Category:    "collaboration",
+		Category:    "presence",
 		Description: "Where one collaborator (by username) is and what they are doing; an error if they are not online.",
 		Input:       object(field("user_id", str("The collaborator's username (from get_online_users).")), docPathOpt).required("user_id"),
 		Example:     map[string]any{"user_id": "alice"},
@@ -50,7 +50,7 @@ func (s *Server) registerAwarenessTools() {
 	s.register(&operation{
 		Name:     "set_user_presence",
 		Title:    "Set the agent's presence",
-		Category: "collaboration",
+		Category: "presence",
 		Description: "Set how the agent appears to collaborators: online, away, busy (shown next to its name in " +
 			"JupyterLab, with the message), or offline (invisible; the documents stay connected).",
 		Input: object(
@@ -64,7 +64,7 @@ func (s *Server) registerAwarenessTools() {
 	s.register(&operation{
 		Name:        "get_user_cursors",
 		Title:       "Collaborators' cursors",
-		Category:    "collaboration",
+		Category:    "presence",
 		Description: "Each collaborator's cursor and selection in a document: cell id and index (notebooks), 1-based line and column.",
 		Input:       object(field("document_path", str("A notebook or text file path."))).required("document_path"),
 		Example:     map[string]any{"document_path": "analysis/report.ipynb"},
@@ -81,7 +81,7 @@ func (s *Server) registerAwarenessTools() {
 	s.register(&operation{
 		Name:     "update_cursor_position",
 		Title:    "Move the agent's cursor",
-		Category: "collaboration",
+		Category: "presence",
 		Description: "Move the agent's cursor (collaborators see it in their editor, in the agent's colour) to a position " +
 			"in a cell (notebooks: cell_id) or in a text file, optionally with a selection.",
 		Input: object(
@@ -101,7 +101,7 @@ func (s *Server) registerAwarenessTools() {
 	s.register(&operation{
 		Name:     "get_user_activity",
 		Title:    "Recent activity",
-		Category: "collaboration",
+		Category: "presence",
 		Description: "Recent changes by collaborator, newest first: which cells were inserted, edited, deleted, moved or " +
 			"executed, by whom (when their presence says) and when, in one document or every open one.",
 		Input: object(
@@ -116,7 +116,7 @@ func (s *Server) registerAwarenessTools() {
 	s.register(&operation{
 		Name:     "broadcast_user_activity",
 		Title:    "Announce what the agent is doing",
-		Category: "collaboration",
+		Category: "presence",
 		Description: "Tell collaborators what the agent is doing (e.g. \"running the test cells\"): shown next to its " +
 			"name in JupyterLab until replaced; an empty description clears it.",
 		Input: object(
@@ -133,7 +133,7 @@ func (s *Server) registerAwarenessTools() {
 	s.register(&operation{
 		Name:     "get_active_sessions",
 		Title:    "Live documents",
-		Category: "collaboration",
+		Category: "admin",
 		Description: "Collaboration sessions: the documents the sidecar has open (with their participants) and the ones " +
 			"collaborators have open, which join_session can join. session_id is \"notebook:<path>\" or \"editor:<path>\".",
 		Input:    object(docPathOpt),
@@ -145,7 +145,7 @@ func (s *Server) registerAwarenessTools() {
 	s.register(&operation{
 		Name:        "join_session",
 		Title:       "Join a session",
-		Category:    "collaboration",
+		Category:    "admin",
 		Description: "Join a document's collaboration room (a session_id from get_active_sessions, or a path).",
 		Input:       object(field("session_id", str("\"notebook:<path>\", \"editor:<path>\", or a path."))).required("session_id"),
 		Example:     map[string]any{"session_id": "notebook:analysis/report.ipynb"},
@@ -156,7 +156,7 @@ func (s *Server) registerAwarenessTools() {
 	s.register(&operation{
 		Name:        "leave_session",
 		Title:       "Leave a session",
-		Category:    "collaboration",
+		Category:    "admin",
 		Description: "Leave a document's collaboration room (collaborators see the agent go); the document is unchanged.",
 		Input:       object(field("session_id", str("\"notebook:<path>\", \"editor:<path>\", or a path."))).required("session_id"),
 		Example:     map[string]any{"session_id": "notebook:analysis/report.ipynb"},

@@ -97,7 +97,7 @@ func (s *Server) registerExecutionTools() {
 	s.register(&operation{
 		Name:        "interrupt_kernel",
 		Title:       "Interrupt the kernel",
-		Category:    "execution",
+		Category:    "kernels",
 		Description: "Interrupt the notebook's kernel (whatever it is running, the humans' runs included).",
 		Input:       object(pathField).required("path"),
 		Example:     map[string]any{"path": "analysis/report.ipynb"},
@@ -108,7 +108,7 @@ func (s *Server) registerExecutionTools() {
 	s.register(&operation{
 		Name:        "restart_kernel",
 		Title:       "Restart the kernel",
-		Category:    "execution",
+		Category:    "kernels",
 		Description: "Restart the notebook's kernel. Every variable is lost, for the humans working in it too.",
 		Input:       object(pathField).required("path"),
 		Example:     map[string]any{"path": "analysis/report.ipynb"},

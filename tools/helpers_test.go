@@ -81,7 +81,8 @@ func newEnv(t *testing.T, files []bridgetest.File, opts ...envOpt) *env {
 		t.Fatalf("NewManager: %v", err)
 	}
 	t.Cleanup(m.Close)
-	o := tools.Options{Manager: m, Logger: zerolog.Nop(), Version: "test"}
+	// Every toolset: these tests exercise every tool (toolsets_test.go tests the default).
+	o := tools.Options{Manager: m, Logger: zerolog.Nop(), Version: "test", Toolsets: []string{"all"}}
 	for _, f := range opts {
 		f(&o)
 	}

@@ -24,7 +24,7 @@ import (
 type operation struct {
 	Name        string
 	Title       string
-	Category    string // notebooks, documents
+	Category    string // the toolset that holds the tool (toolsets.go)
 	Description string
 	Input       *schema
 	Example     map[string]any
@@ -83,6 +83,9 @@ func (s *Server) register(op *operation) {
 	if op.Scope == "" {
 		op.Scope = scopeOf(op)
 	}
+	if !isToolset(op.Category) && op.Category != discoveryCategory {
+		panic(fmt.Sprintf("tool %s: category %q is no toolset (toolsets.go)", op.Name, op.Category)) // a programming error
+	}
 	if op.Forkable {
 		op.Input.Properties = append(op.Input.Properties, forkField)
 	}
@@ -131,6 +134,10 @@ func (s *Server) handler(op *operation) server.ToolHandlerFunc {
 			ctx = context.WithValue(ctx, progressKey{}, m.ProgressToken)
 		}
 		if err := s.permit(ctx, op); err != nil {
+			outcome = "denied"
+			return s.failure(op, err), nil
+		}
+		if err := s.offered(ctx, op); err != nil {
 			outcome = "denied"
 			return s.failure(op, err), nil
 		}

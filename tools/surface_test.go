@@ -484,7 +484,7 @@ func TestOperationResources(t *testing.T) {
 		if m["uri"] != "jupyter://operations/"+str(m["name"]) {
 			t.Errorf("catalog entry %v has uri %v", m["name"], m["uri"])
 		}
-		if !slices.Contains([]string{"notebooks", "documents", "execution", "collaboration", "forks", "history", "tokens"}, str(m["category"])) {
+		if !slices.Contains([]string{"notebooks", "documents", "execution", "presence", "forks", "history", "kernels", "admin", "toolsets"}, str(m["category"])) {
 			t.Errorf("catalog entry %v has category %v", m["name"], m["category"])
 		}
 		if str(m["description"]) == "" || str(m["title"]) == "" {
@@ -492,7 +492,7 @@ func TestOperationResources(t *testing.T) {
 		}
 	}
 	sort.Strings(names)
-	want := slices.Clone(allTools)
+	want := append(slices.Clone(allTools), "enable_toolset") // listed only while a toolset is off
 	sort.Strings(want)
 	if !slices.Equal(names, want) {
 		t.Errorf("catalog lists %v, want %v", names, want)

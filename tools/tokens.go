@@ -113,7 +113,7 @@ func (s *Server) registerTokenTools() {
 	s.register(&operation{
 		Name:     "count_tokens",
 		Title:    "Count tokens",
-		Category: "tokens",
+		Category: "admin",
 		Description: "Count the tokens of a text, a notebook, or some of its cells (cell_range), with a breakdown by cell " +
 			"and by sources vs outputs and the share of a model's context window. Counts use o200k_base or cl100k_base " +
 			"(compiled in); for models whose tokenizer is not public the count is an estimate with a safety margin.",

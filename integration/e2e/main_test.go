@@ -83,7 +83,8 @@ func run(m *testing.M) (int, error) {
 	defer os.RemoveAll(env.srv.Root)
 
 	env.sidecar, err = integration.StartHTTPSidecar(ctx, env.srv,
-		"AGENT_NAME="+agentName, "AGENT_INITIALS="+agentInitials, "AGENT_COLOR="+agentColor)
+		"AGENT_NAME="+agentName, "AGENT_INITIALS="+agentInitials, "AGENT_COLOR="+agentColor,
+		"MCP_TOOLSETS=default,forks,presence") // the browser sees the agent's cursor and a suggestion
 	if err != nil {
 		return 0, fmt.Errorf("start sidecar: %w", err)
 	}
