@@ -16,7 +16,7 @@ import (
 // Awareness tools: who is here and where, the agent's own presence and cursor, what happened
 // lately, and which documents are live. Positions are 1-based lines and columns in code points.
 
-var docPathOpt = field("document_path", str("A notebook or text file path; omitted: every document the sidecar has open."))
+var docPathOpt = brief("document_path", str("A notebook or text file path; omitted: every document the sidecar has open."))
 
 // optionalDoc is the document a presence tool narrows its answer to; omitted, the answer covers
 // every document the caller may see.
@@ -27,9 +27,8 @@ func (s *Server) registerAwarenessTools() {
 		Name:     "get_online_users",
 		Title:    "Who is online",
 		Category: "presence",
-		Description: "Collaborators connected to the Jupyter server right now: name, colour, the document in front of " +
-			"them, the documents they have open, and (in documents the sidecar has open) the cell and line their " +
-			"cursor is in. Agents also show their status and activity.",
+		Description: "Who is connected now: names, the document in front of them and where their cursors are. Check before " +
+			"editing cells someone may be working in.",
 		Input:    object(docPathOpt),
 		Example:  map[string]any{"document_path": "analysis/report.ipynb"},
 		ReadOnly: true, Idempotent: true, Budgeted: true,
@@ -40,22 +39,21 @@ func (s *Server) registerAwarenessTools() {
 		Name:        "get_user_presence",
 		Title:       "A collaborator's presence",
 		Category:    "presence",
-		Description: "Where one collaborator (by username) is and what they are doing; an error if they are not online.",
-		Input:       object(field("user_id", str("The collaborator's username (from get_online_users).")), docPathOpt).required("user_id"),
+		Description: "One collaborator's presence by username: where they are and what they are doing.",
+		Input:       object(brief("user_id", str("The collaborator's username (from get_online_users).")), docPathOpt).required("user_id"),
 		Example:     map[string]any{"user_id": "alice"},
 		ReadOnly:    true, Idempotent: true,
 		Doc: optionalDoc,
 		Run: handle(presenceArgs{}, s.getUserPresence, renderUserPresence),
 	})
 	s.register(&operation{
-		Name:     "set_user_presence",
-		Title:    "Set the agent's presence",
-		Category: "presence",
-		Description: "Set how the agent appears to collaborators: online, away, busy (shown next to its name in " +
-			"JupyterLab, with the message), or offline (invisible; the documents stay connected).",
+		Name:        "set_user_presence",
+		Title:       "Set the agent's presence",
+		Category:    "presence",
+		Description: "Set the agent's status (online, away, busy, offline) and a message collaborators see next to its name.",
 		Input: object(
-			field("status", str("The agent's status.").enum(bridge.PresenceOnline, bridge.PresenceAway, bridge.PresenceBusy, bridge.PresenceOffline)),
-			field("message", str("A short message shown with the status.")),
+			brief("status", str("The agent's status.").enum(bridge.PresenceOnline, bridge.PresenceAway, bridge.PresenceBusy, bridge.PresenceOffline)),
+			brief("message", str("A short message shown with the status.")),
 		).required("status"),
 		Example:    map[string]any{"status": "busy", "message": "refactoring the loaders"},
 		Idempotent: true,
@@ -65,8 +63,8 @@ func (s *Server) registerAwarenessTools() {
 		Name:        "get_user_cursors",
 		Title:       "Collaborators' cursors",
 		Category:    "presence",
-		Description: "Each collaborator's cursor and selection in a document: cell id and index (notebooks), 1-based line and column.",
-		Input:       object(field("document_path", str("A notebook or text file path."))).required("document_path"),
+		Description: "Each collaborator's cursor and selection in a document: cell, line, column.",
+		Input:       object(brief("document_path", str("A notebook or text file path."))).required("document_path"),
 		Example:     map[string]any{"document_path": "analysis/report.ipynb"},
 		ReadOnly:    true, Idempotent: true,
 		Doc: docRef{Arg: "document_path", Ref: refAny, Open: true},
@@ -74,23 +72,22 @@ func (s *Server) registerAwarenessTools() {
 	})
 	lineCol := func(desc string) *schema {
 		return object(
-			field("line", integer("1-based line.").min(1)),
-			field("column", integer("1-based column in characters (code points); the line's length + 1 is its end.").min(1)),
+			brief("line", integer("1-based line.").min(1)),
+			brief("column", integer("1-based column in characters (code points); the line's length + 1 is its end.").min(1)),
 		).required("line", "column").desc(desc)
 	}
 	s.register(&operation{
-		Name:     "update_cursor_position",
-		Title:    "Move the agent's cursor",
-		Category: "presence",
-		Description: "Move the agent's cursor (collaborators see it in their editor, in the agent's colour) to a position " +
-			"in a cell (notebooks: cell_id) or in a text file, optionally with a selection.",
+		Name:        "update_cursor_position",
+		Title:       "Move the agent's cursor",
+		Category:    "presence",
+		Description: "Move the agent's cursor (and selection) to a cell and line, so collaborators see where it works.",
 		Input: object(
-			field("document_path", str("A notebook or text file path.")),
-			field("cell_id", str("The cell (required for notebooks).")),
-			field("position", lineCol("Where the cursor goes.")),
-			field("selection", object(
-				field("start", lineCol("Selection start.")),
-				field("end", lineCol("Selection end.")),
+			brief("document_path", str("A notebook or text file path.")),
+			brief("cell_id", str("The cell (required for notebooks).")),
+			field("position", lineCol("Where the cursor goes: 1-based line and column, in characters.")),
+			brief("selection", object(
+				brief("start", lineCol("Selection start.")),
+				brief("end", lineCol("Selection end.")),
 			).required("start", "end").desc("A selection (the cursor goes to its end).")),
 		).required("document_path", "position"),
 		Example:    map[string]any{"document_path": "analysis/report.ipynb", "cell_id": "a1b2", "position": map[string]any{"line": 3, "column": 1}},
@@ -99,14 +96,13 @@ func (s *Server) registerAwarenessTools() {
 		Run:        handle(presenceArgs{}, s.updateCursorPosition, renderCursorMoved),
 	})
 	s.register(&operation{
-		Name:     "get_user_activity",
-		Title:    "Recent activity",
-		Category: "presence",
-		Description: "Recent changes by collaborator, newest first: which cells were inserted, edited, deleted, moved or " +
-			"executed, by whom (when their presence says) and when, in one document or every open one.",
+		Name:        "get_user_activity",
+		Title:       "Recent activity",
+		Category:    "presence",
+		Description: "Recent changes, newest first: who inserted, edited, deleted, moved or ran which cells, and when.",
 		Input: object(
 			docPathOpt,
-			field("limit", integer("Maximum number of entries.").def(20).min(1).max(500)),
+			brief("limit", integer("Maximum number of entries.").def(20).min(1).max(500)),
 		),
 		Example:  map[string]any{"document_path": "analysis/report.ipynb", "limit": 10},
 		ReadOnly: true, Idempotent: true, Budgeted: true,
@@ -114,16 +110,15 @@ func (s *Server) registerAwarenessTools() {
 		Run: handle(presenceArgs{Limit: 20}, s.getUserActivity, renderActivity),
 	})
 	s.register(&operation{
-		Name:     "broadcast_user_activity",
-		Title:    "Announce what the agent is doing",
-		Category: "presence",
-		Description: "Tell collaborators what the agent is doing (e.g. \"running the test cells\"): shown next to its " +
-			"name in JupyterLab until replaced; an empty description clears it.",
+		Name:        "broadcast_user_activity",
+		Title:       "Announce what the agent is doing",
+		Category:    "presence",
+		Description: "Tell collaborators what the agent is doing (shown next to its name); an empty description clears it.",
 		Input: object(
 			field("activity_type", str("A short kind, e.g. editing, running, reviewing, idle.")),
-			field("description", str("What the agent is doing, in a few words.")),
+			brief("description", str("What the agent is doing, in a few words.")),
 			docPathOpt,
-			field("metadata", freeObject("Anything other agents may use.")),
+			brief("metadata", freeObject("Anything other agents may use.")),
 		).required("activity_type", "description"),
 		Example:    map[string]any{"activity_type": "running", "description": "running the test cells", "document_path": "tests.ipynb"},
 		Idempotent: true,
@@ -131,14 +126,13 @@ func (s *Server) registerAwarenessTools() {
 		Run:        handle(presenceArgs{}, s.broadcastUserActivity, s.renderPresence),
 	})
 	s.register(&operation{
-		Name:     "get_active_sessions",
-		Title:    "Live documents",
-		Category: "admin",
-		Description: "Collaboration sessions: the documents the sidecar has open (with their participants) and the ones " +
-			"collaborators have open, which join_session can join. session_id is \"notebook:<path>\" or \"editor:<path>\".",
-		Input:    object(docPathOpt),
-		Example:  map[string]any{},
-		ReadOnly: true, Idempotent: true, Budgeted: true,
+		Name:        "get_active_sessions",
+		Title:       "Live documents",
+		Category:    "admin",
+		Description: "The documents the sidecar has open and those collaborators have open, with participants and save state.",
+		Input:       object(docPathOpt),
+		Example:     map[string]any{},
+		ReadOnly:    true, Idempotent: true, Budgeted: true,
 		Doc: docRef{Arg: "document_path", Ref: refAny, Optional: true},
 		Run: handle(presenceArgs{}, s.getActiveSessions, renderSessions),
 	})
@@ -146,7 +140,7 @@ func (s *Server) registerAwarenessTools() {
 		Name:        "join_session",
 		Title:       "Join a session",
 		Category:    "admin",
-		Description: "Join a document's collaboration room (a session_id from get_active_sessions, or a path).",
+		Description: "Join a document's room by session_id (from get_active_sessions) or path.",
 		Input:       object(field("session_id", str("\"notebook:<path>\", \"editor:<path>\", or a path."))).required("session_id"),
 		Example:     map[string]any{"session_id": "notebook:analysis/report.ipynb"},
 		Idempotent:  true,
@@ -157,7 +151,7 @@ func (s *Server) registerAwarenessTools() {
 		Name:        "leave_session",
 		Title:       "Leave a session",
 		Category:    "admin",
-		Description: "Leave a document's collaboration room (collaborators see the agent go); the document is unchanged.",
+		Description: "Leave a document's room (collaborators see the agent go); the document is unchanged.",
 		Input:       object(field("session_id", str("\"notebook:<path>\", \"editor:<path>\", or a path."))).required("session_id"),
 		Example:     map[string]any{"session_id": "notebook:analysis/report.ipynb"},
 		Idempotent:  true,

@@ -16,18 +16,18 @@ import (
 
 // Reading notebooks: list, read (json, markdown, outline), open a session.
 
-var pathField = field("path", str("Notebook path relative to the Jupyter server root, e.g. \"analysis/report.ipynb\"."))
+var pathField = brief("path", str("Notebook path relative to the Jupyter root, e.g. \"analysis/report.ipynb\"."))
 
 func (s *Server) registerNotebookTools() {
 	s.register(&operation{
 		Name:     "list_notebooks",
 		Title:    "List notebooks",
 		Category: "notebooks",
-		Description: "List notebooks under the Jupyter root (recursively), with their collaboration status: " +
-			"whether the sidecar has the room open, who is in it, and the cell count of open rooms.",
+		Description: "List the notebooks under a folder or path prefix, with whether each is open and who is in it. " +
+			"To find text inside notebooks, use search_notebook.",
 		Input: object(
-			field("path_prefix", str("Only notebooks whose path starts with this (a directory like \"analysis/\" or a name prefix).").def("")),
-			field("max_results", integer("Maximum number of notebooks returned.").def(50).min(1).max(1000)),
+			brief("path_prefix", str("Only notebooks whose path starts with this (a folder like \"analysis/\" or a name prefix).").def("")),
+			brief("max_results", integer("Maximum number of notebooks returned.").def(50).min(1).max(1000)),
 		),
 		Example:  map[string]any{"path_prefix": "analysis/", "max_results": 20},
 		ReadOnly: true, Idempotent: true, Budgeted: true,
@@ -37,38 +37,37 @@ func (s *Server) registerNotebookTools() {
 		Name:     "get_notebook",
 		Title:    "Read a notebook",
 		Category: "notebooks",
-		Description: "Read a live notebook as every collaborator sees it now: cells with id, index, type, source, " +
-			"source_hash, execution count and outputs (text capped, images summarised), plus the notebook's version " +
-			"(pass it as expected_version to edits). Content beyond max_content_length is cut at a cell boundary and " +
-			"the result says how to read the rest. format=markdown gives a readable document, format=outline one line per cell.",
+		Description: "Read a notebook as it is now: each cell's id, source and capped outputs, and the version to " +
+			"pass to edits. Read less with cell_range or since_version (only what changed since a read); format " +
+			"outline gives one line per cell, json and markdown other shapes.",
 		Input: object(
 			pathField,
-			field("format", str("json (cells as objects), markdown (readable), or outline (one line per cell, with output sizes).").enum("json", "markdown", "outline").def("json")),
-			field("include_outputs", boolean("Include cell outputs.").def(true)),
-			field("include_collaboration_state", boolean("Include who is in the room and the room status.").def(true)),
-			field("max_content_length", integer("Upper bound of the returned content in characters; the cut falls on a cell boundary.").def(100000).min(1000).max(5000000)),
-			field("max_output_chars", integer("Upper bound of each output's text in characters.").def(2000).min(0).max(1000000)),
-			field("since_version", str("Only the cells added or changed since this version (from an earlier read or edit), plus the ids of cells removed since: re-reading after someone's edit costs the change, not the notebook.")),
-			field("cell_range", object(
-				field("start", integer("First cell index (0-based).").min(0)),
-				field("end", integer("Last cell index, inclusive; omit for the end of the notebook.").min(0)),
+			brief("format", str("json (cells as objects), markdown (readable), or outline (one line per cell, with output sizes).").enum("json", "markdown", "outline").def("json")),
+			brief("include_outputs", boolean("Include cell outputs.").def(true)),
+			field("since_version", str("Only the cells added or changed since this version, and the ids of those removed.")),
+			brief("cell_range", object(
+				brief("start", integer("First cell index (0-based).").min(0)),
+				brief("end", integer("Last cell index, inclusive; omit for the end of the notebook.").min(0)),
 			).desc("Only these cells.")),
+			outCapField,
+			brief("include_collaboration_state", boolean("Include who is in the room and the room status.").def(true)),
+			brief("max_content_length", integer("Upper bound of the returned content in characters; the cut falls on a cell boundary.").def(100000).min(1000).max(5000000)),
 		).required("path"),
-		Example:  map[string]any{"path": "analysis/report.ipynb", "format": "json", "cell_range": map[string]any{"start": 0, "end": 9}},
+		Example:  map[string]any{"path": "analysis/report.ipynb", "cell_range": map[string]any{"start": 0, "end": 9}},
 		ReadOnly: true, Idempotent: true, Forkable: true, Budgeted: true,
 		Doc: docRef{Arg: "path", Ref: refNotebook, Open: true},
 		Run: handle(defaultNotebookRead, s.readNotebookCells, s.renderNotebook),
 	})
 	s.register(&operation{
 		Name:     "create_notebook_session",
-		Title:    "Open a notebook session",
+		Title:    "Create or open a notebook",
 		Category: "notebooks",
-		Description: "Join (or reuse) the collaboration room of a notebook, creating the notebook first when " +
-			"create_if_missing is true. Returns room id, session id, file id, cell count, collaborators and version.",
+		Description: "Create a notebook (create_if_missing, optionally from a template) or join one ahead of use; the " +
+			"other tools join a notebook on first use, so this is only needed to create one.",
 		Input: object(
 			pathField,
-			field("create_if_missing", boolean("Create an empty notebook at path if there is none.").def(false)),
-			field("template", str("With create_if_missing: start the new notebook from this template (jupyter://templates/{name}) instead of empty.").enum(templateNames()...)),
+			brief("create_if_missing", boolean("Create an empty notebook at path if there is none.").def(false)),
+			brief("template", str("With create_if_missing: start the new notebook from this template (jupyter://templates/{name}) instead of empty.").enum(templateNames()...)),
 		).required("path"),
 		Example:     map[string]any{"path": "scratch/new.ipynb", "create_if_missing": true, "template": "analysis"},
 		Idempotent:  true,

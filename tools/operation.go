@@ -75,7 +75,7 @@ func invalid(path []any, format string, args ...any) *toolError {
 }
 
 // includeSchemaField is accepted by every tool.
-var includeSchemaField = field("includeSchema", boolean("Embed this tool's input schema in the result (it is always embedded when a call fails).").def(false))
+var includeSchemaField = unlisted("includeSchema", boolean("Embed this tool's input schema in the result (it is always embedded when a call fails).").def(false))
 
 // register adds a tool. A tool that names a document without declaring it is a programming
 // error: register panics, so a new tool cannot forget the door.
@@ -101,7 +101,7 @@ func (s *Server) register(op *operation) {
 	}
 	s.ops = append(s.ops, op)
 	s.opsByName[op.Name] = op
-	raw, err := json.Marshal(op.Input.JSON())
+	raw, err := json.Marshal(op.Input.Listing())
 	if err != nil {
 		panic(fmt.Sprintf("tool %s: schema does not marshal: %v", op.Name, err)) // a programming error
 	}

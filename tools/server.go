@@ -118,7 +118,6 @@ func New(opts Options) (*Server, error) {
 		server.WithLogging(), // logging.go
 		server.WithRecovery(),
 		server.WithResourceRecovery(),
-		server.WithInstructions(instructions),
 	}, taskCaps...)...)
 	s.registerNotebookTools()
 	s.registerNotebookEditTools()
@@ -135,16 +134,13 @@ func New(opts Options) (*Server, error) {
 	if s.toolsets, err = parseSelection(opts.Toolsets, s.opsByName); err != nil {
 		return nil, fmt.Errorf("tools: toolsets: %w", err)
 	}
+	server.WithInstructions(s.instructions())(s.mcp) // they name the registered tools
 	s.registerStatsResources()
 	s.registerOperationResources()
 	s.registerContentResources()
 	s.registerPrompts()
 	return s, nil
 }
-
-const instructions = `jupyter-collab-mcp works on live Jupyter notebooks and text files as a real-time collaborator: ` +
-	`what you read is the shared document humans are editing in JupyterLab right now, and your edits appear in their browsers. ` +
-	`Refer to cells by id rather than index when you can; indexes shift when others edit.`
 
 // MCP returns the underlying mcp-go server (tests, in-process clients).
 func (s *Server) MCP() *server.MCPServer { return s.mcp }

@@ -133,10 +133,19 @@ func TestToolAnnotationsAreExplicit(t *testing.T) {
 	}
 }
 
-func TestInputSchemasAreClosedAndAcceptIncludeSchema(t *testing.T) {
+// The full input schema (jupyter://operations/{name}, embedded in failures) is closed at every
+// level and accepts includeSchema; tools/list carries its listing form: the same fields, types,
+// enums and defaults, without bounds, closure and the options every tool of a kind takes, and
+// with descriptions only on the fields that need them.
+func TestInputSchemas(t *testing.T) {
 	e := newEnv(t, nil)
 	for name, tool := range listTools(t, e) {
-		s := toolSchema(t, tool)
+		text, _ := e.readText("jupyter://operations/" + name)
+		var doc map[string]any
+		if err := json.Unmarshal([]byte(text), &doc); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		s := asMap(t, doc["input_schema"])
 		if s["type"] != "object" {
 			t.Errorf("%s: schema type %v", name, s["type"])
 		}
@@ -165,10 +174,56 @@ func TestInputSchemasAreClosedAndAcceptIncludeSchema(t *testing.T) {
 			}
 		}
 		walk(name, s)
-		top, _ := s["properties"].(map[string]any)
-		if _, hasPath := top["path"]; hasPath {
-			if req, _ := s["required"].([]any); name != "list_notebooks" && name != "list_documents" && name != "count_tokens" && !slices.Contains(req, any("path")) {
+		if _, hasPath := props["path"]; hasPath {
+			if req, _ := s["required"].([]any); name != "list_notebooks" && name != "list_documents" && name != "count_tokens" && name != "search_notebook" && !slices.Contains(req, any("path")) {
 				t.Errorf("%s: path is not required (required %v)", name, req)
+			}
+		}
+
+		// The listing: a projection of the full schema.
+		listed := toolSchema(t, tool)
+		var project func(path string, full, l map[string]any)
+		project = func(path string, full, l map[string]any) {
+			for _, k := range []string{"additionalProperties", "minimum", "maximum", "minItems", "maxItems"} {
+				if _, ok := l[k]; ok {
+					t.Errorf("%s %s: the listing carries %s", name, path, k)
+				}
+			}
+			for _, k := range []string{"type", "enum", "default", "required"} {
+				if lr, ok := l[k].([]any); ok && len(lr) == 0 && full[k] == nil { // mcp-go's decoding
+					continue
+				}
+				if !reflect.DeepEqual(l[k], full[k]) {
+					t.Errorf("%s %s: listed %s %v, full %v", name, path, k, l[k], full[k])
+				}
+			}
+			if d, ok := l["description"]; ok && d != full["description"] {
+				t.Errorf("%s %s: listed description %v, full %v", name, path, d, full["description"])
+			}
+			lp, _ := l["properties"].(map[string]any)
+			fp, _ := full["properties"].(map[string]any)
+			for k, v := range lp {
+				if fp[k] == nil {
+					t.Errorf("%s %s: listed field %s is not in the full schema", name, path, k)
+					continue
+				}
+				project(path+"."+k, asMap(t, fp[k]), asMap(t, v))
+			}
+			if li, ok := l["items"].(map[string]any); ok {
+				project(path+"[]", asMap(t, full["items"]), li)
+			}
+		}
+		project(name, s, listed)
+		lp, _ := listed["properties"].(map[string]any)
+		req, _ := s["required"].([]any)
+		for _, k := range []string{"includeSchema", "max_tokens", "fork_id"} {
+			if _, ok := lp[k]; ok && !slices.Contains(req, any(k)) { // the fork tools require fork_id
+				t.Errorf("%s: the listing carries %s (described once, in the instructions)", name, k)
+			}
+		}
+		for k := range props {
+			if _, ok := lp[k]; !ok && (slices.Contains(req, any(k)) || k != "includeSchema" && k != "max_tokens" && k != "fork_id") {
+				t.Errorf("%s: %s is left out of the listing", name, k)
 			}
 		}
 	}
@@ -523,11 +578,7 @@ func TestOperationResources(t *testing.T) {
 		t.Errorf("the example's arguments do not validate: %s", r)
 	}
 
-	// The schema advertised in tools/list is the one in the resource.
-	tool := listTools(t, e)["get_notebook"]
-	if listed := toolSchema(t, tool); !reflect.DeepEqual(listed, is) {
-		t.Errorf("tools/list schema differs from the resource's input_schema")
-	}
+	// tools/list carries its listing form (TestInputSchemas).
 
 	_, err = read("jupyter://operations/delete_everything")
 	if err == nil {

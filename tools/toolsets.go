@@ -40,7 +40,7 @@ var toolsets = []toolset{
 	{"forks", "forks and suggestions: propose changes beside a document, diff, merge"},
 	{"history", "a document's versions, restore; undo and redo the agent's edits"},
 	{"kernels", "interrupt or restart a notebook's kernel"},
-	{"admin", "the rooms the sidecar holds (list, join, leave) and token counts"},
+	{"admin", "the rooms the sidecar holds, joining and leaving them; token counts"},
 }
 
 // discoveryCategory is the category of enable_toolset: offered whenever a set is still off.
@@ -294,19 +294,17 @@ func (s *Server) listFilter(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 
 func (s *Server) registerToolsetTools() {
 	names := make([]string, 0, len(toolsets)+1)
-	var about []string
 	for _, t := range toolsets {
 		names = append(names, t.Name)
-		about = append(about, t.Name+" ("+t.About+")")
 	}
 	names = append(names, "all")
 	s.register(&operation{
 		Name:     "enable_toolset",
 		Title:    "Turn on a toolset",
 		Category: discoveryCategory,
-		Description: "Turn on more tools for this session; your tool list then refreshes. Sets: " +
-			strings.Join(about, "; ") + ".",
-		Input:    object(field("toolset", str("").enum(names...))).required("toolset"),
+		Description: "Turn on more tools for this session (the server instructions say what each set holds); your " +
+			"tool list then refreshes.",
+		Input:    object(brief("toolset", str("The set to turn on.").enum(names...))).required("toolset"),
 		Example:  map[string]any{"toolset": "history"},
 		ReadOnly: true, Idempotent: true,
 		Run: handle(enableArgs{}, s.enableToolset, renderEnabled),
