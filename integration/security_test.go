@@ -96,7 +96,7 @@ func TestJupyterDelegatedAuthAgainstRealServer(t *testing.T) {
 	if len(tools.Tools) < 40 {
 		t.Errorf("the server's own token (every permission) sees %d tools", len(tools.Tools))
 	}
-	nb, err := callJSON(ctx, c, "get_notebook", map[string]any{"path": name})
+	nb, err := callJSON(ctx, c, "get_notebook", map[string]any{"format": "json", "path": name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestLoad(t *testing.T) {
 				var err error
 				switch op := rng.IntN(10); {
 				case op < 5: // read: most of what agents do
-					_, err = callJSON(ctx, c, "get_notebook", map[string]any{"path": path, "cell_range": map[string]any{"start": 0, "end": 2}})
+					_, err = callJSON(ctx, c, "get_notebook", map[string]any{"format": "json", "path": path, "cell_range": map[string]any{"start": 0, "end": 2}})
 				case op < 8: // rewrite this session's own cell: the document does not grow without bound
 					marker++
 					id := fmt.Sprintf("load-s%02d", i)

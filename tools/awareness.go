@@ -92,7 +92,7 @@ func (s *Server) registerAwarenessTools() {
 		).required("document_path", "position"),
 		Example:    map[string]any{"document_path": "analysis/report.ipynb", "cell_id": "a1b2", "position": map[string]any{"line": 3, "column": 1}},
 		Idempotent: true,
-		Doc:        docRef{Arg: "document_path", Ref: refAny, Open: true, Parts: []string{"cell_id"}},
+		Doc:        docRef{Arg: "document_path", Ref: refAny, Open: true, Cells: []string{"cell_id"}},
 		Run:        handle(presenceArgs{}, s.updateCursorPosition, renderCursorMoved),
 	})
 	s.register(&operation{

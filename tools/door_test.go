@@ -102,7 +102,7 @@ func newDoorEnv(t *testing.T) *doorEnv {
 	// The unrestricted session works in the secret documents.
 	d.callOK(d.full, "create_notebook_session", map[string]any{"path": secretNB})
 	d.callOK(d.full, "create_document_session", map[string]any{"path": secretText})
-	d.callOK(d.full, "get_notebook", map[string]any{"path": allowedNB})
+	d.callOK(d.full, "get_notebook", map[string]any{"format": "json", "path": allowedNB})
 	d.callOK(d.full, "execute_notebook_cell", map[string]any{"path": secretNB, "cell_id": secretCell})
 	run := d.callOK(d.full, "execute_notebook_cell", map[string]any{"path": secretNB, "cell_id": "secret-cell-2", "wait": false})
 	d.secretJob = str(run["job_id"])
@@ -389,7 +389,7 @@ func TestDoorEveryToolRefusesDocumentsOutsideTheTokensPaths(t *testing.T) {
 		t.Errorf("the secret documents changed:\nbefore %+v\nafter  %+v", before, after)
 	}
 	// The unrestricted session still works in them.
-	d.callOK(d.full, "get_notebook", map[string]any{"path": secretNB})
+	d.callOK(d.full, "get_notebook", map[string]any{"format": "json", "path": secretNB})
 	d.ks.Release("secret-gate")
 }
 

@@ -51,7 +51,7 @@ func (s *Server) registerExecutionTools() {
 		),
 		Example:  map[string]any{"path": "analysis/report.ipynb", "cell_ids": []any{"a1b2", "c3d4"}, "timeout": 60},
 		Forkable: true, Budgeted: true,
-		Doc: docRef{Arg: "path", Ref: refNotebook, Open: true, Parts: []string{"cell_ids"}},
+		Doc: docRef{Arg: "path", Ref: refNotebook, Open: true, Cells: []string{"cell_ids"}},
 		Run: handle(execArgs{}, s.batchExecute, s.renderJobRun),
 	})
 	s.register(&operation{
@@ -62,7 +62,7 @@ func (s *Server) registerExecutionTools() {
 		Input:       runProps(brief("cell_id", str("The cell to run (id or handle)."))).required("path", "cell_id"),
 		Example:     map[string]any{"path": "analysis/report.ipynb", "cell_id": "a1b2"},
 		Forkable:    true, Budgeted: true,
-		Doc: docRef{Arg: "path", Ref: refNotebook, Open: true, Parts: []string{"cell_id"}},
+		Doc: docRef{Arg: "path", Ref: refNotebook, Open: true, Cells: []string{"cell_id"}},
 		Run: handle(execArgs{}, s.batchExecute, s.renderJobRun),
 	})
 	s.register(&operation{

@@ -208,7 +208,7 @@ func TestExecBatchResultShape(t *testing.T) {
 	// Unknown cells are refused before anything runs.
 	n := e.ks.Received(e.kernel())
 	r := e.fail("batch_execute_notebook_cells", map[string]any{"path": xPath, "cell_ids": []any{"nope"}})
-	findDetail(t, r, "cell_ids")
+	findDetail(t, r, "cell_ids", 0)
 	if e.ks.Received(e.kernel()) != n {
 		t.Error("a refused call ran code")
 	}

@@ -36,7 +36,7 @@ func (s *Server) registerForkTools() {
 			brief("suggestion_type", str("With suggestion_for_cell: a change to the cell, or its deletion.").enum("change", "delete").def("change")),
 		).required("path"),
 		Example: map[string]any{"path": "analysis/report.ipynb", "title": "Vectorise the loop", "suggestion_for_cell": "a1b2"},
-		Doc:     docRef{Arg: "path", Ref: refAny, Parts: []string{"suggestion_for_cell"}},
+		Doc:     docRef{Arg: "path", Ref: refAny, Cells: []string{"suggestion_for_cell"}},
 		Run:     handle(forkArgs{SuggestionType: "change"}, s.forkDocument, renderForked),
 	})
 	s.register(&operation{

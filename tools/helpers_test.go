@@ -576,5 +576,5 @@ func mustContain(t *testing.T, what, s string, subs ...string) {
 // nbVersion reads a notebook's version (and opens its room).
 func (e *env) nbVersion(path string) string {
 	e.t.Helper()
-	return str(e.ok("get_notebook", map[string]any{"path": path, "include_outputs": false})["version"])
+	return str(e.ok("get_notebook", map[string]any{"format": "json", "path": path, "include_outputs": false})["version"])
 }

@@ -15,8 +15,8 @@ func (s *Server) instructions() string {
 	b.WriteString("jupyter-collab-mcp: live Jupyter notebooks and text files, shared with the people editing them in " +
 		"JupyterLab. You read a document as it is now; your edits appear in their browsers, and return once " +
 		"jupyter-server has confirmed them. Paths are relative to the Jupyter root.\n\n")
-	b.WriteString("Cells: name them by id; " +
-		"indexes shift when others edit. Pass the version of your last read or edit as expected_version and an edit " +
+	b.WriteString("Cells: name them by the handle a read shows (@index handle: a short prefix of the cell id) or by " +
+		"the full id; indexes shift when others edit. Pass the version of your last read or edit as expected_version and an edit " +
 		"changes nothing if someone changed those cells since.\n\n")
 	b.WriteString("Toolsets. The default offers the loop of work in a notebook: read, search, edit, run, see who is " +
 		"there. Turn more on with enable_toolset, or configure them (--toolsets, MCP_TOOLSETS, or the " + ToolsetHeader +
@@ -43,7 +43,7 @@ func (s *Server) instructions() string {
 		"returns it at once; stop_on_error (default true); kernel_name.\n"+
 		"- Outputs: max_output_chars per output (default 2000); images come as image content unless "+
 		"include_images is false, downscaled to max_image_pixels.\n"+
-		"- Guards: expected_version; expected_source_hashes (cell → source_hash as get_notebook shows it); "+
+		"- Guards: expected_version; expected_source_hashes (cell → source hash, from get_notebook with hashes: true); "+
 		"avoid_busy_cells: true refuses, instead of warning, when someone's cursor is in a cell the edit touches.\n"+
 		"- Content tools take max_tokens (default %d; a cut result says how to read on); the notebook, text and "+
 		"history tools take fork_id (the forks toolset); every tool takes includeSchema. A failed call carries "+

@@ -99,7 +99,7 @@ func (s *Server) registerNotebookEditTools() {
 			map[string]any{"cell_id": "a1b2c3", "content": "df = load('data.csv')\ndf.head()"},
 		}},
 		Destructive: true, Idempotent: true, Forkable: true, Retryable: true,
-		Doc: nbEditDoc("cell_ids"),
+		Doc: nbEditDoc("cell_ids", "updates[].cell_id", "expected_source_hashes{}"),
 		Run: handleEdit(s, updateArgs{}, editTool[updateArgs, cellsEdited]{build: s.updateEdit, finish: s.updated, render: renderEdit[updateArgs](s)}),
 	})
 	s.register(&operation{
@@ -118,7 +118,7 @@ func (s *Server) registerNotebookEditTools() {
 		).required("path"),
 		Example:     map[string]any{"path": "analysis/report.ipynb", "cell_ids": []any{"a1b2c3", "d4e5f6"}},
 		Destructive: true, Forkable: true, Retryable: true,
-		Doc: nbEditDoc("cell_ids"),
+		Doc: nbEditDoc("cell_ids", "expected_source_hashes{}"),
 		Run: handleEdit(s, deleteArgs{}, editTool[deleteArgs, cellsEdited]{build: s.deleteEdit, finish: s.deleted, render: renderEdit[deleteArgs](s)}),
 	})
 	s.register(&operation{
@@ -182,9 +182,9 @@ type placedCell struct {
 }
 
 // nbEditDoc is the notebook of an edit tool (or its fork, with fork_id), whose cells it names
-// with parts.
-func nbEditDoc(parts ...string) docRef {
-	return docRef{Arg: "path", Ref: refNotebook, Open: true, Parts: parts}
+// with the arguments cells.
+func nbEditDoc(cells ...string) docRef {
+	return docRef{Arg: "path", Ref: refNotebook, Open: true, Cells: cells}
 }
 
 // cellsEdited is the outcome of a notebook edit: the cells it placed, changed, deleted or moved

@@ -231,7 +231,7 @@ func TestInputSchemas(t *testing.T) {
 
 func TestSuccessIsLeanWithoutSchema(t *testing.T) {
 	e := newEnv(t, nil)
-	r := e.call("get_notebook", map[string]any{"path": "nb.ipynb"})
+	r := e.call("get_notebook", map[string]any{"format": "json", "path": "nb.ipynb"})
 	if r.IsError {
 		t.Fatalf("get_notebook failed: %s", r)
 	}
@@ -252,7 +252,7 @@ func TestIncludeSchemaEmbedsSchema(t *testing.T) {
 		tool string
 		args map[string]any
 	}{
-		{"get_notebook", map[string]any{"path": "nb.ipynb", "includeSchema": true}},
+		{"get_notebook", map[string]any{"format": "json", "path": "nb.ipynb", "includeSchema": true}},
 		{"list_documents", map[string]any{"includeSchema": true}},
 		{"batch_insert_text", map[string]any{"path": "notes.txt", "operations": []any{map[string]any{"text": "x", "position": 0}}, "includeSchema": true}},
 	} {
@@ -269,7 +269,7 @@ func TestIncludeSchemaEmbedsSchema(t *testing.T) {
 		}
 	}
 	// includeSchema false is the default behaviour.
-	r := e.call("get_notebook", map[string]any{"path": "nb.ipynb", "includeSchema": false})
+	r := e.call("get_notebook", map[string]any{"format": "json", "path": "nb.ipynb", "includeSchema": false})
 	if r.IsError || len(r.Resources) != 0 || len(r.Content) != 1 {
 		t.Errorf("includeSchema false: %s", r)
 	}
@@ -281,7 +281,7 @@ func TestAlwaysEmbedSchemaOption(t *testing.T) {
 		tool string
 		args map[string]any
 	}{
-		{"get_notebook", map[string]any{"path": "nb.ipynb"}},
+		{"get_notebook", map[string]any{"format": "json", "path": "nb.ipynb"}},
 		{"list_notebooks", map[string]any{}},
 		{"get_document", map[string]any{"path": "notes.txt", "includeSchema": false}},
 	} {
@@ -300,7 +300,7 @@ func TestFailureShapeAndSchema(t *testing.T) {
 		t.Errorf("failure structuredContent differs from the text: %s", r)
 	}
 	// A failure from the tool itself (not validation) has the same shape.
-	r = e.fail("get_notebook", map[string]any{"path": "missing.ipynb"})
+	r = e.fail("get_notebook", map[string]any{"format": "json", "path": "missing.ipynb"})
 	mustContain(t, "missing notebook error", errorText(r), "missing.ipynb")
 }
 
@@ -314,13 +314,13 @@ func TestValidation(t *testing.T) {
 		path []any
 		says []string
 	}{
-		{"unknown field", "get_notebook", map[string]any{"path": "nb.ipynb", "formt": "json"},
+		{"unknown field", "get_notebook", map[string]any{"format": "json", "path": "nb.ipynb", "formt": "json"},
 			[]any{"formt"}, []string{"unknown field", "format", "include_outputs", "cell_range", "includeSchema"}},
 		{"unknown nested field", "batch_insert_notebook_cells", map[string]any{"path": "nb.ipynb", "cells": []any{map[string]any{"source": "x"}}},
 			[]any{"cells", 0, "source"}, []string{"unknown field", "content", "cell_type", "metadata"}},
-		{"wrong type string", "get_notebook", map[string]any{"path": 42},
+		{"wrong type string", "get_notebook", map[string]any{"format": "json", "path": 42},
 			[]any{"path"}, []string{"string", "42"}},
-		{"wrong type boolean", "get_notebook", map[string]any{"path": "nb.ipynb", "include_outputs": "yes"},
+		{"wrong type boolean", "get_notebook", map[string]any{"format": "json", "path": "nb.ipynb", "include_outputs": "yes"},
 			[]any{"include_outputs"}, []string{"true or false"}},
 		{"wrong type array", "batch_insert_notebook_cells", map[string]any{"path": "nb.ipynb", "cells": map[string]any{"content": "x"}},
 			[]any{"cells"}, []string{"array"}},
@@ -334,7 +334,7 @@ func TestValidation(t *testing.T) {
 			[]any{"cells", 0, "cell_type"}, []string{"code", "markdown", "raw", "python"}},
 		{"metadata_mode enum", "batch_update_notebook_cells", map[string]any{"path": "nb.ipynb", "updates": []any{map[string]any{"cell_id": "cell-a", "metadata": map[string]any{}, "metadata_mode": "patch"}}},
 			[]any{"updates", 0, "metadata_mode"}, []string{"merge", "replace"}},
-		{"below minimum", "get_notebook", map[string]any{"path": "nb.ipynb", "max_content_length": 10},
+		{"below minimum", "get_notebook", map[string]any{"format": "json", "path": "nb.ipynb", "max_content_length": 10},
 			[]any{"max_content_length"}, []string{"at least 1000"}},
 		{"above maximum", "list_documents", map[string]any{"max_results": 5000},
 			[]any{"max_results"}, []string{"at most 1000"}},
@@ -342,7 +342,7 @@ func TestValidation(t *testing.T) {
 			[]any{"start_index"}, []string{"at least 0"}},
 		{"position below -1", "batch_insert_text", map[string]any{"path": "notes.txt", "operations": []any{map[string]any{"text": "x", "position": -2}}},
 			[]any{"operations", 0, "position"}, []string{"at least -1"}},
-		{"missing path", "get_notebook", map[string]any{},
+		{"missing path", "get_notebook", map[string]any{"format": "json"},
 			[]any{"path"}, []string{"required"}},
 		{"missing cells", "batch_insert_notebook_cells", map[string]any{"path": "nb.ipynb"},
 			[]any{"cells"}, []string{"required"}},
@@ -350,7 +350,7 @@ func TestValidation(t *testing.T) {
 			[]any{"operations", 0, "length"}, []string{"required"}},
 		{"empty array", "batch_insert_notebook_cells", map[string]any{"path": "nb.ipynb", "cells": []any{}},
 			[]any{"cells"}, []string{"at least 1"}},
-		{"cell_range wrong type", "get_notebook", map[string]any{"path": "nb.ipynb", "cell_range": []any{0, 1}},
+		{"cell_range wrong type", "get_notebook", map[string]any{"format": "json", "path": "nb.ipynb", "cell_range": []any{0, 1}},
 			[]any{"cell_range"}, []string{"object"}},
 		{"includeSchema wrong type", "list_notebooks", map[string]any{"includeSchema": "yes"},
 			[]any{"includeSchema"}, []string{"true or false"}},
@@ -611,8 +611,8 @@ func TestExamplesValidate(t *testing.T) {
 			}
 		}
 		delete(ex, "create_if_missing")
-		delete(ex, "template") // applies only with create_if_missing
-		if name == "list_notebooks" || name == "list_documents" {
+		delete(ex, "template")                                                                 // applies only with create_if_missing
+		if name == "list_notebooks" || name == "list_documents" || name == "search_notebook" { // walk real folders
 			continue
 		}
 		r := e.call(name, ex)

@@ -274,7 +274,7 @@ func waitDisk(t *testing.T, name, what string, cond func(map[string]string, []st
 // replicaSources reads the sidecar's replica through MCP get_notebook.
 func replicaSources(t *testing.T, ctx context.Context, name string) (map[string]string, []string) {
 	t.Helper()
-	nb := call(t, ctx, "get_notebook", map[string]any{"path": name})
+	nb := call(t, ctx, "get_notebook", map[string]any{"format": "json", "path": name})
 	cells, _ := nb["cells"].([]any)
 	out := map[string]string{}
 	var order []string
