@@ -388,6 +388,15 @@ func (s *Server) listDir(ctx context.Context, dir string) ([]bridge.FileInfo, er
 	return out, nil
 }
 
+// fileContent reads a document the caller may use from its file, as jupyter-server has it on
+// disk (not a live room).
+func (s *Server) fileContent(ctx context.Context, p string, kind ydoc.Kind) (ydoc.Snapshot, error) {
+	if err := mayUse(ctx, p); err != nil {
+		return ydoc.Snapshot{}, &toolError{Message: err.Error()}
+	}
+	return s.opts.Manager.ReadFile(ctx, p, kind)
+}
+
 // fileID returns the file id of a document the caller may use.
 func (s *Server) fileID(ctx context.Context, p string, kind ydoc.Kind) (string, error) {
 	if err := mayUse(ctx, p); err != nil {

@@ -120,6 +120,7 @@ func New(opts Options) (*Server, error) {
 		server.WithResourceRecovery(),
 	}, taskCaps...)...)
 	s.registerNotebookTools()
+	s.registerSearchTools()
 	s.registerNotebookEditTools()
 	s.registerDocumentTools()
 	if opts.Executor != nil {
