@@ -59,7 +59,7 @@ func TestPresenceFromGlobalAwarenessAtJoin(t *testing.T) {
 	mdone := make(chan struct{})
 	go func() { defer close(mdone); _ = m.Run(mctx) }()
 	t.Cleanup(func() { stop(); <-mdone })
-	ts, err := tools.New(tools.Options{Manager: m, Logger: zerolog.Nop(), Version: "test"})
+	ts, err := tools.New(tools.Options{Manager: m, Logger: zerolog.Nop(), Version: "test", Toolsets: []string{"default", "presence"}})
 	if err != nil {
 		t.Fatal(err)
 	}
