@@ -260,12 +260,12 @@ func TestAgentSeesPeerPresence(t *testing.T) {
 	if !strings.Contains(string(b), `"username":"`+peerName+`"`) || !strings.Contains(string(b), `"cell_id":"c1"`) || strings.Contains(string(b), agentUsername) {
 		t.Errorf("get_online_users(document) = %s (want the peer, in c1, and not the agent itself)", b)
 	}
-	pres := a.ok(ctx, "get_user_presence", map[string]any{"user_id": peerName, "document_path": name})
+	pres := a.ok(ctx, "get_online_users", map[string]any{"user_id": peerName, "document_path": name})
 	if up, _ := pres["user"].(map[string]any); up["status"] != "online" || up["since"] == nil {
-		t.Errorf("get_user_presence = %v", pres)
+		t.Errorf("get_online_users(user_id) = %v", pres)
 	}
-	if out, res := a.call(ctx, "get_user_presence", map[string]any{"user_id": "nobody", "document_path": name}); !res.IsError || !strings.Contains(fmt.Sprint(out["error"]), "not online") {
-		t.Errorf("get_user_presence(nobody) = %v", out)
+	if out, res := a.call(ctx, "get_online_users", map[string]any{"user_id": "nobody", "document_path": name}); !res.IsError || !strings.Contains(fmt.Sprint(out["error"]), "not online") {
+		t.Errorf("get_online_users(user_id)(nobody) = %v", out)
 	}
 
 	// Editing the cell the human is in: refused with avoid_busy_cells (nothing changes) ...

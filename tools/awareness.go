@@ -27,24 +27,13 @@ func (s *Server) registerAwarenessTools() {
 		Name:     "get_online_users",
 		Title:    "Who is online",
 		Category: "presence",
-		Description: "Who is connected now: names, the document in front of them and where their cursors are. Check before " +
-			"editing cells someone may be working in.",
-		Input:    object(docPathOpt),
+		Description: "Who is connected now: names, the document in front of them and where their cursors are; with " +
+			"user_id, one collaborator's presence. Check before editing cells someone may be working in.",
+		Input:    object(docPathOpt, brief("user_id", str("One collaborator's username: only their presence."))),
 		Example:  map[string]any{"document_path": "analysis/report.ipynb"},
 		ReadOnly: true, Idempotent: true, Budgeted: true,
 		Doc: optionalDoc,
-		Run: handle(presenceArgs{}, s.collectUsers, renderOnlineUsers),
-	})
-	s.register(&operation{
-		Name:        "get_user_presence",
-		Title:       "A collaborator's presence",
-		Category:    "presence",
-		Description: "One collaborator's presence by username: where they are and what they are doing.",
-		Input:       object(brief("user_id", str("The collaborator's username (from get_online_users).")), docPathOpt).required("user_id"),
-		Example:     map[string]any{"user_id": "alice"},
-		ReadOnly:    true, Idempotent: true,
-		Doc: optionalDoc,
-		Run: handle(presenceArgs{}, s.getUserPresence, renderUserPresence),
+		Run: handle(presenceArgs{}, s.onlineUsers, renderOnlineUsers),
 	})
 	s.register(&operation{
 		Name:        "set_user_presence",
@@ -230,7 +219,8 @@ type presenceArgs struct {
 // users are the collaborators the caller may see, by username.
 type users struct {
 	byName map[string]*userView
-	note   string // what the sidecar does not know yet about who is in the one document asked about
+	note   string    // what the sidecar does not know yet about who is in the one document asked about
+	one    *userView // the collaborator user_id asked for
 }
 
 // collectUsers gathers collaborators from the global room and from the document rooms the caller
@@ -322,6 +312,9 @@ func (s *Server) collectUsers(ctx context.Context, c *call, _ presenceArgs) (use
 }
 
 func renderOnlineUsers(c *call, _ presenceArgs, us users) result {
+	if us.one != nil {
+		return result{Data: map[string]any{"user": us.one}}
+	}
 	list := sortedUsers(us.byName)
 	out := map[string]any{"users": list, "count": len(list)}
 	if c.Named() {
@@ -333,11 +326,12 @@ func renderOnlineUsers(c *call, _ presenceArgs, us users) result {
 	return result{Data: out}
 }
 
-// getUserPresence finds one collaborator; their absence is an error listing who is online.
-func (s *Server) getUserPresence(ctx context.Context, c *call, a presenceArgs) (*userView, error) {
+// onlineUsers answers get_online_users: everyone, or with user_id one collaborator, whose absence
+// is an error listing who is online.
+func (s *Server) onlineUsers(ctx context.Context, c *call, a presenceArgs) (users, error) {
 	us, err := s.collectUsers(ctx, c, a)
-	if err != nil {
-		return nil, err
+	if err != nil || a.UserID == "" {
+		return us, err
 	}
 	u, ok := us.byName[a.UserID]
 	if !ok {
@@ -346,7 +340,7 @@ func (s *Server) getUserPresence(ctx context.Context, c *call, a presenceArgs) (
 			names = append(names, n)
 		}
 		sort.Strings(names)
-		return nil, &toolError{
+		return users{}, &toolError{
 			Message: fmt.Sprintf("%q is not online (no presence in the rooms the sidecar can see); online: %s", a.UserID, strings.Join(names, ", ")),
 			Details: []detail{{Path: []any{"user_id"}, Message: "not online"}},
 		}
@@ -354,11 +348,8 @@ func (s *Server) getUserPresence(ctx context.Context, c *call, a presenceArgs) (
 	if u.Status == "" {
 		u.Status = bridge.PresenceOnline
 	}
-	return u, nil
-}
-
-func renderUserPresence(_ *call, _ presenceArgs, u *userView) result {
-	return result{Data: map[string]any{"user": u}}
+	us.one = u
+	return us, nil
 }
 
 // placeCursors turns peers' cursors (UTF-16 offsets) into cells, lines and columns.

@@ -184,7 +184,6 @@ func TestAwarenessToolsRejectMalformedArguments(t *testing.T) {
 		{"activity limit 0", "get_user_activity", map[string]any{"limit": 0}, []any{"limit"}, []string{"at least 1"}},
 		{"activity limit 501", "get_user_activity", map[string]any{"limit": 501}, []any{"limit"}, []string{"at most 500"}},
 		{"cursors without document", "get_user_cursors", map[string]any{}, []any{"document_path"}, []string{"required"}},
-		{"presence without user", "get_user_presence", map[string]any{}, []any{"user_id"}, []string{"required"}},
 		{"broadcast without description", "broadcast_user_activity", map[string]any{"activity_type": "running"}, []any{"description"}, []string{"required"}},
 		{"join without session", "join_session", map[string]any{}, []any{"session_id"}, []string{"required"}},
 		{"leave without session", "leave_session", map[string]any{}, []any{"session_id"}, []string{"required"}},
@@ -542,4 +541,18 @@ func TestAwarenessGetUserActivityLimit(t *testing.T) {
 	if !strings.Contains(compact(out), `"document":"`+awNB+`"`) {
 		t.Errorf("activity entries do not name the document: %s", compact(out))
 	}
+}
+
+// get_online_users with user_id answers for one collaborator (what get_user_presence did), and
+// names who is online when that one is not.
+func TestOnlineUsersOfOneCollaborator(t *testing.T) {
+	e := editEnv(t)
+	injectPeer(t, e, editPath, 4242, "alice", "Alice A.")
+	one := e.ok("get_online_users", map[string]any{"document_path": editPath, "user_id": "alice"})
+	u := asMap(t, one["user"])
+	if u["username"] != "alice" || u["status"] != "online" || one["users"] != nil {
+		t.Errorf("get_online_users alice: %v", one)
+	}
+	r := e.fail("get_online_users", map[string]any{"document_path": editPath, "user_id": "nobody"})
+	mustContain(t, "a collaborator not online", errorText(r), `"nobody" is not online`, "alice")
 }
