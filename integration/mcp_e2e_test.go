@@ -446,14 +446,6 @@ func mustSnapshot(t *testing.T, ctx context.Context, p *Peer) PeerSnapshot {
 	return s
 }
 
-func idsOf(cells []any) []string {
-	out := make([]string, len(cells))
-	for i, c := range cells {
-		out[i] = c.(map[string]any)["id"].(string)
-	}
-	return out
-}
-
 func hasField(list []map[string]any, key, want string) bool {
 	for _, m := range list {
 		if m[key] == want {
