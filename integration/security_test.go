@@ -75,7 +75,7 @@ func TestJupyterDelegatedAuthAgainstRealServer(t *testing.T) {
 	if err := shared.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {
 		t.Fatal(err)
 	}
-	sp, err := StartHTTPSidecar(ctx, shared, "MCP_TOKEN=", "MCP_AUTH=jupyter", "MCP_TOOLSETS=default,presence")
+	sp, err := StartHTTPSidecar(ctx, shared, "MCP_TOKEN=", "MCP_AUTH=jupyter", "MCP_TOOLSETS=all") // every permission sees every tool
 	if err != nil {
 		t.Fatal(err)
 	}
