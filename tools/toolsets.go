@@ -167,14 +167,18 @@ func (s *Server) requestToolsets(r *http.Request) (sel selection, ok bool, err e
 }
 
 // checkToolsetRequest answers 400 for an HTTP request whose toolsets name no set or tool, before
-// MCP sees it.
+// MCP sees it, and carries a valid choice in the request's context.
 func (s *Server) checkToolsetRequest(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, _, err := s.requestToolsets(r); err != nil {
+		sel, ok, err := s.requestToolsets(r)
+		if err != nil {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusBadRequest)
 			_, _ = fmt.Fprintf(w, "{\"error\":\"bad_toolsets\",\"message\":%q}\n", err.Error())
 			return
+		}
+		if ok { // for what the front answers itself (task calls run tools through the door too)
+			r = r.WithContext(withRequestToolsets(r.Context(), sel))
 		}
 		next.ServeHTTP(w, r)
 	})
