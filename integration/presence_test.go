@@ -168,7 +168,7 @@ func TestPeerSeesAgentPresence(t *testing.T) {
 	})
 
 	// Activity and status are shown next to the name (JupyterLab shows display_name only).
-	a.ok(ctx, "broadcast_user_activity", map[string]any{"activity_type": "running", "description": "running the test cells", "document_path": name})
+	a.ok(ctx, "set_user_presence", map[string]any{"activity_type": "running", "description": "running the test cells", "document_path": name})
 	eventually(t, 10*time.Second, "the peer sees the agent's activity", func() (bool, string) {
 		st := agentState(t, ctx, p)
 		ag, _ := st["jupyter_collab_mcp"].(map[string]any)
@@ -184,7 +184,7 @@ func TestPeerSeesAgentPresence(t *testing.T) {
 		ag, _ := st["jupyter_collab_mcp"].(map[string]any)
 		return displayName(st) == "AI Agent (busy) · running the test cells" && ag["status"] == "busy" && ag["message"] == "refactoring", fmt.Sprint(st)
 	})
-	a.ok(ctx, "broadcast_user_activity", map[string]any{"activity_type": "idle", "description": ""})
+	a.ok(ctx, "set_user_presence", map[string]any{"activity_type": "idle", "description": ""})
 	eventually(t, 10*time.Second, "the activity is cleared", func() (bool, string) {
 		st := agentState(t, ctx, p)
 		return displayName(st) == "AI Agent (busy) · refactoring", displayName(st)

@@ -105,7 +105,7 @@ func TestJupyterDelegatedAuthAgainstRealServer(t *testing.T) {
 		"cells": []any{map[string]any{"content": "# written with a Jupyter token"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := callJSON(ctx, c, "broadcast_user_activity", map[string]any{"activity_type": "editing", "description": "checking auth"}); err != nil {
+	if _, err := callJSON(ctx, c, "set_user_presence", map[string]any{"activity_type": "editing", "description": "checking auth"}); err != nil {
 		t.Fatal(err)
 	}
 	p := newPeer(t)

@@ -36,16 +36,22 @@ func (s *Server) registerAwarenessTools() {
 		Run: handle(presenceArgs{}, s.onlineUsers, renderOnlineUsers),
 	})
 	s.register(&operation{
-		Name:        "set_user_presence",
-		Title:       "Set the agent's presence",
-		Category:    "presence",
-		Description: "Set the agent's status (online, away, busy, offline) and a message collaborators see next to its name.",
+		Name:     "set_user_presence",
+		Title:    "Set the agent's presence",
+		Category: "presence",
+		Description: "Set what collaborators see next to the agent's name: its status (online, away, busy, offline) with a " +
+			"message, and what it is doing (activity_type and description; an empty description clears it).",
 		Input: object(
 			brief("status", str("The agent's status.").enum(bridge.PresenceOnline, bridge.PresenceAway, bridge.PresenceBusy, bridge.PresenceOffline)),
 			brief("message", str("A short message shown with the status.")),
-		).required("status"),
-		Example:    map[string]any{"status": "busy", "message": "refactoring the loaders"},
+			field("activity_type", str("What the agent is doing, as a short kind, e.g. editing, running, reviewing, idle.")),
+			brief("description", str("What the agent is doing, in a few words.")),
+			docPathOpt,
+			brief("metadata", freeObject("Anything other agents may use.")),
+		),
+		Example:    map[string]any{"status": "busy", "activity_type": "running", "description": "running the test cells", "document_path": "tests.ipynb"},
 		Idempotent: true,
+		Doc:        docRef{Arg: "document_path", Ref: refAny, Optional: true},
 		Run:        handle(presenceArgs{}, s.setUserPresence, s.renderPresence),
 	})
 	s.register(&operation{
@@ -97,22 +103,6 @@ func (s *Server) registerAwarenessTools() {
 		ReadOnly: true, Idempotent: true, Budgeted: true,
 		Doc: optionalDoc,
 		Run: handle(presenceArgs{Limit: 20}, s.getUserActivity, renderActivity),
-	})
-	s.register(&operation{
-		Name:        "broadcast_user_activity",
-		Title:       "Announce what the agent is doing",
-		Category:    "presence",
-		Description: "Tell collaborators what the agent is doing (shown next to its name); an empty description clears it.",
-		Input: object(
-			field("activity_type", str("A short kind, e.g. editing, running, reviewing, idle.")),
-			brief("description", str("What the agent is doing, in a few words.")),
-			docPathOpt,
-			brief("metadata", freeObject("Anything other agents may use.")),
-		).required("activity_type", "description"),
-		Example:    map[string]any{"activity_type": "running", "description": "running the test cells", "document_path": "tests.ipynb"},
-		Idempotent: true,
-		Doc:        docRef{Arg: "document_path", Ref: refAny, Optional: true},
-		Run:        handle(presenceArgs{}, s.broadcastUserActivity, s.renderPresence),
 	})
 	s.register(&operation{
 		Name:        "get_active_sessions",
@@ -420,12 +410,22 @@ func sortedUsers(users map[string]*userView) []*userView {
 	return out
 }
 
-func (s *Server) setUserPresence(ctx context.Context, _ *call, a presenceArgs) (bridge.Presence, error) {
-	return s.opts.Manager.UpdatePresence(ctx, func(p *bridge.Presence) { p.Status, p.Message = a.Status, a.Message })
-}
-
-func (s *Server) broadcastUserActivity(ctx context.Context, c *call, a presenceArgs) (bridge.Presence, error) {
+// setUserPresence sets the agent's status and message, its activity, or both (what
+// broadcast_user_activity did).
+func (s *Server) setUserPresence(ctx context.Context, c *call, a presenceArgs) (bridge.Presence, error) {
+	if a.Status == "" && a.ActivityType == "" {
+		return bridge.Presence{}, &toolError{
+			Message: "invalid arguments: give status (and a message), or activity_type and description, or both",
+			Details: []detail{{Path: []any{"status"}, Message: "required unless activity_type is given"}},
+		}
+	}
 	return s.opts.Manager.UpdatePresence(ctx, func(p *bridge.Presence) {
+		if a.Status != "" {
+			p.Status, p.Message = a.Status, a.Message
+		}
+		if a.ActivityType == "" {
+			return
+		}
 		if strings.TrimSpace(a.Description) == "" || a.ActivityType == "idle" {
 			p.Activity = nil
 			return
@@ -437,13 +437,17 @@ func (s *Server) broadcastUserActivity(ctx context.Context, c *call, a presenceA
 	})
 }
 
-// renderPresence is the agent's presence after set_user_presence or broadcast_user_activity.
+// renderPresence is the agent's presence after set_user_presence: what the call set.
 func (s *Server) renderPresence(c *call, a presenceArgs, p bridge.Presence) result {
 	shown := bridge.DisplayName(s.opts.AgentName, p)
-	if a.ActivityType == "" { // set_user_presence
-		return result{Data: map[string]any{"status": p.Status, "message": p.Message, "shown_as": shown}}
+	out := map[string]any{"shown_as": shown}
+	if a.Status != "" {
+		out["status"], out["message"] = p.Status, p.Message
 	}
-	out := map[string]any{"activity": nil, "shown_as": shown}
+	if a.ActivityType == "" {
+		return result{Data: out}
+	}
+	out["activity"] = nil
 	if act := p.Activity; act != nil {
 		view := map[string]any{"type": act.Type, "description": act.Description, "since": act.Since}
 		for k, v := range map[string]string{"document": act.Document, "on_behalf_of": act.OnBehalfOf} {

@@ -180,11 +180,10 @@ func TestAwarenessToolsRejectMalformedArguments(t *testing.T) {
 		{"text: column past the line", "update_cursor_position", map[string]any{"document_path": awText, "position": pos(2, 8)}, []any{"position", "column"}, []string{"line 2 has 6 characters"}},
 		{"unknown field", "update_cursor_position", cur(map[string]any{"cell": "c1"}), []any{"cell"}, []string{"unknown field"}},
 		{"bad status", "set_user_presence", map[string]any{"status": "sleeping"}, []any{"status"}, []string{"must be one of", "online", "offline"}},
-		{"status missing", "set_user_presence", map[string]any{"message": "x"}, []any{"status"}, []string{"required"}},
+		{"neither status nor activity", "set_user_presence", map[string]any{"message": "x"}, []any{"status"}, []string{"activity_type"}},
 		{"activity limit 0", "get_user_activity", map[string]any{"limit": 0}, []any{"limit"}, []string{"at least 1"}},
 		{"activity limit 501", "get_user_activity", map[string]any{"limit": 501}, []any{"limit"}, []string{"at most 500"}},
 		{"cursors without document", "get_user_cursors", map[string]any{}, []any{"document_path"}, []string{"required"}},
-		{"broadcast without description", "broadcast_user_activity", map[string]any{"activity_type": "running"}, []any{"description"}, []string{"required"}},
 		{"join without session", "join_session", map[string]any{}, []any{"session_id"}, []string{"required"}},
 		{"leave without session", "leave_session", map[string]any{}, []any{"session_id"}, []string{"required"}},
 	} {

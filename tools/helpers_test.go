@@ -35,7 +35,7 @@ var allTools = []string{
 	"list_documents", "get_document", "create_document_session",
 	"batch_update_document", "batch_insert_text", "batch_delete_text",
 	"get_online_users", "set_user_presence", "get_user_cursors", "update_cursor_position",
-	"get_user_activity", "broadcast_user_activity", "get_active_sessions", "join_session", "leave_session",
+	"get_user_activity", "get_active_sessions", "join_session", "leave_session",
 	"fork_document", "list_forks", "diff_fork", "merge_document_fork", "discard_document_fork",
 	"get_document_history", "restore_document_version", "undo_last_edit", "redo_edit", "count_tokens",
 }
