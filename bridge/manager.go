@@ -436,6 +436,30 @@ func (m *Manager) List(ctx context.Context, dir string) ([]FileInfo, error) {
 	return m.opts.Jupyter.List(ctx, dir)
 }
 
+// ErrNoFileReader is returned by ReadFile when the server cannot give a file's content.
+var ErrNoFileReader = errors.New("bridge: the server does not give files' content")
+
+// ReadFile reads a document's file as jupyter-server has it on disk (not a room's live state):
+// a notebook parsed from nbformat, a text file as text.
+func (m *Manager) ReadFile(ctx context.Context, path string, kind ydoc.Kind) (ydoc.Snapshot, error) {
+	path, err := CleanPath(path)
+	if err != nil {
+		return ydoc.Snapshot{}, err
+	}
+	r, ok := m.opts.Jupyter.(FileReader)
+	if !ok {
+		return ydoc.Snapshot{}, ErrNoFileReader
+	}
+	fc, err := r.ReadFile(ctx, path, kind, true)
+	if err != nil {
+		return ydoc.Snapshot{}, err
+	}
+	if fc.Doc == nil {
+		return ydoc.Snapshot{}, fmt.Errorf("read %s: no content", path)
+	}
+	return *fc.Doc, nil
+}
+
 func (m *Manager) closeIdle() {
 	if m.opts.IdleTimeout < 0 {
 		return

@@ -238,7 +238,7 @@ func TestCrashAfterOutOfBandChange(t *testing.T) {
 	t.Logf("notice: %s %v", e.Notice.Message, e.Notice.Details)
 
 	// The next result tells the agent.
-	out := a.ok(ctx, "get_notebook", map[string]any{"path": name})
+	out := a.ok(ctx, "get_notebook", map[string]any{"format": "json", "path": name})
 	notices, _ := out["notices"].([]any)
 	if len(notices) != 1 || !strings.Contains(fmt.Sprint(notices[0]), "changed outside Jupyter") || !strings.Contains(fmt.Sprint(notices[0]), "source differs") {
 		t.Errorf("the agent was not told: notices %v", out["notices"])

@@ -54,7 +54,9 @@ func newAgentWith(t testing.TB, s *JupyterServer, manager func(*bridge.ManagerOp
 	done := make(chan struct{})
 	go func() { defer close(done); _ = x.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	topts := tools.Options{Manager: sc.manager, Executor: x, Logger: testLogger(t)}
+	// Every toolset: these tests exercise the tools of every set (the default set is the MCP
+	// end-to-end test's).
+	topts := tools.Options{Manager: sc.manager, Executor: x, Logger: testLogger(t), Toolsets: []string{"all"}}
 	if server != nil {
 		server(&topts)
 	}

@@ -76,7 +76,7 @@ func TestForkEditMerge(t *testing.T) {
 	if forks := a.ok(ctx, "list_forks", map[string]any{"path": name}); forks["count"] != float64(0) {
 		t.Errorf("the merged fork is still listed: %v", forks)
 	}
-	out, res := a.call(ctx, "get_notebook", map[string]any{"path": name, "fork_id": fork})
+	out, res := a.call(ctx, "get_notebook", map[string]any{"format": "json", "path": name, "fork_id": fork})
 	if !res.IsError || !strings.Contains(fmt.Sprint(out["error"]), "no longer exists") {
 		t.Errorf("using a merged fork: %v", out)
 	}
@@ -112,7 +112,7 @@ func TestForkDiscardSynchronizeSuggest(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		nb := a.ok(ctx, "get_notebook", map[string]any{"path": name, "fork_id": sync})
+		nb := a.ok(ctx, "get_notebook", map[string]any{"format": "json", "path": name, "fork_id": sync})
 		if strings.Contains(fmt.Sprint(nb["cells"]), "# from the notebook") {
 			break
 		}
@@ -176,7 +176,7 @@ func TestUndoAroundAHuman(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(fmt.Sprint(a.ok(ctx, "get_notebook", map[string]any{"path": name})["cells"]), "# human") {
+	for !strings.Contains(fmt.Sprint(a.ok(ctx, "get_notebook", map[string]any{"format": "json", "path": name})["cells"]), "# human") {
 		if time.Now().After(deadline) {
 			t.Fatal("the sidecar never saw the human's edit")
 		}
@@ -211,7 +211,7 @@ func TestHistoryAndRestore(t *testing.T) {
 	ctx := ctxT(t, 2*time.Minute)
 	name := presenceNotebook(t)
 	a := newAgentWith(t, shared, func(o *bridge.ManagerOptions) { o.Room.HistoryDir = t.TempDir() }, nil)
-	a.ok(ctx, "get_notebook", map[string]any{"path": name})
+	a.ok(ctx, "get_notebook", map[string]any{"format": "json", "path": name})
 	p := newPeer(t) // joins after the agent: its presence reaches the agent at once
 	if err := p.Connect(ctx, shared, name, "notebook"); err != nil {
 		t.Fatal(err)
@@ -227,7 +227,7 @@ func TestHistoryAndRestore(t *testing.T) {
 		}
 	}
 	eventually(t, 10*time.Second, "the agent has the human's typing", func() (bool, string) {
-		out := a.ok(ctx, "get_notebook", map[string]any{"path": name, "cell_range": map[string]any{"start": 0, "end": 0}})
+		out := a.ok(ctx, "get_notebook", map[string]any{"format": "json", "path": name, "cell_range": map[string]any{"start": 0, "end": 0}})
 		return strings.Contains(fmt.Sprint(out["cells"]), "cbaimport math"), fmt.Sprint(out["cells"])
 	})
 	a.ok(ctx, "batch_delete_notebook_cells", map[string]any{"path": name, "cell_ids": []any{"c2"}})

@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -80,10 +82,22 @@ func runScenario(t *testing.T, ctx context.Context, c *MCPClient, name string, s
 		if len(res.Embedded()) != 0 {
 			t.Errorf("%s: a successful call embedded the schema without includeSchema", tool)
 		}
-		if !jsonEq(res.StructuredContent, res.JSON()) && res.JSON() != nil {
+		if res.JSON() == nil { // a text rendering (get_notebook's default): structuredContent carries it
+			if res.StructuredContent["content"] != res.Text() {
+				t.Errorf("%s: structuredContent does not carry the text", tool)
+			}
+			return res.StructuredContent
+		}
+		if !jsonEq(res.StructuredContent, res.JSON()) {
 			t.Errorf("%s: structuredContent differs from the text content", tool)
 		}
 		return res.JSON()
+	}
+	calls := 0 // the loop's calls: read, edit, run, see outputs and who is there
+	loop := func(tool string, args map[string]any) map[string]any {
+		t.Helper()
+		calls++
+		return call(tool, args)
 	}
 
 	var tools struct {
@@ -95,9 +109,18 @@ func runScenario(t *testing.T, ctx context.Context, c *MCPClient, name string, s
 	if err := c.Call(ctx, "listTools", nil, &tools); err != nil {
 		t.Fatal(err)
 	}
-	// 41 with clear_outputs: toolsets (issue 21) bring the default list back under Cursor's 40.
-	if len(tools.Tools) != 41 {
-		t.Errorf("%d tools listed, want 41", len(tools.Tools))
+	// The default toolset: the daily loop, and the discovery tool for the rest.
+	var listed []string
+	for _, tl := range tools.Tools {
+		listed = append(listed, tl.Name)
+	}
+	for _, want := range []string{"get_notebook", "batch_insert_notebook_cells", "batch_update_notebook_cells", "execute_notebook_cell", "get_online_users", "enable_toolset"} {
+		if !slices.Contains(listed, want) {
+			t.Errorf("the default tools/list lacks %s: %v", want, listed)
+		}
+	}
+	if len(tools.Tools) > 20 || slices.Contains(listed, "create_document_session") {
+		t.Errorf("default tools/list: %d tools %v", len(tools.Tools), listed)
 	}
 	for _, tl := range tools.Tools {
 		for _, hint := range []string{"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"} {
@@ -107,30 +130,42 @@ func runScenario(t *testing.T, ctx context.Context, c *MCPClient, name string, s
 		}
 	}
 
-	list := call("list_notebooks", map[string]any{"path_prefix": name})
+	// The loop, with the default toolset and get_notebook's default (text) format: find the
+	// notebook, read it (cells by handle), insert cells by handle (the code runs, its output
+	// comes back), see the human's edits and who is there in a read, edit with guards.
+	list := loop("list_notebooks", map[string]any{"path_prefix": name})
 	if nbs, _ := list["notebooks"].([]any); len(nbs) != 1 {
 		t.Fatalf("list_notebooks(%s) = %v", name, list)
 	}
-	nb := call("get_notebook", map[string]any{"path": name})
-	cells := nb["cells"].([]any)
-	first := cells[0].(map[string]any)
-	firstID := first["id"].(string)
+	nb := loop("get_notebook", map[string]any{"path": name})
+	cells := textCells(t, nb)
+	firstHandle := cells[0].handle
 
 	// A human is in the notebook too.
 	p := newPeer(t)
 	if err := p.Connect(ctx, shared, name, "notebook"); err != nil {
 		t.Fatal(err)
 	}
-	if got := peerIDs(mustSnapshot(t, ctx, p)); !slices.Equal(got, idsOf(cells)) {
-		t.Fatalf("peer ids %v, get_notebook ids %v", got, idsOf(cells))
+	peerHas := peerIDs(mustSnapshot(t, ctx, p))
+	if len(peerHas) != len(cells) {
+		t.Fatalf("peer has %d cells, get_notebook %d", len(peerHas), len(cells))
+	}
+	for i, c := range cells {
+		if !strings.HasPrefix(peerHas[i], c.handle) || len(c.handle) >= len(peerHas[i]) {
+			t.Fatalf("cell %d: handle %q for the peer's id %q", i, c.handle, peerHas[i])
+		}
 	}
 
-	ins := call("batch_insert_notebook_cells", map[string]any{"path": name, "after_cell_id": firstID, "cells": []any{
+	ins := loop("batch_insert_notebook_cells", map[string]any{"path": name, "after_cell_id": firstHandle, "cells": []any{
 		map[string]any{"id": "agent-md", "cell_type": "markdown", "content": "## Added by the agent\n\nfirst line\nsecond line\n"},
 		map[string]any{"id": "agent-code", "content": "answer = 42\nprint(answer)\n", "metadata": map[string]any{"tags": []any{"agent"}}},
 	}})
 	if v := ins["version"]; v == nb["version"] || v == "" {
 		t.Errorf("insert version %v, before %v", v, nb["version"])
+	}
+	// The inserted code cell ran (exec defaults to true) and its output came back.
+	if run, _ := ins["execution"].(map[string]any); !strings.Contains(fmt.Sprint(run["cells"]), "42") || run["status"] != "completed" {
+		t.Errorf("the inserted code cell's run: %v", ins["execution"])
 	}
 	snap, err := p.WaitFor(ctx, `nb.cells[1].id === "agent-md" && nb.cells[2].id === "agent-code"`, 10000)
 	if err != nil {
@@ -144,29 +179,38 @@ func runScenario(t *testing.T, ctx context.Context, c *MCPClient, name string, s
 	if err := p.Transact(ctx, `cells.get(1).get('source').insert(0, 'HUMAN: ')`, nil); err != nil {
 		t.Fatal(err)
 	}
-	call("batch_update_notebook_cells", map[string]any{"path": name, "updates": []any{
+	loop("batch_update_notebook_cells", map[string]any{"path": name, "updates": []any{
 		map[string]any{"cell_id": "agent-code", "content": "answer = 42\nprint(answer * 2)\n"},
 	}})
 	// And edits the same cell as the agent: both survive (minimal diff on the agent's side).
 	if err := p.Transact(ctx, `cells.get(1).get('source').insert(cells.get(1).get('source').length, 'human tail\n')`, nil); err != nil {
 		t.Fatal(err)
 	}
-	// Read the cell once the sidecar has the human's text (it travels through the server).
-	var read, md map[string]any
+	// Read the cell once the sidecar has the human's text (it travels through the server): the
+	// read says who is there, and gives the source hash asked for.
+	var read map[string]any
+	var md textCell
+	calls++ // one read; the repeats only wait for the human's edit to arrive
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		read = call("get_notebook", map[string]any{"path": name, "cell_range": map[string]any{"start": 1, "end": 1}})
-		md = read["cells"].([]any)[0].(map[string]any)
-		if strings.HasSuffix(md["source"].(string), "human tail\n") {
+		read = call("get_notebook", map[string]any{"path": name, "cell_range": map[string]any{"start": 1, "end": 1}, "hashes": true})
+		md = textCells(t, read)[0]
+		if strings.HasSuffix(md.source, "human tail\n") {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the sidecar never saw the human's edit: %q", md["source"])
+			t.Fatalf("the sidecar never saw the human's edit: %q", md.source)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	call("batch_update_notebook_cells", map[string]any{"path": name, "updates": []any{map[string]any{
-		"cell_id": "agent-md", "content": strings.Replace(md["source"].(string), "first line", "first line (edited by the agent)", 1),
-		"expected_source_hash": md["source_hash"],
+	if head := strings.SplitN(read["content"].(string), "\n", 2)[0]; !strings.Contains(head, "· with Independent Peer") {
+		t.Errorf("the read does not say the human is there: %q", head)
+	}
+	if md.handle != "agent-m" || md.hash == "" {
+		t.Errorf("cell 1 read as %+v", md)
+	}
+	loop("batch_update_notebook_cells", map[string]any{"path": name, "updates": []any{map[string]any{
+		"cell_id": md.handle, "content": strings.Replace(md.source, "first line", "first line (edited by the agent)", 1),
+		"expected_source_hash": md.hash,
 	}}})
 	snap, err = p.WaitFor(ctx, `nb.cells[1].source.includes("(edited by the agent)") && nb.cells[2].source.includes("answer * 2")`, 10000)
 	if err != nil {
@@ -180,8 +224,8 @@ func runScenario(t *testing.T, ctx context.Context, c *MCPClient, name string, s
 	if err := p.Transact(ctx, `cells.get(2).get('source').insert(0, '# human was here\n')`, nil); err != nil {
 		t.Fatal(err)
 	}
-	sidecarSees(t, call, name, func(cells []any) bool {
-		return strings.HasPrefix(cells[2].(map[string]any)["source"].(string), "# human was here")
+	sidecarSees(t, call, name, func(cells []textCell) bool {
+		return strings.HasPrefix(cells[2].source, "# human was here")
 	})
 	res, err := c.CallTool(ctx, "batch_update_notebook_cells", map[string]any{"path": name, "expected_version": read["version"],
 		"updates": []any{map[string]any{"cell_id": "agent-code", "content": "overwritten"}}})
@@ -195,8 +239,13 @@ func runScenario(t *testing.T, ctx context.Context, c *MCPClient, name string, s
 		t.Errorf("a failed call did not embed the schema: %v", res.Content)
 	}
 
-	call("move_notebook_cells", map[string]any{"path": name, "cell_ids": []any{"agent-code"}, "to_index": 0})
-	call("batch_delete_notebook_cells", map[string]any{"path": name, "cell_ids": []any{"agent-md"}})
+	loop("move_notebook_cells", map[string]any{"path": name, "cell_ids": []any{"agent-c"}, "to_index": 0})
+	loop("batch_delete_notebook_cells", map[string]any{"path": name, "cell_ids": []any{"agent-md"}})
+	// As many calls as the loop took with every tool listed and the JSON format: the default
+	// toolset and format need no extra call (the handles and hashes come with the reads).
+	if calls != 8 {
+		t.Errorf("the loop took %d calls, want 8", calls)
+	}
 	final, err := p.WaitFor(ctx, `nb.cells[0].id === "agent-code" && !nb.cells.some(c => c.id === "agent-md")`, 10000)
 	if err != nil {
 		t.Fatal(err)
@@ -285,6 +334,29 @@ func runScenario(t *testing.T, ctx context.Context, c *MCPClient, name string, s
 
 	checkLiveResources(t, ctx, c, p, name)
 
+	// Text documents are a toolset of their own: turned on inside the session, the SDK lists the
+	// tools again on the server's notifications/tools/list_changed.
+	var mark struct {
+		Notifications []map[string]any `json:"notifications"`
+	}
+	if err := c.Call(ctx, "notifications", nil, &mark); err != nil {
+		t.Fatal(err)
+	}
+	if r := call("enable_toolset", map[string]any{"toolset": "documents"}); len(r["enabled"].([]any)) != 6 {
+		t.Errorf("enable_toolset documents: %v", r)
+	}
+	var changed struct {
+		Notification struct {
+			Tools []string `json:"tools"`
+		} `json:"notification"`
+	}
+	if err := c.Call(ctx, "waitNotification", map[string]any{"method": "notifications/tools/list_changed", "after": len(mark.Notifications), "timeoutMs": 10000}, &changed); err != nil {
+		t.Fatalf("tools/list_changed: %v", err)
+	}
+	if got := changed.Notification.Tools; !slices.Contains(got, "create_document_session") || !slices.Contains(got, "get_notebook") {
+		t.Errorf("the tools listed again after enable_toolset: %v", got)
+	}
+
 	// Text documents.
 	doc := strings.TrimSuffix(name, ".ipynb") + ".md"
 	created := call("create_document_session", map[string]any{"path": doc, "create_if_missing": true})
@@ -315,18 +387,54 @@ func runScenario(t *testing.T, ctx context.Context, c *MCPClient, name string, s
 }
 
 // sidecarSees polls get_notebook until the sidecar's replica satisfies cond.
-func sidecarSees(t *testing.T, call func(string, map[string]any) map[string]any, name string, cond func([]any) bool) {
+func sidecarSees(t *testing.T, call func(string, map[string]any) map[string]any, name string, cond func([]textCell) bool) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		nb := call("get_notebook", map[string]any{"path": name, "include_outputs": false})
-		if cond(nb["cells"].([]any)) {
+		if cond(textCells(t, nb)) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the sidecar never saw the expected state: %v", nb["cells"])
+			t.Fatalf("the sidecar never saw the expected state: %v", nb["content"])
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// textCell is a cell as get_notebook's text format shows it (tools/readformat.go).
+type textCell struct {
+	index                int
+	handle, hash, source string
+}
+
+var textHeader = regexp.MustCompile(`^@(\d+) (\S+)(?: md| raw)?(?: \[(?:\d+|\*)\])?(?: tags=\S+)?(?: #([0-9a-f]{12}))?$`)
+
+// textCells parses a text-format read (structuredContent's content): the cells' header lines,
+// and their sources up to the first output ("→") or the next cell.
+func textCells(t *testing.T, read map[string]any) []textCell {
+	t.Helper()
+	text, _ := read["content"].(string)
+	if read["format"] != "text" || text == "" {
+		t.Fatalf("not a text read: %v", read)
+	}
+	var out []textCell
+	inSource := false
+	// Every source is shown ending with a newline.
+	for _, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n")[1:] { // the first line is the header
+		if m := textHeader.FindStringSubmatch(line); m != nil {
+			i, _ := strconv.Atoi(m[1])
+			out = append(out, textCell{index: i, handle: m[2], hash: m[3]})
+			inSource = true
+			continue
+		}
+		if strings.HasPrefix(line, "→") {
+			inSource = false
+		}
+		if inSource && len(out) > 0 {
+			out[len(out)-1].source += line + "\n"
+		}
+	}
+	return out
 }
 
 func mustSnapshot(t *testing.T, ctx context.Context, p *Peer) PeerSnapshot {
@@ -336,14 +444,6 @@ func mustSnapshot(t *testing.T, ctx context.Context, p *Peer) PeerSnapshot {
 		t.Fatal(err)
 	}
 	return s
-}
-
-func idsOf(cells []any) []string {
-	out := make([]string, len(cells))
-	for i, c := range cells {
-		out[i] = c.(map[string]any)["id"].(string)
-	}
-	return out
 }
 
 func hasField(list []map[string]any, key, want string) bool {
@@ -541,7 +641,7 @@ func checkLiveResources(t *testing.T, ctx context.Context, c *MCPClient, p *Peer
 		b, _ := json.Marshal(m.Content)
 		all.Write(b)
 	}
-	if s := all.String(); !strings.Contains(s, "jupyter://guides/analysis") || !strings.Contains(s, ids[1]) || !strings.Contains(s, "tidy the notebook") {
+	if s := all.String(); !strings.Contains(s, "jupyter://guides/analysis") || !strings.Contains(s, " "+ids[1][:4]) || !strings.Contains(s, "tidy the notebook") { // the outline names cells by handle
 		t.Errorf("interleaved-thinking prompt: %.2000s", s)
 	}
 }

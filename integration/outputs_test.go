@@ -90,7 +90,7 @@ func TestOutputsServicePlaceholdersAreRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := newAgent(t, srv)
-	out := a.ok(ctx, "get_notebook", map[string]any{"path": name, "max_content_length": 5_000_000, "max_output_chars": 300})
+	out := a.ok(ctx, "get_notebook", map[string]any{"format": "json", "path": name, "max_content_length": 5_000_000, "max_output_chars": 300})
 	cells, _ := out["cells"].([]any)
 	if len(cells) != n {
 		t.Fatalf("read %d cells", len(cells))
@@ -135,7 +135,7 @@ func TestProgressiveLoadingIsAwaited(t *testing.T) {
 		if err := srv.WriteFile(name, bigOutputsNotebook(n)); err != nil {
 			t.Fatal(err)
 		}
-		out := a.ok(ctx, "get_notebook", map[string]any{"path": name, "max_content_length": 5_000_000, "max_output_chars": 300})
+		out := a.ok(ctx, "get_notebook", map[string]any{"format": "json", "path": name, "max_content_length": 5_000_000, "max_output_chars": 300})
 		checkAllOutputs(t, out, n)
 	}
 }

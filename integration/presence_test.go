@@ -168,7 +168,7 @@ func TestPeerSeesAgentPresence(t *testing.T) {
 	})
 
 	// Activity and status are shown next to the name (JupyterLab shows display_name only).
-	a.ok(ctx, "broadcast_user_activity", map[string]any{"activity_type": "running", "description": "running the test cells", "document_path": name})
+	a.ok(ctx, "set_user_presence", map[string]any{"activity_type": "running", "description": "running the test cells", "document_path": name})
 	eventually(t, 10*time.Second, "the peer sees the agent's activity", func() (bool, string) {
 		st := agentState(t, ctx, p)
 		ag, _ := st["jupyter_collab_mcp"].(map[string]any)
@@ -184,7 +184,7 @@ func TestPeerSeesAgentPresence(t *testing.T) {
 		ag, _ := st["jupyter_collab_mcp"].(map[string]any)
 		return displayName(st) == "AI Agent (busy) · running the test cells" && ag["status"] == "busy" && ag["message"] == "refactoring", fmt.Sprint(st)
 	})
-	a.ok(ctx, "broadcast_user_activity", map[string]any{"activity_type": "idle", "description": ""})
+	a.ok(ctx, "set_user_presence", map[string]any{"activity_type": "idle", "description": ""})
 	eventually(t, 10*time.Second, "the activity is cleared", func() (bool, string) {
 		st := agentState(t, ctx, p)
 		return displayName(st) == "AI Agent (busy) · refactoring", displayName(st)
@@ -260,12 +260,12 @@ func TestAgentSeesPeerPresence(t *testing.T) {
 	if !strings.Contains(string(b), `"username":"`+peerName+`"`) || !strings.Contains(string(b), `"cell_id":"c1"`) || strings.Contains(string(b), agentUsername) {
 		t.Errorf("get_online_users(document) = %s (want the peer, in c1, and not the agent itself)", b)
 	}
-	pres := a.ok(ctx, "get_user_presence", map[string]any{"user_id": peerName, "document_path": name})
+	pres := a.ok(ctx, "get_online_users", map[string]any{"user_id": peerName, "document_path": name})
 	if up, _ := pres["user"].(map[string]any); up["status"] != "online" || up["since"] == nil {
-		t.Errorf("get_user_presence = %v", pres)
+		t.Errorf("get_online_users(user_id) = %v", pres)
 	}
-	if out, res := a.call(ctx, "get_user_presence", map[string]any{"user_id": "nobody", "document_path": name}); !res.IsError || !strings.Contains(fmt.Sprint(out["error"]), "not online") {
-		t.Errorf("get_user_presence(nobody) = %v", out)
+	if out, res := a.call(ctx, "get_online_users", map[string]any{"user_id": "nobody", "document_path": name}); !res.IsError || !strings.Contains(fmt.Sprint(out["error"]), "not online") {
+		t.Errorf("get_online_users(user_id)(nobody) = %v", out)
 	}
 
 	// Editing the cell the human is in: refused with avoid_busy_cells (nothing changes) ...

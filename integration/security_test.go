@@ -75,7 +75,7 @@ func TestJupyterDelegatedAuthAgainstRealServer(t *testing.T) {
 	if err := shared.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {
 		t.Fatal(err)
 	}
-	sp, err := StartHTTPSidecar(ctx, shared, "MCP_TOKEN=", "MCP_AUTH=jupyter")
+	sp, err := StartHTTPSidecar(ctx, shared, "MCP_TOKEN=", "MCP_AUTH=jupyter", "MCP_TOOLSETS=all") // every permission sees every tool
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestJupyterDelegatedAuthAgainstRealServer(t *testing.T) {
 	if len(tools.Tools) < 40 {
 		t.Errorf("the server's own token (every permission) sees %d tools", len(tools.Tools))
 	}
-	nb, err := callJSON(ctx, c, "get_notebook", map[string]any{"path": name})
+	nb, err := callJSON(ctx, c, "get_notebook", map[string]any{"format": "json", "path": name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestJupyterDelegatedAuthAgainstRealServer(t *testing.T) {
 		"cells": []any{map[string]any{"content": "# written with a Jupyter token"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := callJSON(ctx, c, "broadcast_user_activity", map[string]any{"activity_type": "editing", "description": "checking auth"}); err != nil {
+	if _, err := callJSON(ctx, c, "set_user_presence", map[string]any{"activity_type": "editing", "description": "checking auth"}); err != nil {
 		t.Fatal(err)
 	}
 	p := newPeer(t)
@@ -217,7 +217,7 @@ func TestLoad(t *testing.T) {
 				var err error
 				switch op := rng.IntN(10); {
 				case op < 5: // read: most of what agents do
-					_, err = callJSON(ctx, c, "get_notebook", map[string]any{"path": path, "cell_range": map[string]any{"start": 0, "end": 2}})
+					_, err = callJSON(ctx, c, "get_notebook", map[string]any{"format": "json", "path": path, "cell_range": map[string]any{"start": 0, "end": 2}})
 				case op < 8: // rewrite this session's own cell: the document does not grow without bound
 					marker++
 					id := fmt.Sprintf("load-s%02d", i)

@@ -16,7 +16,7 @@ import (
 // Awareness tools: who is here and where, the agent's own presence and cursor, what happened
 // lately, and which documents are live. Positions are 1-based lines and columns in code points.
 
-var docPathOpt = field("document_path", str("A notebook or text file path; omitted: every document the sidecar has open."))
+var docPathOpt = brief("document_path", str("A notebook or text file path; omitted: every document the sidecar has open."))
 
 // optionalDoc is the document a presence tool narrows its answer to; omitted, the answer covers
 // every document the caller may see.
@@ -26,47 +26,40 @@ func (s *Server) registerAwarenessTools() {
 	s.register(&operation{
 		Name:     "get_online_users",
 		Title:    "Who is online",
-		Category: "collaboration",
-		Description: "Collaborators connected to the Jupyter server right now: name, colour, the document in front of " +
-			"them, the documents they have open, and (in documents the sidecar has open) the cell and line their " +
-			"cursor is in. Agents also show their status and activity.",
-		Input:    object(docPathOpt),
+		Category: "presence",
+		Description: "Who is connected now: names, the document in front of them and where their cursors are; with " +
+			"user_id, one collaborator's presence. Check before editing cells someone may be working in.",
+		Input:    object(docPathOpt, brief("user_id", str("One collaborator's username: only their presence."))),
 		Example:  map[string]any{"document_path": "analysis/report.ipynb"},
 		ReadOnly: true, Idempotent: true, Budgeted: true,
 		Doc: optionalDoc,
-		Run: handle(presenceArgs{}, s.collectUsers, renderOnlineUsers),
-	})
-	s.register(&operation{
-		Name:        "get_user_presence",
-		Title:       "A collaborator's presence",
-		Category:    "collaboration",
-		Description: "Where one collaborator (by username) is and what they are doing; an error if they are not online.",
-		Input:       object(field("user_id", str("The collaborator's username (from get_online_users).")), docPathOpt).required("user_id"),
-		Example:     map[string]any{"user_id": "alice"},
-		ReadOnly:    true, Idempotent: true,
-		Doc: optionalDoc,
-		Run: handle(presenceArgs{}, s.getUserPresence, renderUserPresence),
+		Run: handle(presenceArgs{}, s.onlineUsers, renderOnlineUsers),
 	})
 	s.register(&operation{
 		Name:     "set_user_presence",
 		Title:    "Set the agent's presence",
-		Category: "collaboration",
-		Description: "Set how the agent appears to collaborators: online, away, busy (shown next to its name in " +
-			"JupyterLab, with the message), or offline (invisible; the documents stay connected).",
+		Category: "presence",
+		Description: "Set what collaborators see next to the agent's name: its status (online, away, busy, offline) with a " +
+			"message, and what it is doing (activity_type and description; an empty description clears it).",
 		Input: object(
-			field("status", str("The agent's status.").enum(bridge.PresenceOnline, bridge.PresenceAway, bridge.PresenceBusy, bridge.PresenceOffline)),
-			field("message", str("A short message shown with the status.")),
-		).required("status"),
-		Example:    map[string]any{"status": "busy", "message": "refactoring the loaders"},
+			brief("status", str("The agent's status.").enum(bridge.PresenceOnline, bridge.PresenceAway, bridge.PresenceBusy, bridge.PresenceOffline)),
+			brief("message", str("A short message shown with the status.")),
+			field("activity_type", str("What the agent is doing, as a short kind, e.g. editing, running, reviewing, idle.")),
+			brief("description", str("What the agent is doing, in a few words.")),
+			docPathOpt,
+			brief("metadata", freeObject("Anything other agents may use.")),
+		),
+		Example:    map[string]any{"status": "busy", "activity_type": "running", "description": "running the test cells", "document_path": "tests.ipynb"},
 		Idempotent: true,
+		Doc:        docRef{Arg: "document_path", Ref: refAny, Optional: true},
 		Run:        handle(presenceArgs{}, s.setUserPresence, s.renderPresence),
 	})
 	s.register(&operation{
 		Name:        "get_user_cursors",
 		Title:       "Collaborators' cursors",
-		Category:    "collaboration",
-		Description: "Each collaborator's cursor and selection in a document: cell id and index (notebooks), 1-based line and column.",
-		Input:       object(field("document_path", str("A notebook or text file path."))).required("document_path"),
+		Category:    "presence",
+		Description: "Each collaborator's cursor and selection in a document: cell, line, column.",
+		Input:       object(brief("document_path", str("A notebook or text file path."))).required("document_path"),
 		Example:     map[string]any{"document_path": "analysis/report.ipynb"},
 		ReadOnly:    true, Idempotent: true,
 		Doc: docRef{Arg: "document_path", Ref: refAny, Open: true},
@@ -74,39 +67,37 @@ func (s *Server) registerAwarenessTools() {
 	})
 	lineCol := func(desc string) *schema {
 		return object(
-			field("line", integer("1-based line.").min(1)),
-			field("column", integer("1-based column in characters (code points); the line's length + 1 is its end.").min(1)),
+			brief("line", integer("1-based line.").min(1)),
+			brief("column", integer("1-based column in characters (code points); the line's length + 1 is its end.").min(1)),
 		).required("line", "column").desc(desc)
 	}
 	s.register(&operation{
-		Name:     "update_cursor_position",
-		Title:    "Move the agent's cursor",
-		Category: "collaboration",
-		Description: "Move the agent's cursor (collaborators see it in their editor, in the agent's colour) to a position " +
-			"in a cell (notebooks: cell_id) or in a text file, optionally with a selection.",
+		Name:        "update_cursor_position",
+		Title:       "Move the agent's cursor",
+		Category:    "presence",
+		Description: "Move the agent's cursor (and selection) to a cell and line, so collaborators see where it works.",
 		Input: object(
-			field("document_path", str("A notebook or text file path.")),
-			field("cell_id", str("The cell (required for notebooks).")),
-			field("position", lineCol("Where the cursor goes.")),
-			field("selection", object(
-				field("start", lineCol("Selection start.")),
-				field("end", lineCol("Selection end.")),
+			brief("document_path", str("A notebook or text file path.")),
+			brief("cell_id", str("The cell (required for notebooks).")),
+			field("position", lineCol("Where the cursor goes: 1-based line and column, in characters.")),
+			brief("selection", object(
+				brief("start", lineCol("Selection start.")),
+				brief("end", lineCol("Selection end.")),
 			).required("start", "end").desc("A selection (the cursor goes to its end).")),
 		).required("document_path", "position"),
 		Example:    map[string]any{"document_path": "analysis/report.ipynb", "cell_id": "a1b2", "position": map[string]any{"line": 3, "column": 1}},
 		Idempotent: true,
-		Doc:        docRef{Arg: "document_path", Ref: refAny, Open: true, Parts: []string{"cell_id"}},
+		Doc:        docRef{Arg: "document_path", Ref: refAny, Open: true, Cells: []string{"cell_id"}},
 		Run:        handle(presenceArgs{}, s.updateCursorPosition, renderCursorMoved),
 	})
 	s.register(&operation{
-		Name:     "get_user_activity",
-		Title:    "Recent activity",
-		Category: "collaboration",
-		Description: "Recent changes by collaborator, newest first: which cells were inserted, edited, deleted, moved or " +
-			"executed, by whom (when their presence says) and when, in one document or every open one.",
+		Name:        "get_user_activity",
+		Title:       "Recent activity",
+		Category:    "presence",
+		Description: "Recent changes, newest first: who inserted, edited, deleted, moved or ran which cells, and when.",
 		Input: object(
 			docPathOpt,
-			field("limit", integer("Maximum number of entries.").def(20).min(1).max(500)),
+			brief("limit", integer("Maximum number of entries.").def(20).min(1).max(500)),
 		),
 		Example:  map[string]any{"document_path": "analysis/report.ipynb", "limit": 10},
 		ReadOnly: true, Idempotent: true, Budgeted: true,
@@ -114,39 +105,21 @@ func (s *Server) registerAwarenessTools() {
 		Run: handle(presenceArgs{Limit: 20}, s.getUserActivity, renderActivity),
 	})
 	s.register(&operation{
-		Name:     "broadcast_user_activity",
-		Title:    "Announce what the agent is doing",
-		Category: "collaboration",
-		Description: "Tell collaborators what the agent is doing (e.g. \"running the test cells\"): shown next to its " +
-			"name in JupyterLab until replaced; an empty description clears it.",
-		Input: object(
-			field("activity_type", str("A short kind, e.g. editing, running, reviewing, idle.")),
-			field("description", str("What the agent is doing, in a few words.")),
-			docPathOpt,
-			field("metadata", freeObject("Anything other agents may use.")),
-		).required("activity_type", "description"),
-		Example:    map[string]any{"activity_type": "running", "description": "running the test cells", "document_path": "tests.ipynb"},
-		Idempotent: true,
-		Doc:        docRef{Arg: "document_path", Ref: refAny, Optional: true},
-		Run:        handle(presenceArgs{}, s.broadcastUserActivity, s.renderPresence),
-	})
-	s.register(&operation{
-		Name:     "get_active_sessions",
-		Title:    "Live documents",
-		Category: "collaboration",
-		Description: "Collaboration sessions: the documents the sidecar has open (with their participants) and the ones " +
-			"collaborators have open, which join_session can join. session_id is \"notebook:<path>\" or \"editor:<path>\".",
-		Input:    object(docPathOpt),
-		Example:  map[string]any{},
-		ReadOnly: true, Idempotent: true, Budgeted: true,
+		Name:        "get_active_sessions",
+		Title:       "Live documents",
+		Category:    "admin",
+		Description: "The documents the sidecar has open and those collaborators have open, with participants and save state.",
+		Input:       object(docPathOpt),
+		Example:     map[string]any{},
+		ReadOnly:    true, Idempotent: true, Budgeted: true,
 		Doc: docRef{Arg: "document_path", Ref: refAny, Optional: true},
 		Run: handle(presenceArgs{}, s.getActiveSessions, renderSessions),
 	})
 	s.register(&operation{
 		Name:        "join_session",
 		Title:       "Join a session",
-		Category:    "collaboration",
-		Description: "Join a document's collaboration room (a session_id from get_active_sessions, or a path).",
+		Category:    "admin",
+		Description: "Join a document's room by session_id (from get_active_sessions) or path.",
 		Input:       object(field("session_id", str("\"notebook:<path>\", \"editor:<path>\", or a path."))).required("session_id"),
 		Example:     map[string]any{"session_id": "notebook:analysis/report.ipynb"},
 		Idempotent:  true,
@@ -156,8 +129,8 @@ func (s *Server) registerAwarenessTools() {
 	s.register(&operation{
 		Name:        "leave_session",
 		Title:       "Leave a session",
-		Category:    "collaboration",
-		Description: "Leave a document's collaboration room (collaborators see the agent go); the document is unchanged.",
+		Category:    "admin",
+		Description: "Leave a document's room (collaborators see the agent go); the document is unchanged.",
 		Input:       object(field("session_id", str("\"notebook:<path>\", \"editor:<path>\", or a path."))).required("session_id"),
 		Example:     map[string]any{"session_id": "notebook:analysis/report.ipynb"},
 		Idempotent:  true,
@@ -236,7 +209,8 @@ type presenceArgs struct {
 // users are the collaborators the caller may see, by username.
 type users struct {
 	byName map[string]*userView
-	note   string // what the sidecar does not know yet about who is in the one document asked about
+	note   string    // what the sidecar does not know yet about who is in the one document asked about
+	one    *userView // the collaborator user_id asked for
 }
 
 // collectUsers gathers collaborators from the global room and from the document rooms the caller
@@ -328,6 +302,9 @@ func (s *Server) collectUsers(ctx context.Context, c *call, _ presenceArgs) (use
 }
 
 func renderOnlineUsers(c *call, _ presenceArgs, us users) result {
+	if us.one != nil {
+		return result{Data: map[string]any{"user": us.one}}
+	}
 	list := sortedUsers(us.byName)
 	out := map[string]any{"users": list, "count": len(list)}
 	if c.Named() {
@@ -339,11 +316,12 @@ func renderOnlineUsers(c *call, _ presenceArgs, us users) result {
 	return result{Data: out}
 }
 
-// getUserPresence finds one collaborator; their absence is an error listing who is online.
-func (s *Server) getUserPresence(ctx context.Context, c *call, a presenceArgs) (*userView, error) {
+// onlineUsers answers get_online_users: everyone, or with user_id one collaborator, whose absence
+// is an error listing who is online.
+func (s *Server) onlineUsers(ctx context.Context, c *call, a presenceArgs) (users, error) {
 	us, err := s.collectUsers(ctx, c, a)
-	if err != nil {
-		return nil, err
+	if err != nil || a.UserID == "" {
+		return us, err
 	}
 	u, ok := us.byName[a.UserID]
 	if !ok {
@@ -352,7 +330,7 @@ func (s *Server) getUserPresence(ctx context.Context, c *call, a presenceArgs) (
 			names = append(names, n)
 		}
 		sort.Strings(names)
-		return nil, &toolError{
+		return users{}, &toolError{
 			Message: fmt.Sprintf("%q is not online (no presence in the rooms the sidecar can see); online: %s", a.UserID, strings.Join(names, ", ")),
 			Details: []detail{{Path: []any{"user_id"}, Message: "not online"}},
 		}
@@ -360,11 +338,8 @@ func (s *Server) getUserPresence(ctx context.Context, c *call, a presenceArgs) (
 	if u.Status == "" {
 		u.Status = bridge.PresenceOnline
 	}
-	return u, nil
-}
-
-func renderUserPresence(_ *call, _ presenceArgs, u *userView) result {
-	return result{Data: map[string]any{"user": u}}
+	us.one = u
+	return us, nil
 }
 
 // placeCursors turns peers' cursors (UTF-16 offsets) into cells, lines and columns.
@@ -435,12 +410,22 @@ func sortedUsers(users map[string]*userView) []*userView {
 	return out
 }
 
-func (s *Server) setUserPresence(ctx context.Context, _ *call, a presenceArgs) (bridge.Presence, error) {
-	return s.opts.Manager.UpdatePresence(ctx, func(p *bridge.Presence) { p.Status, p.Message = a.Status, a.Message })
-}
-
-func (s *Server) broadcastUserActivity(ctx context.Context, c *call, a presenceArgs) (bridge.Presence, error) {
+// setUserPresence sets the agent's status and message, its activity, or both (what
+// broadcast_user_activity did).
+func (s *Server) setUserPresence(ctx context.Context, c *call, a presenceArgs) (bridge.Presence, error) {
+	if a.Status == "" && a.ActivityType == "" {
+		return bridge.Presence{}, &toolError{
+			Message: "invalid arguments: give status (and a message), or activity_type and description, or both",
+			Details: []detail{{Path: []any{"status"}, Message: "required unless activity_type is given"}},
+		}
+	}
 	return s.opts.Manager.UpdatePresence(ctx, func(p *bridge.Presence) {
+		if a.Status != "" {
+			p.Status, p.Message = a.Status, a.Message
+		}
+		if a.ActivityType == "" {
+			return
+		}
 		if strings.TrimSpace(a.Description) == "" || a.ActivityType == "idle" {
 			p.Activity = nil
 			return
@@ -452,13 +437,17 @@ func (s *Server) broadcastUserActivity(ctx context.Context, c *call, a presenceA
 	})
 }
 
-// renderPresence is the agent's presence after set_user_presence or broadcast_user_activity.
+// renderPresence is the agent's presence after set_user_presence: what the call set.
 func (s *Server) renderPresence(c *call, a presenceArgs, p bridge.Presence) result {
 	shown := bridge.DisplayName(s.opts.AgentName, p)
-	if a.ActivityType == "" { // set_user_presence
-		return result{Data: map[string]any{"status": p.Status, "message": p.Message, "shown_as": shown}}
+	out := map[string]any{"shown_as": shown}
+	if a.Status != "" {
+		out["status"], out["message"] = p.Status, p.Message
 	}
-	out := map[string]any{"activity": nil, "shown_as": shown}
+	if a.ActivityType == "" {
+		return result{Data: out}
+	}
+	out["activity"] = nil
 	if act := p.Activity; act != nil {
 		view := map[string]any{"type": act.Type, "description": act.Description, "since": act.Since}
 		for k, v := range map[string]string{"document": act.Document, "on_behalf_of": act.OnBehalfOf} {

@@ -180,12 +180,10 @@ func TestAwarenessToolsRejectMalformedArguments(t *testing.T) {
 		{"text: column past the line", "update_cursor_position", map[string]any{"document_path": awText, "position": pos(2, 8)}, []any{"position", "column"}, []string{"line 2 has 6 characters"}},
 		{"unknown field", "update_cursor_position", cur(map[string]any{"cell": "c1"}), []any{"cell"}, []string{"unknown field"}},
 		{"bad status", "set_user_presence", map[string]any{"status": "sleeping"}, []any{"status"}, []string{"must be one of", "online", "offline"}},
-		{"status missing", "set_user_presence", map[string]any{"message": "x"}, []any{"status"}, []string{"required"}},
+		{"neither status nor activity", "set_user_presence", map[string]any{"message": "x"}, []any{"status"}, []string{"activity_type"}},
 		{"activity limit 0", "get_user_activity", map[string]any{"limit": 0}, []any{"limit"}, []string{"at least 1"}},
 		{"activity limit 501", "get_user_activity", map[string]any{"limit": 501}, []any{"limit"}, []string{"at most 500"}},
 		{"cursors without document", "get_user_cursors", map[string]any{}, []any{"document_path"}, []string{"required"}},
-		{"presence without user", "get_user_presence", map[string]any{}, []any{"user_id"}, []string{"required"}},
-		{"broadcast without description", "broadcast_user_activity", map[string]any{"activity_type": "running"}, []any{"description"}, []string{"required"}},
 		{"join without session", "join_session", map[string]any{}, []any{"session_id"}, []string{"required"}},
 		{"leave without session", "leave_session", map[string]any{}, []any{"session_id"}, []string{"required"}},
 	} {
@@ -542,4 +540,18 @@ func TestAwarenessGetUserActivityLimit(t *testing.T) {
 	if !strings.Contains(compact(out), `"document":"`+awNB+`"`) {
 		t.Errorf("activity entries do not name the document: %s", compact(out))
 	}
+}
+
+// get_online_users with user_id answers for one collaborator (what get_user_presence did), and
+// names who is online when that one is not.
+func TestOnlineUsersOfOneCollaborator(t *testing.T) {
+	e := editEnv(t)
+	injectPeer(t, e, editPath, 4242, "alice", "Alice A.")
+	one := e.ok("get_online_users", map[string]any{"document_path": editPath, "user_id": "alice"})
+	u := asMap(t, one["user"])
+	if u["username"] != "alice" || u["status"] != "online" || one["users"] != nil {
+		t.Errorf("get_online_users alice: %v", one)
+	}
+	r := e.fail("get_online_users", map[string]any{"document_path": editPath, "user_id": "nobody"})
+	mustContain(t, "a collaborator not online", errorText(r), `"nobody" is not online`, "alice")
 }

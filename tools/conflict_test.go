@@ -44,7 +44,7 @@ func conflictCells(t *testing.T, r *result) []string {
 
 func TestConflictOnCellChangedByHuman(t *testing.T) {
 	e := editEnv(t)
-	read := e.ok("get_notebook", map[string]any{"path": editPath})
+	read := e.ok("get_notebook", map[string]any{"format": "json", "path": editPath})
 	v := str(read["version"])
 	humanSetSource(e, "c", "C by a human")
 	afterHuman := e.snapshot(editPath)
@@ -160,7 +160,7 @@ func TestConflictHumanDeletedCell(t *testing.T) {
 
 func TestConflictSourceHash(t *testing.T) {
 	e := editEnv(t)
-	cells := cellsOf(t, e.ok("get_notebook", map[string]any{"path": editPath}))
+	cells := cellsOf(t, e.ok("get_notebook", map[string]any{"format": "json", "path": editPath}))
 	hashC := str(cells[2]["source_hash"])
 	hashA := str(cells[0]["source_hash"])
 	humanSetSource(e, "c", "C by a human")
@@ -255,7 +255,7 @@ func TestCollaboratorsAndConflictAuthors(t *testing.T) {
 	injectPeer(t, e, editPath, human+1000, "alice", "Alice A.") // a second browser tab
 	injectPeer(t, e, editPath, human+2000, "bob", "Bob")
 
-	body := e.ok("get_notebook", map[string]any{"path": editPath})
+	body := e.ok("get_notebook", map[string]any{"format": "json", "path": editPath})
 	var names []string
 	for _, x := range asList(t, asMap(t, body["collaboration"])["collaborators"]) {
 		m := asMap(t, x)

@@ -128,7 +128,7 @@ func TestContentGuides(t *testing.T) {
 				t.Errorf("mentions only %d tools (%v); a guide should name the tools it relies on", len(mentioned), contentSorted(mentioned))
 			}
 			// Every guide covers reading, execution, coordination, forks and clean-up.
-			for _, name := range []string{"get_notebook", "get_online_users", "get_user_cursors", "broadcast_user_activity", "fork_document", "undo_last_edit", "execute_code"} {
+			for _, name := range []string{"get_notebook", "get_online_users", "get_user_cursors", "set_user_presence", "fork_document", "undo_last_edit", "execute_code"} {
 				if !mentioned[name] {
 					t.Errorf("does not mention `%s`", name)
 				}

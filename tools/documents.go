@@ -14,39 +14,36 @@ import (
 // Text documents (any text file JupyterLab opens collaboratively). Positions are in Unicode code
 // points of the current text; Yjs counts UTF-16 units, and the conversion happens here.
 
-var docPathField = field("path", str("Text file path relative to the Jupyter server root, e.g. \"src/model.py\"."))
+var docPathField = brief("path", str("Text file path relative to the Jupyter server root, e.g. \"src/model.py\"."))
 
 func (s *Server) registerDocumentTools() {
 	s.register(&operation{
-		Name:     "list_documents",
-		Title:    "List text documents",
-		Category: "documents",
-		Description: "List text files under the Jupyter root (recursively; notebooks and binary files excluded) with " +
-			"their collaboration status.",
+		Name:        "list_documents",
+		Title:       "List text documents",
+		Category:    "documents",
+		Description: "List text files (not notebooks) under a prefix or matching a glob, with whether each is open and who is in it.",
 		Input: object(
 			field("path_filter", str("A path prefix (\"src/\") or a glob on the path (\"src/*.py\", \"*.md\").").def("")),
-			field("file_type", str("Only files with this extension, e.g. \"py\" or \"md\".")),
-			field("max_results", integer("Maximum number of documents returned.").def(50).min(1).max(1000)),
+			brief("file_type", str("Only files with this extension, e.g. \"py\" or \"md\".")),
+			brief("max_results", integer("Maximum number of documents returned.").def(50).min(1).max(1000)),
 		),
 		Example:  map[string]any{"path_filter": "src/", "file_type": "py"},
 		ReadOnly: true, Idempotent: true, Budgeted: true,
 		Run: handle(listDocumentsArgs{MaxResults: 50}, s.listDocuments, renderListing[listDocumentsArgs]("documents", "path_filter")),
 	})
 	s.register(&operation{
-		Name:     "get_document",
-		Title:    "Read a text document",
-		Category: "documents",
-		Description: "Read a live text document as every collaborator sees it now, with its version, length in code " +
-			"points and line count. line_range reads only some lines; content beyond max_content_length is cut at a " +
-			"line boundary and the result says how to read the rest.",
+		Name:        "get_document",
+		Title:       "Read a text document",
+		Category:    "documents",
+		Description: "Read a text file as it is now, with its version for edits; line_range reads some lines.",
 		Input: object(
 			docPathField,
-			field("max_content_length", integer("Upper bound of the returned content in characters.").def(100000).min(100).max(5000000)),
-			field("include_collaboration_state", boolean("Include who is in the room and the room status.").def(true)),
+			brief("max_content_length", integer("Upper bound of the returned content in characters.").def(100000).min(100).max(5000000)),
+			brief("include_collaboration_state", boolean("Include who is in the room and the room status.").def(true)),
 			field("line_range", object(
-				field("start", integer("First line, 1-based.").min(1)),
-				field("end", integer("Last line, inclusive; omit for the end.").min(1)),
-			).desc("Only these lines.")),
+				brief("start", integer("First line, 1-based.").min(1)),
+				brief("end", integer("Last line, inclusive; omit for the end.").min(1)),
+			).desc("Only these lines (1-based, inclusive).")),
 		).required("path"),
 		Example:  map[string]any{"path": "src/model.py", "line_range": map[string]any{"start": 1, "end": 40}},
 		ReadOnly: true, Idempotent: true, Forkable: true, Budgeted: true,
@@ -54,15 +51,14 @@ func (s *Server) registerDocumentTools() {
 		Run: handle(getDocumentArgs{MaxContentLength: 100000}, s.readDocumentLines, s.renderDocument),
 	})
 	s.register(&operation{
-		Name:     "create_document_session",
-		Title:    "Open a document session",
-		Category: "documents",
-		Description: "Join (or reuse) the collaboration room of a text file, creating an empty file first when " +
-			"create_if_missing is true. Returns room id, session id, file id, length, line count and version.",
+		Name:        "create_document_session",
+		Title:       "Open a document session",
+		Category:    "documents",
+		Description: "Create a text file (create_if_missing) or join one ahead of use; the other tools join a file on first use.",
 		Input: object(
 			docPathField,
-			field("create_if_missing", boolean("Create an empty file at path if there is none.").def(false)),
-			field("file_type", str("Expected extension (e.g. \"md\"): refuses a path with another one, to catch typos.")),
+			brief("create_if_missing", boolean("Create an empty file at path if there is none.").def(false)),
+			brief("file_type", str("Expected extension (e.g. \"md\"): refuses a path with another one, to catch typos.")),
 		).required("path"),
 		Example:    map[string]any{"path": "notes/todo.md", "create_if_missing": true},
 		Idempotent: true,
@@ -74,15 +70,14 @@ func (s *Server) registerDocumentTools() {
 		Name:     "batch_update_document",
 		Title:    "Replace text",
 		Category: "documents",
-		Description: "Replace ranges of a text document in one transaction: each operation replaces length code points " +
-			"at position with content (position -1 appends). Positions refer to the text before this call; operations " +
-			"must not overlap.",
+		Description: "Replace ranges of a text file in one transaction: length characters at position (of the current text; " +
+			"-1 appends) become content.",
 		Input: object(
 			docPathField,
-			field("operations", array("Replacements.", object(
-				field("content", str("Text to put in.").def("")),
-				field("position", positionSchema("Code point offset in the current text; -1 = end.").def(-1)),
-				field("length", integer("Code points to replace (0 = insert).").def(0).min(0)),
+			brief("operations", array("Replacements.", object(
+				brief("content", str("Text to put in.").def("")),
+				brief("position", positionSchema("Code point offset in the current text; -1 = end.").def(-1)),
+				brief("length", integer("Code points to replace (0 = insert).").def(0).min(0)),
 			)).items(1, maxBatch)),
 			versionField,
 		).required("path", "operations"),
@@ -95,12 +90,12 @@ func (s *Server) registerDocumentTools() {
 		Name:        "batch_insert_text",
 		Title:       "Insert text",
 		Category:    "documents",
-		Description: "Insert text at code point positions of the current text, in one transaction (position -1 appends).",
+		Description: "Insert text at character positions of the current text, in one transaction (-1 appends).",
 		Input: object(
 			docPathField,
-			field("operations", array("Insertions.", object(
-				field("text", str("Text to insert.")),
-				field("position", positionSchema("Code point offset in the current text; -1 = end.")),
+			brief("operations", array("Insertions.", object(
+				brief("text", str("Text to insert.")),
+				brief("position", positionSchema("Code point offset in the current text; -1 = end.")),
 			).required("text", "position")).items(1, maxBatch)),
 			versionField,
 		).required("path", "operations"),
@@ -113,12 +108,12 @@ func (s *Server) registerDocumentTools() {
 		Name:        "batch_delete_text",
 		Title:       "Delete text",
 		Category:    "documents",
-		Description: "Delete ranges of code points of the current text, in one transaction; ranges must not overlap.",
+		Description: "Delete character ranges of the current text, in one transaction.",
 		Input: object(
 			docPathField,
-			field("operations", array("Deletions.", object(
-				field("position", integer("Code point offset in the current text.").min(0)),
-				field("length", integer("Code points to delete.").min(1)),
+			brief("operations", array("Deletions.", object(
+				brief("position", integer("Code point offset in the current text.").min(0)),
+				brief("length", integer("Code points to delete.").min(1)),
 			).required("position", "length")).items(1, maxBatch)),
 			versionField,
 		).required("path", "operations"),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
@@ -47,8 +48,13 @@ type docRef struct {
 	Ref      refKind
 	Optional bool // may be omitted: the call then answers for the documents the caller may see
 	Open     bool // join the room (the fork's, for forkable operations given fork_id) before the action
-	// Parts are arguments that name something inside that document: cells, forks, versions.
+	// Parts are arguments that name something inside that document: forks, versions.
 	Parts []string
+	// Cells are the arguments that name cells of a notebook, by id or handle (handles.go):
+	// "cell_id" (a string or a list of them), "updates[].cell_id" (a field of each item of a list),
+	// "expected_source_hashes{}" (an object's keys). The door replaces each handle by the id of the
+	// cell it names, or refuses the call when it names none or several.
+	Cells []string
 }
 
 // docArgs are argument names that name a document, or something inside one. An operation with
@@ -69,11 +75,14 @@ func (op *operation) checkDoc() error {
 		}
 		declared[op.Doc.Arg] = true
 	}
-	if len(op.Doc.Parts) > 0 && op.Doc.Arg == "" {
-		return fmt.Errorf("tool %s: parts %v of no document", op.Name, op.Doc.Parts)
+	if (len(op.Doc.Parts) > 0 || len(op.Doc.Cells) > 0) && op.Doc.Arg == "" {
+		return fmt.Errorf("tool %s: parts %v %v of no document", op.Name, op.Doc.Parts, op.Doc.Cells)
 	}
 	for _, p := range op.Doc.Parts {
 		declared[p] = true
+	}
+	for _, p := range op.Doc.Cells {
+		declared[strings.TrimSuffix(strings.SplitN(p, "[", 2)[0], "{}")] = true
 	}
 	if op.Forkable {
 		if op.Doc.Arg == "" {
@@ -192,7 +201,98 @@ func (s *Server) admit(ctx context.Context, op *operation, args map[string]any) 
 		}
 		d.Room = room
 	}
+	if err := s.resolveCells(ctx, ref.Cells, d, args); err != nil {
+		return doc{}, err
+	}
 	return d, nil
+}
+
+// resolveCells replaces, in the arguments, every handle that names a cell by the cell's id
+// (handles.go), against the cells the notebook (or the fork the call works in) has now.
+func (s *Server) resolveCells(ctx context.Context, paths []string, d doc, args map[string]any) error {
+	if len(paths) == 0 || d.Kind != ydoc.KindNotebook {
+		return nil
+	}
+	type ref struct {
+		path []any
+		set  func(string)
+		v    string
+	}
+	var refs []ref
+	add := func(path []any, v any, set func(string)) {
+		if s, ok := v.(string); ok {
+			refs = append(refs, ref{path, set, s})
+		}
+	}
+	for _, p := range paths {
+		switch {
+		case strings.HasSuffix(p, "{}"): // an object's keys
+			name := strings.TrimSuffix(p, "{}")
+			m, _ := args[name].(map[string]any)
+			for k, v := range m {
+				k, v := k, v
+				refs = append(refs, ref{[]any{name, k}, func(id string) {
+					if id != k {
+						delete(m, k)
+						m[id] = v
+					}
+				}, k})
+			}
+		case strings.Contains(p, "[]."): // a field of each item of a list
+			name, field, _ := strings.Cut(p, "[].")
+			list, _ := args[name].([]any)
+			for i, it := range list {
+				if m, ok := it.(map[string]any); ok {
+					add([]any{name, i, field}, m[field], func(id string) { m[field] = id })
+				}
+			}
+		default: // a string, or a list of them
+			switch v := args[p].(type) {
+			case string:
+				add([]any{p}, v, func(id string) { args[p] = id })
+			case []any:
+				for i, x := range v {
+					i := i
+					add([]any{p, i}, x, func(id string) { v[i] = id })
+				}
+			}
+		}
+	}
+	if len(refs) == 0 {
+		return nil
+	}
+	room := d.Room
+	if room == nil {
+		var err error
+		if room, err = s.openDoc(ctx, d.Path, d.Kind, d.Fork); err != nil {
+			return openError("path", err)
+		}
+	}
+	var ids []string
+	if err := room.View(ctx, func(doc *ydoc.Doc) error {
+		ids = doc.CellIDs()
+		return nil
+	}); err != nil {
+		return err
+	}
+	var details []detail
+	for _, r := range refs {
+		id, err := resolveCell(ids, r.v)
+		if err != nil {
+			details = append(details, detail{Path: r.path, Message: err.Error()})
+			continue
+		}
+		r.set(id)
+	}
+	if len(details) == 0 {
+		return nil
+	}
+	sort.Slice(details, func(i, j int) bool { return pathString(details[i].Path) < pathString(details[j].Path) })
+	msg := "invalid arguments: " + details[0].String()
+	if len(details) > 1 {
+		msg += fmt.Sprintf(" (and %d more)", len(details)-1)
+	}
+	return &toolError{Message: msg, Details: details}
 }
 
 // openError phrases a failure to join a document for the model.
@@ -286,6 +386,15 @@ func (s *Server) listDir(ctx context.Context, dir string) ([]bridge.FileInfo, er
 		}
 	}
 	return out, nil
+}
+
+// fileContent reads a document the caller may use from its file, as jupyter-server has it on
+// disk (not a live room).
+func (s *Server) fileContent(ctx context.Context, p string, kind ydoc.Kind) (ydoc.Snapshot, error) {
+	if err := mayUse(ctx, p); err != nil {
+		return ydoc.Snapshot{}, &toolError{Message: err.Error()}
+	}
+	return s.opts.Manager.ReadFile(ctx, p, kind)
 }
 
 // fileID returns the file id of a document the caller may use.

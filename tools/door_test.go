@@ -102,12 +102,12 @@ func newDoorEnv(t *testing.T) *doorEnv {
 	// The unrestricted session works in the secret documents.
 	d.callOK(d.full, "create_notebook_session", map[string]any{"path": secretNB})
 	d.callOK(d.full, "create_document_session", map[string]any{"path": secretText})
-	d.callOK(d.full, "get_notebook", map[string]any{"path": allowedNB})
+	d.callOK(d.full, "get_notebook", map[string]any{"format": "json", "path": allowedNB})
 	d.callOK(d.full, "execute_notebook_cell", map[string]any{"path": secretNB, "cell_id": secretCell})
 	run := d.callOK(d.full, "execute_notebook_cell", map[string]any{"path": secretNB, "cell_id": "secret-cell-2", "wait": false})
 	d.secretJob = str(run["job_id"])
 	d.callOK(d.full, "update_cursor_position", map[string]any{"document_path": secretNB, "cell_id": secretCell, "position": map[string]any{"line": 1, "column": 2}})
-	d.callOK(d.full, "broadcast_user_activity", map[string]any{"activity_type": "editing", "description": "tidying", "document_path": secretNB})
+	d.callOK(d.full, "set_user_presence", map[string]any{"activity_type": "editing", "description": "tidying", "document_path": secretNB})
 	d.callOK(d.full, "batch_insert_text", map[string]any{"path": secretText, "operations": []any{map[string]any{"position": -1, "text": "more " + secretWords + "\n"}}})
 	hist := d.callOK(d.full, "get_document_history", map[string]any{"path": secretNB})
 	d.secretVersion = str(asMap(t, asList(t, hist["versions"])[0])["version_id"])
@@ -389,7 +389,7 @@ func TestDoorEveryToolRefusesDocumentsOutsideTheTokensPaths(t *testing.T) {
 		t.Errorf("the secret documents changed:\nbefore %+v\nafter  %+v", before, after)
 	}
 	// The unrestricted session still works in them.
-	d.callOK(d.full, "get_notebook", map[string]any{"path": secretNB})
+	d.callOK(d.full, "get_notebook", map[string]any{"format": "json", "path": secretNB})
 	d.ks.Release("secret-gate")
 }
 

@@ -21,32 +21,29 @@ import (
 // as image content, downscaled.
 
 var (
-	timeoutField = field("timeout", integer("Seconds to wait for the run. The run itself is not limited: if it outlives the wait, the result says so and gives a job_id to poll.").def(30).min(0).max(3600))
-	outCapField  = field("max_output_chars", integer("Upper bound of each output's text in characters (the full output stays in the notebook).").def(2000).min(0).max(1000000))
-	imagesField  = field("include_images", boolean("Attach image outputs (PNG, JPEG) as images; false replaces each with a one-line description.").def(true))
-	pixelsField  = field("max_image_pixels", integer("Images larger than this many pixels are downscaled (default about 800×600).").def(defaultMaxImagePixels).min(1024).max(16_000_000))
-	kernelField  = field("kernel_name", str("Kernel to start when the notebook has none (default: the notebook's kernelspec)."))
+	timeoutField = brief("timeout", integer("Seconds to wait for the run. The run itself is not limited: if it outlives the wait, the result says so and gives a job_id to poll.").def(30).min(0).max(3600))
+	waitField    = brief("wait", boolean("Wait for the run (up to timeout); false returns its job_id at once.").def(true))
+	stopField    = brief("stop_on_error", boolean("Stop at the first cell that raises; the rest are skipped.").def(true))
+	outCapField  = brief("max_output_chars", integer("Upper bound of each output's text in characters (the full output stays in the notebook).").def(2000).min(0).max(1000000))
+	imagesField  = brief("include_images", boolean("Attach image outputs (PNG, JPEG) as images; false replaces each with a one-line description.").def(true))
+	pixelsField  = brief("max_image_pixels", integer("Images larger than this many pixels are downscaled (default about 800×600).").def(defaultMaxImagePixels).min(1024).max(16_000_000))
+	kernelField  = brief("kernel_name", str("Kernel to start when the notebook has none (default: the notebook's kernelspec)."))
+	jobIDField   = brief("job_id", str("The job_id a run returned."))
 )
 
 func (s *Server) registerExecutionTools() {
 	runProps := func(extra ...prop) *schema {
 		props := append([]prop{pathField}, extra...)
-		props = append(props,
-			timeoutField,
-			field("stop_on_error", boolean("Stop at the first cell that raises; the rest are skipped.").def(true)),
-			field("wait", boolean("Wait for the run (up to timeout); false returns a job_id at once.").def(true)),
-			outCapField, imagesField, pixelsField, kernelField,
-		)
+		props = append(props, timeoutField, stopField, waitField, outCapField, imagesField, pixelsField, kernelField)
 		return object(props...).required("path")
 	}
 	s.register(&operation{
 		Name:     "batch_execute_notebook_cells",
 		Title:    "Run cells",
 		Category: "execution",
-		Description: "Run cells, in order, through the notebook's kernel (the one a human's tab uses, so state is shared), " +
-			"exactly as if someone pressed Shift-Enter: collaborators see [*], the outputs streaming in, then the execution " +
-			"count. Returns per cell: status, execution count and outputs rendered for you (text capped, errors with " +
-			"traceback, images attached). Progress notifications are sent while waiting when the client asks for them.",
+		Description: "Run cells in order in the notebook's kernel, as Shift-Enter would (collaborators see [*], then " +
+			"the outputs), and return each cell's status and outputs. A run longer than timeout goes on and returns " +
+			"a job_id for get_execution.",
 		Input: runProps(
 			cellIDsField("The cells to run, in order."),
 			startIndexField,
@@ -54,28 +51,28 @@ func (s *Server) registerExecutionTools() {
 		),
 		Example:  map[string]any{"path": "analysis/report.ipynb", "cell_ids": []any{"a1b2", "c3d4"}, "timeout": 60},
 		Forkable: true, Budgeted: true,
-		Doc: docRef{Arg: "path", Ref: refNotebook, Open: true, Parts: []string{"cell_ids"}},
+		Doc: docRef{Arg: "path", Ref: refNotebook, Open: true, Cells: []string{"cell_ids"}},
 		Run: handle(execArgs{}, s.batchExecute, s.renderJobRun),
 	})
 	s.register(&operation{
 		Name:        "execute_notebook_cell",
 		Title:       "Run a cell",
 		Category:    "execution",
-		Description: "Run one cell through the notebook's kernel; see batch_execute_notebook_cells.",
-		Input:       runProps(field("cell_id", str("The cell to run."))).required("path", "cell_id"),
+		Description: "Run one cell and return its outputs; as batch_execute_notebook_cells.",
+		Input:       runProps(brief("cell_id", str("The cell to run (id or handle)."))).required("path", "cell_id"),
 		Example:     map[string]any{"path": "analysis/report.ipynb", "cell_id": "a1b2"},
 		Forkable:    true, Budgeted: true,
-		Doc: docRef{Arg: "path", Ref: refNotebook, Open: true, Parts: []string{"cell_id"}},
+		Doc: docRef{Arg: "path", Ref: refNotebook, Open: true, Cells: []string{"cell_id"}},
 		Run: handle(execArgs{}, s.batchExecute, s.renderJobRun),
 	})
 	s.register(&operation{
 		Name:        "get_execution",
 		Title:       "Check a run",
 		Category:    "execution",
-		Description: "The state and outputs of a run started earlier (by a call that returned a job_id); optionally wait up to timeout seconds for it to finish.",
+		Description: "A run's state and outputs by job_id, waiting up to timeout seconds for it to finish.",
 		Input: object(
-			field("job_id", str("The job_id a run returned.")),
-			field("timeout", integer("Seconds to wait for the run to finish (0: answer at once).").def(0).min(0).max(3600)),
+			jobIDField,
+			brief("timeout", integer("Seconds to wait for the run to finish (0: answer at once).").def(0).min(0).max(3600)),
 			outCapField, imagesField, pixelsField,
 		).required("job_id"),
 		Example:  map[string]any{"job_id": "job-3f2a9c1b7d4e5f60", "timeout": 10},
@@ -87,8 +84,8 @@ func (s *Server) registerExecutionTools() {
 		Name:        "cancel_execution",
 		Title:       "Cancel a run",
 		Category:    "execution",
-		Description: "Cancel a run: cells not started are cancelled, the running one is interrupted (KeyboardInterrupt).",
-		Input:       object(field("job_id", str("The job_id a run returned."))).required("job_id"),
+		Description: "Cancel a run: cells not started are skipped, the running one is interrupted.",
+		Input:       object(jobIDField).required("job_id"),
 		Example:     map[string]any{"job_id": "job-3f2a9c1b7d4e5f60"},
 		Destructive: true, Idempotent: true,
 		Doc: jobDoc,
@@ -97,8 +94,8 @@ func (s *Server) registerExecutionTools() {
 	s.register(&operation{
 		Name:        "interrupt_kernel",
 		Title:       "Interrupt the kernel",
-		Category:    "execution",
-		Description: "Interrupt the notebook's kernel (whatever it is running, the humans' runs included).",
+		Category:    "kernels",
+		Description: "Interrupt the notebook's kernel, whatever it is running (the humans' runs too).",
 		Input:       object(pathField).required("path"),
 		Example:     map[string]any{"path": "analysis/report.ipynb"},
 		Destructive: true, Idempotent: true,
@@ -108,8 +105,8 @@ func (s *Server) registerExecutionTools() {
 	s.register(&operation{
 		Name:        "restart_kernel",
 		Title:       "Restart the kernel",
-		Category:    "execution",
-		Description: "Restart the notebook's kernel. Every variable is lost, for the humans working in it too.",
+		Category:    "kernels",
+		Description: "Restart the notebook's kernel: every variable is lost, for the humans working in it too.",
 		Input:       object(pathField).required("path"),
 		Example:     map[string]any{"path": "analysis/report.ipynb"},
 		Destructive: true,
@@ -120,11 +117,11 @@ func (s *Server) registerExecutionTools() {
 		Name:     "execute_code",
 		Title:    "Run scratch code",
 		Category: "execution",
-		Description: "Run code in the notebook's kernel without adding it to the notebook (nothing is written, the " +
-			"execution counter does not move): to inspect variables, check a shape, try an idea.",
+		Description: "Run code in the notebook's kernel without writing it into the notebook: to inspect a variable, " +
+			"check a shape or try an idea.",
 		Input: object(
 			pathField,
-			field("code", str("The code to run.")),
+			brief("code", str("The code to run.")),
 			timeoutField, outCapField, imagesField, pixelsField, kernelField,
 		).required("path", "code"),
 		Example:     map[string]any{"path": "analysis/report.ipynb", "code": "df.shape"},

@@ -36,7 +36,7 @@ type xenv struct {
 
 // newXEnv starts the tools with an executor (Run going, stopped when the test ends) over a
 // fake holding files.
-func newXEnv(t *testing.T, files []bridgetest.File) *xenv {
+func newXEnv(t *testing.T, files []bridgetest.File, opts ...envOpt) *xenv {
 	t.Helper()
 	ks := bridgetest.NewKernels()
 	var x *execution.ClientEngine
@@ -60,7 +60,7 @@ func newXEnv(t *testing.T, files []bridgetest.File) *xenv {
 		})
 		o.Executor, x = ex, ex
 	}
-	e := newEnv(t, files, withExecutor)
+	e := newEnv(t, files, append([]envOpt{withExecutor}, opts...)...)
 	return &xenv{env: e, ks: ks, x: x}
 }
 
@@ -208,7 +208,7 @@ func TestExecBatchResultShape(t *testing.T) {
 	// Unknown cells are refused before anything runs.
 	n := e.ks.Received(e.kernel())
 	r := e.fail("batch_execute_notebook_cells", map[string]any{"path": xPath, "cell_ids": []any{"nope"}})
-	findDetail(t, r, "cell_ids")
+	findDetail(t, r, "cell_ids", 0)
 	if e.ks.Received(e.kernel()) != n {
 		t.Error("a refused call ran code")
 	}

@@ -16,37 +16,34 @@ import (
 // merges or discards it. With suggestion_for_cell the fork is described so that the
 // jupyter-suggestions extension shows it in JupyterLab as a suggestion on that cell.
 
-var forkField = field("fork_id", str("Work in this fork of the document (from fork_document) instead of the document itself."))
+var forkField = unlisted("fork_id", str("Work in this fork of the document (from fork_document) instead of the document itself."))
 
 func (s *Server) registerForkTools() {
-	docPath := field("path", str("A notebook or text file path."))
-	forkID := field("fork_id", str("The fork (from fork_document or list_forks)."))
+	docPath := brief("path", str("A notebook or text file path."))
+	forkID := brief("fork_id", str("The fork (from fork_document or list_forks)."))
 	s.register(&operation{
 		Name:     "fork_document",
 		Title:    "Fork a document",
 		Category: "forks",
-		Description: "Make a server-side copy of a live notebook or text file to work in without touching it: pass the " +
-			"returned fork_id to the edit and execute tools, show the changes with diff_fork, then merge_document_fork " +
-			"or discard_document_fork. With suggestion_for_cell, JupyterLab's suggestions extension shows the fork as a " +
-			"suggestion on that cell, for a human to accept or reject. synchronize keeps the document's later changes " +
-			"flowing into the fork. Forks live in the server's memory: a server restart loses them.",
+		Description: "Copy a live document into a fork to change without touching it (pass fork_id to the read, edit and run " +
+			"tools), or propose a change to one cell as a suggestion a human accepts or rejects (suggestion_for_cell).",
 		Input: object(
 			docPath,
-			field("title", str("A short title.")),
-			field("description", str("What the fork is for (ignored with suggestion_for_cell, whose description the extension defines).")),
+			brief("title", str("A short title.")),
+			brief("description", str("What the fork is for (ignored with suggestion_for_cell, whose description the extension defines).")),
 			field("synchronize", boolean("Keep receiving the document's changes.").def(false)),
-			field("suggestion_for_cell", str("Make the fork a suggestion on this cell (jupyter-suggestions).")),
-			field("suggestion_type", str("With suggestion_for_cell: a change to the cell, or its deletion.").enum("change", "delete").def("change")),
+			brief("suggestion_for_cell", str("Make the fork a suggestion on this cell (jupyter-suggestions).")),
+			brief("suggestion_type", str("With suggestion_for_cell: a change to the cell, or its deletion.").enum("change", "delete").def("change")),
 		).required("path"),
 		Example: map[string]any{"path": "analysis/report.ipynb", "title": "Vectorise the loop", "suggestion_for_cell": "a1b2"},
-		Doc:     docRef{Arg: "path", Ref: refAny, Parts: []string{"suggestion_for_cell"}},
+		Doc:     docRef{Arg: "path", Ref: refAny, Cells: []string{"suggestion_for_cell"}},
 		Run:     handle(forkArgs{SuggestionType: "change"}, s.forkDocument, renderForked),
 	})
 	s.register(&operation{
 		Name:        "list_forks",
 		Title:       "List forks",
 		Category:    "forks",
-		Description: "The forks of a document on the server (anyone's), with title, description, whether they follow the document, and whether this sidecar made or joined them.",
+		Description: "A document's forks (anyone's), with titles and whether they follow the document.",
 		Input:       object(docPath).required("path"),
 		Example:     map[string]any{"path": "analysis/report.ipynb"},
 		ReadOnly:    true, Idempotent: true, Budgeted: true,
@@ -54,13 +51,12 @@ func (s *Server) registerForkTools() {
 		Run: handle(forkArgs{}, s.listForks, renderForks),
 	})
 	s.register(&operation{
-		Name:     "diff_fork",
-		Title:    "What a fork changes",
-		Category: "forks",
-		Description: "How the fork differs from the document now: cells added, removed, moved and edited, with unified " +
-			"line diffs of sources (max_lines caps them), or a line diff for text files.",
+		Name:        "diff_fork",
+		Title:       "What a fork changes",
+		Category:    "forks",
+		Description: "What a fork changes: cells added, removed, moved and edited, with line diffs.",
 		Input: object(docPath, forkID,
-			field("max_lines", integer("Diff lines kept per cell or text.").def(200).min(1).max(5000)),
+			brief("max_lines", integer("Diff lines kept per cell or text.").def(200).min(1).max(5000)),
 		).required("path", "fork_id"),
 		Example:  map[string]any{"path": "analysis/report.ipynb", "fork_id": "3f2a9c1b7d4e4c0e9b1a2f3d4c5b6a70"},
 		ReadOnly: true, Idempotent: true, Budgeted: true,
@@ -68,12 +64,10 @@ func (s *Server) registerForkTools() {
 		Run: handle(forkArgs{MaxLines: 200}, s.diffFork, renderForkDiff),
 	})
 	s.register(&operation{
-		Name:     "merge_document_fork",
-		Title:    "Merge a fork",
-		Category: "forks",
-		Description: "Apply the fork to the document (a CRDT merge on the server: the fork's edits and deletions join the " +
-			"document, alongside anything collaborators did meanwhile) and delete the fork. Returns what the merge " +
-			"changed. Refused when the document was reloaded since the fork was made (a merge would duplicate content).",
+		Name:        "merge_document_fork",
+		Title:       "Merge a fork",
+		Category:    "forks",
+		Description: "Merge a fork into its document (collaborators' concurrent edits stay) and delete the fork.",
 		Input:       object(docPath, forkID).required("path", "fork_id"),
 		Example:     map[string]any{"path": "analysis/report.ipynb", "fork_id": "3f2a9c1b7d4e4c0e9b1a2f3d4c5b6a70"},
 		Destructive: true,
@@ -84,7 +78,7 @@ func (s *Server) registerForkTools() {
 		Name:        "discard_document_fork",
 		Title:       "Discard a fork",
 		Category:    "forks",
-		Description: "Delete the fork without applying it: the document is untouched.",
+		Description: "Delete a fork without applying it.",
 		Input:       object(docPath, forkID).required("path", "fork_id"),
 		Example:     map[string]any{"path": "analysis/report.ipynb", "fork_id": "3f2a9c1b7d4e4c0e9b1a2f3d4c5b6a70"},
 		Destructive: true, Idempotent: true,

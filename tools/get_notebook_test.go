@@ -73,7 +73,7 @@ func richEnv(t *testing.T) (*env, string) {
 
 func TestGetNotebookJSON(t *testing.T) {
 	e, b64 := richEnv(t)
-	r := e.call("get_notebook", map[string]any{"path": richPath})
+	r := e.call("get_notebook", map[string]any{"format": "json", "path": richPath})
 	if r.IsError {
 		t.Fatalf("get_notebook: %s", r)
 	}
@@ -181,7 +181,7 @@ func TestGetNotebookJSON(t *testing.T) {
 
 func TestGetNotebookOptions(t *testing.T) {
 	e, _ := richEnv(t)
-	body := e.ok("get_notebook", map[string]any{"path": richPath, "include_outputs": false, "include_collaboration_state": false})
+	body := e.ok("get_notebook", map[string]any{"format": "json", "path": richPath, "include_outputs": false, "include_collaboration_state": false})
 	if _, ok := body["collaboration"]; ok {
 		t.Errorf("collaboration present with include_collaboration_state=false")
 	}
@@ -197,7 +197,7 @@ func TestGetNotebookOptions(t *testing.T) {
 	}
 
 	// max_output_chars caps each output's text.
-	body = e.ok("get_notebook", map[string]any{"path": richPath, "max_output_chars": 100})
+	body = e.ok("get_notebook", map[string]any{"format": "json", "path": richPath, "max_output_chars": 100})
 	outs := asList(t, cellsOf(t, body)[0]["outputs"])
 	long := str(asMap(t, outs[1])["text"])
 	if !strings.HasPrefix(long, strings.Repeat("x", 100)+"\n") {
@@ -215,7 +215,7 @@ func TestGetNotebookOptions(t *testing.T) {
 
 func TestGetNotebookCellRange(t *testing.T) {
 	e := newEnv(t, []bridgetest.File{nbFile("ten.ipynb", notebook(simpleCells(10)...))})
-	body := e.ok("get_notebook", map[string]any{"path": "ten.ipynb", "cell_range": map[string]any{"start": 3, "end": 5}})
+	body := e.ok("get_notebook", map[string]any{"format": "json", "path": "ten.ipynb", "cell_range": map[string]any{"start": 3, "end": 5}})
 	cells := cellsOf(t, body)
 	wantIDs(t, "cells 3..5", idsOf(cells), []string{"c3", "c4", "c5"})
 	if num(t, cells[0]["index"]) != 3 {
@@ -228,19 +228,19 @@ func TestGetNotebookCellRange(t *testing.T) {
 		t.Errorf("a range read is reported truncated: %v", body["truncated"])
 	}
 
-	body = e.ok("get_notebook", map[string]any{"path": "ten.ipynb", "cell_range": map[string]any{"start": 8}})
+	body = e.ok("get_notebook", map[string]any{"format": "json", "path": "ten.ipynb", "cell_range": map[string]any{"start": 8}})
 	wantIDs(t, "cells 8..", idsOf(cellsOf(t, body)), []string{"c8", "c9"})
-	body = e.ok("get_notebook", map[string]any{"path": "ten.ipynb", "cell_range": map[string]any{"end": 1}})
+	body = e.ok("get_notebook", map[string]any{"format": "json", "path": "ten.ipynb", "cell_range": map[string]any{"end": 1}})
 	wantIDs(t, "cells ..1", idsOf(cellsOf(t, body)), []string{"c0", "c1"})
-	body = e.ok("get_notebook", map[string]any{"path": "ten.ipynb", "cell_range": map[string]any{"start": 9, "end": 400}})
+	body = e.ok("get_notebook", map[string]any{"format": "json", "path": "ten.ipynb", "cell_range": map[string]any{"start": 9, "end": 400}})
 	wantIDs(t, "cells 9..400", idsOf(cellsOf(t, body)), []string{"c9"})
 
-	r := e.fail("get_notebook", map[string]any{"path": "ten.ipynb", "cell_range": map[string]any{"start": 10}})
+	r := e.fail("get_notebook", map[string]any{"format": "json", "path": "ten.ipynb", "cell_range": map[string]any{"start": 10}})
 	d := findDetail(t, r, "cell_range", "start")
 	mustContain(t, "out-of-range start", d.msg, "10", "0..9")
-	r = e.fail("get_notebook", map[string]any{"path": "ten.ipynb", "cell_range": map[string]any{"start": 5, "end": 2}})
+	r = e.fail("get_notebook", map[string]any{"format": "json", "path": "ten.ipynb", "cell_range": map[string]any{"start": 5, "end": 2}})
 	findDetail(t, r, "cell_range", "end")
-	r = e.fail("get_notebook", map[string]any{"path": "ten.ipynb", "cell_range": map[string]any{"start": -1}})
+	r = e.fail("get_notebook", map[string]any{"format": "json", "path": "ten.ipynb", "cell_range": map[string]any{"start": -1}})
 	findDetail(t, r, "cell_range", "start")
 }
 
@@ -249,7 +249,7 @@ func TestGetNotebookCellRange(t *testing.T) {
 func pageThrough(t *testing.T, e *env, path string, max int, first map[string]any) ([]string, int) {
 	t.Helper()
 	var ids []string
-	args := map[string]any{"path": path, "max_content_length": max, "include_collaboration_state": false}
+	args := map[string]any{"path": path, "format": "json", "max_content_length": max, "include_collaboration_state": false}
 	if first != nil {
 		args["cell_range"] = first
 	}
@@ -312,7 +312,7 @@ func TestGetNotebookPaginationLosesNothing(t *testing.T) {
 func TestGetNotebookCellLargerThanBudget(t *testing.T) {
 	big := strings.Repeat("y = 1\n", 1000) // 6000 characters
 	e := newEnv(t, []bridgetest.File{nbFile("huge.ipynb", notebook(code("big", big), code("small", "x")))})
-	body := e.ok("get_notebook", map[string]any{"path": "huge.ipynb", "max_content_length": 1000})
+	body := e.ok("get_notebook", map[string]any{"format": "json", "path": "huge.ipynb", "max_content_length": 1000})
 	cells := cellsOf(t, body)
 	wantIDs(t, "first page", idsOf(cells), []string{"big"})
 	if src := str(cells[0]["source"]); len(src) >= len(big) || !strings.Contains(src, "more characters not shown") {
@@ -381,10 +381,11 @@ func TestGetNotebookOutline(t *testing.T) {
 	if len(cellLines) != 4 {
 		t.Fatalf("outline has %d cell lines, want 4:\n%s", len(cellLines), text)
 	}
-	mustContain(t, "code line", cellLines[0], "0 code c-code [3] (2 lines): print('hi')", "image/png 4x3", "error ValueError")
+	// Cells by handle: the shortest prefix of the id, of at least 4 characters, no other id has.
+	mustContain(t, "code line", cellLines[0], "0 code c-co [3] (2 lines): print('hi')", "image/png 4x3", "error ValueError")
 	mustContain(t, "markdown line", cellLines[1], "1 markdown c-md (3 lines): # Heading")
-	mustContain(t, "raw line", cellLines[2], "2 raw c-raw (1 lines): raw text")
-	mustContain(t, "empty line", cellLines[3], "3 code c-empty (0 lines)")
+	mustContain(t, "raw line", cellLines[2], "2 raw c-ra (1 lines): raw text")
+	mustContain(t, "empty line", cellLines[3], "3 code c-em (0 lines)")
 	if strings.Contains(text, b64[:24]) {
 		t.Error("outline carries base64")
 	}
@@ -451,10 +452,10 @@ func TestGetNotebookMarkdownStructuredCarriesText(t *testing.T) {
 
 func TestGetNotebookErrors(t *testing.T) {
 	e := newEnv(t, nil)
-	r := e.fail("get_notebook", map[string]any{"path": "notes.txt"})
+	r := e.fail("get_notebook", map[string]any{"format": "json", "path": "notes.txt"})
 	mustContain(t, "text file as notebook", errorText(r), "not a notebook")
-	r = e.fail("get_notebook", map[string]any{"path": "data"})
+	r = e.fail("get_notebook", map[string]any{"format": "json", "path": "data"})
 	mustContain(t, "directory", errorText(r), "directory")
-	r = e.fail("get_notebook", map[string]any{"path": "nope/missing.ipynb"})
+	r = e.fail("get_notebook", map[string]any{"format": "json", "path": "nope/missing.ipynb"})
 	mustContain(t, "missing", errorText(r), "no such file")
 }

@@ -30,18 +30,18 @@ const waitLimit = 10 * time.Second
 // allTools are the operations the server exposes without an executor (the execution tools
 // come with one).
 var allTools = []string{
-	"list_notebooks", "get_notebook", "create_notebook_session",
+	"list_notebooks", "get_notebook", "search_notebook", "create_notebook_session",
 	"batch_insert_notebook_cells", "batch_update_notebook_cells", "batch_delete_notebook_cells", "move_notebook_cells", "clear_outputs",
 	"list_documents", "get_document", "create_document_session",
 	"batch_update_document", "batch_insert_text", "batch_delete_text",
-	"get_online_users", "get_user_presence", "set_user_presence", "get_user_cursors", "update_cursor_position",
-	"get_user_activity", "broadcast_user_activity", "get_active_sessions", "join_session", "leave_session",
+	"get_online_users", "set_user_presence", "get_user_cursors", "update_cursor_position",
+	"get_user_activity", "get_active_sessions", "join_session", "leave_session",
 	"fork_document", "list_forks", "diff_fork", "merge_document_fork", "discard_document_fork",
 	"get_document_history", "restore_document_version", "undo_last_edit", "redo_edit", "count_tokens",
 }
 
-var readTools = []string{"list_notebooks", "get_notebook", "list_documents", "get_document",
-	"get_online_users", "get_user_presence", "get_user_cursors", "get_user_activity", "get_active_sessions",
+var readTools = []string{"list_notebooks", "get_notebook", "search_notebook", "list_documents", "get_document",
+	"get_online_users", "get_user_cursors", "get_user_activity", "get_active_sessions",
 	"list_forks", "diff_fork", "get_document_history", "count_tokens"}
 
 // fastRoom are room timings small enough for tests (as bridge/helpers_test.go's fastOptions).
@@ -81,7 +81,8 @@ func newEnv(t *testing.T, files []bridgetest.File, opts ...envOpt) *env {
 		t.Fatalf("NewManager: %v", err)
 	}
 	t.Cleanup(m.Close)
-	o := tools.Options{Manager: m, Logger: zerolog.Nop(), Version: "test"}
+	// Every toolset: these tests exercise every tool (toolsets_test.go tests the default).
+	o := tools.Options{Manager: m, Logger: zerolog.Nop(), Version: "test", Toolsets: []string{"all"}}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -575,5 +576,5 @@ func mustContain(t *testing.T, what, s string, subs ...string) {
 // nbVersion reads a notebook's version (and opens its room).
 func (e *env) nbVersion(path string) string {
 	e.t.Helper()
-	return str(e.ok("get_notebook", map[string]any{"path": path, "include_outputs": false})["version"])
+	return str(e.ok("get_notebook", map[string]any{"format": "json", "path": path, "include_outputs": false})["version"])
 }

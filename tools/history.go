@@ -13,16 +13,15 @@ import (
 // everyone sees), and undo/redo of the agent's own edits only.
 
 func (s *Server) registerHistoryTools() {
-	docPath := field("path", str("A notebook or text file path."))
+	docPath := brief("path", str("A notebook or text file path."))
 	s.register(&operation{
 		Name:     "get_document_history",
 		Title:    "Document history",
 		Category: "history",
-		Description: "Versions of a document, newest first, with when, by whom and a one-line summary of what changed " +
-			"since the version before. A human typing in bursts is one version; each agent edit is its own. Kept " +
-			"within a memory budget (and on disk with --state-dir); pass a version_id to restore_document_version.",
+		Description: "A document's versions, newest first: when, who and what changed; restore one with " +
+			"restore_document_version.",
 		Input: object(docPath,
-			field("limit", integer("Maximum number of versions.").def(10).min(1).max(500)),
+			brief("limit", integer("Maximum number of versions.").def(10).min(1).max(500)),
 		).required("path"),
 		Example:  map[string]any{"path": "analysis/report.ipynb", "limit": 10},
 		ReadOnly: true, Idempotent: true, Forkable: true, Budgeted: true,
@@ -30,14 +29,12 @@ func (s *Server) registerHistoryTools() {
 		Run: handle(historyArgs{Limit: 10}, s.getDocumentHistory, renderHistory),
 	})
 	s.register(&operation{
-		Name:     "restore_document_version",
-		Title:    "Restore a version",
-		Category: "history",
-		Description: "Bring the document back to a version from get_document_history, as a new edit on top of the " +
-			"current state (every collaborator sees it return; nothing is rewritten, and undo_last_edit takes the " +
-			"restore back). Cells keep their ids where they still exist. Returns what changed.",
+		Name:        "restore_document_version",
+		Title:       "Restore a version",
+		Category:    "history",
+		Description: "Bring a document back to an earlier version, as a new edit that undo_last_edit can take back.",
 		Input: object(docPath,
-			field("version_id", str("A version_id from get_document_history.")),
+			brief("version_id", str("A version_id from get_document_history.")),
 		).required("path", "version_id"),
 		Example:     map[string]any{"path": "analysis/report.ipynb", "version_id": "a1b2c3-42"},
 		Destructive: true, Idempotent: true, Forkable: true, Budgeted: true, Retryable: true,
@@ -45,14 +42,12 @@ func (s *Server) registerHistoryTools() {
 		Run: handleEdit(s, historyArgs{}, editTool[historyArgs, restored]{build: s.restoreEdit, finish: restoredOf, render: renderRestored}),
 	})
 	s.register(&operation{
-		Name:     "undo_last_edit",
-		Title:    "Undo the agent's edits",
-		Category: "history",
-		Description: "Undo the agent's own most recent edits (steps of them), never anyone else's: text a human typed " +
-			"inside or around the agent's change stays. Outputs written by running cells are not edits and are not " +
-			"undone. Steps whose changes others already removed are skipped.",
+		Name:        "undo_last_edit",
+		Title:       "Undo the agent's edits",
+		Category:    "history",
+		Description: "Undo the agent's own last edits, never anyone else's: text others typed around them stays.",
 		Input: object(docPath,
-			field("steps", integer("How many of the agent's edits to undo.").def(1).min(1).max(ydoc.MaxUndo)),
+			brief("steps", integer("How many of the agent's edits to undo.").def(1).min(1).max(ydoc.MaxUndo)),
 		).required("path"),
 		Example:     map[string]any{"path": "analysis/report.ipynb", "steps": 1},
 		Destructive: true, Forkable: true, Retryable: true,
@@ -63,7 +58,7 @@ func (s *Server) registerHistoryTools() {
 		Name:        "redo_edit",
 		Title:       "Redo",
 		Category:    "history",
-		Description: "Re-apply what the last undo_last_edit took back (until the agent makes a new edit).",
+		Description: "Re-apply what the last undo_last_edit took back.",
 		Input:       object(docPath).required("path"),
 		Example:     map[string]any{"path": "analysis/report.ipynb"},
 		Destructive: true, Forkable: true, Retryable: true,

@@ -333,7 +333,7 @@ func TestUnicodePaths(t *testing.T) {
 		nbFile("my notes/Größe 100%.ipynb", notebook(code("u1", "π = 3.14"))),
 		textFile("my notes/résumé.md", "ünïcode\n"),
 	})
-	body := e.ok("get_notebook", map[string]any{"path": "my notes/Größe 100%.ipynb"})
+	body := e.ok("get_notebook", map[string]any{"format": "json", "path": "my notes/Größe 100%.ipynb"})
 	if cells := cellsOf(t, body); len(cells) != 1 || cells[0]["source"] != "π = 3.14" {
 		t.Errorf("cells %v", cells)
 	}

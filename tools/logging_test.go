@@ -118,7 +118,7 @@ func TestLogMessagesFollowRoomsAndNotices(t *testing.T) {
 	if err := c.SetLevel(ctxT(t), mcp.SetLevelRequest{Params: mcp.SetLevelParams{Level: mcp.LoggingLevelInfo}}); err != nil {
 		t.Fatalf("logging/setLevel: %v", err)
 	}
-	e.ok("get_notebook", map[string]any{"path": bridgetest.NotebookPath})
+	e.ok("get_notebook", map[string]any{"format": "json", "path": bridgetest.NotebookPath})
 
 	e.srv.Down()
 	lost := sink.await(t, "warning", "room", "lost the connection to "+bridgetest.NotebookPath)

@@ -18,13 +18,13 @@ const maxBatch = 500
 
 var (
 	cellIDsField = func(desc string) prop {
-		return field("cell_ids", array(desc, str("A cell id.")).items(1, maxBatch))
+		return brief("cell_ids", array(desc, str("A cell id or handle.")).items(1, maxBatch))
 	}
-	startIndexField = field("start_index", integer("First cell index (0-based) of a range, instead of cell_ids.").min(0))
-	endIndexField   = field("end_index", integer("Last cell index of the range, inclusive (default: start_index).").min(0))
-	versionField    = field("expected_version", str("The version returned by your last read or edit: the call fails, changing nothing, if the cells it touches were changed by someone else since (or if cells were inserted, deleted or moved and you address cells by index)."))
-	hashesField     = field("expected_source_hashes", freeObject("Map of cell id → source_hash (from get_notebook): the call fails, changing nothing, if any of those cells' source changed."))
-	busyField       = field("avoid_busy_cells", boolean("Refuse, changing nothing, if a collaborator's cursor is in one of the cells (by default the edit goes ahead and the result warns).").def(false))
+	startIndexField = brief("start_index", integer("First cell index (0-based) of a range, instead of cell_ids.").min(0))
+	endIndexField   = brief("end_index", integer("Last cell index of the range, inclusive (default: start_index).").min(0))
+	versionField    = brief("expected_version", str("The version returned by your last read or edit: the call fails, changing nothing, if the cells it touches were changed by someone else since (or if cells were inserted, deleted or moved and you address cells by index)."))
+	hashesField     = brief("expected_source_hashes", freeObject("Map of cell id → source hash (get_notebook with hashes: true): the call fails, changing nothing, if any of those cells' source changed."))
+	busyField       = brief("avoid_busy_cells", boolean("Refuse, changing nothing, if a collaborator's cursor is in one of the cells (by default the edit goes ahead and the result warns).").def(false))
 	cellTypeSchema  = func() *schema {
 		return str("Cell type.").enum(ydoc.CellCode, ydoc.CellMarkdown, ydoc.CellRaw)
 	}
@@ -36,11 +36,10 @@ func (s *Server) execFields() []prop {
 		return nil
 	}
 	return []prop{
-		field("exec", boolean("Run the affected code cells after the edit (inserted code cells; updated cells whose source or type changed); the result includes their outputs.").def(true)),
+		brief("exec", boolean("Run the affected code cells after the edit (inserted code cells; updated cells whose source or type changed); the result includes their outputs.").def(true)),
 		timeoutField,
-		field("wait", boolean("With exec: wait for the run (up to timeout); false returns its job_id at once.").def(true)),
-		field("stop_on_error", boolean("With exec: stop at the first cell that raises.").def(true)),
-		outCapField, imagesField, pixelsField,
+		waitField,
+		stopField, outCapField, imagesField, pixelsField,
 	}
 }
 
@@ -49,22 +48,20 @@ func (s *Server) registerNotebookEditTools() {
 		Name:     "batch_insert_notebook_cells",
 		Title:    "Insert cells",
 		Category: "notebooks",
-		Description: "Insert one or more cells into a live notebook in one transaction. Place them with after_cell_id or " +
-			"before_cell_id (preferred), start_position (all consecutively at that index), or positions (one index per " +
-			"cell, each meaning \"before the cell now at this index\"); by default at the end. Returns the new cells' ids " +
-			"and indices and the notebook's new version.",
+		Description: "Insert cells after or before a cell, at an index, or at the end (default), in one transaction. " +
+			"Inserted code cells run unless exec is false, and the result has their outputs.",
 		Input: object(
 			pathField,
-			field("cells", array("The cells to insert, in order.", object(
-				field("content", str("The cell's source.").def("")),
-				field("cell_type", cellTypeSchema().def(ydoc.CellCode)),
-				field("metadata", freeObject("Cell metadata (JSON object).")),
-				field("id", str("Id for the new cell (generated when omitted).")),
+			brief("cells", array("The cells to insert, in order.", object(
+				brief("content", str("The cell's source.").def("")),
+				brief("cell_type", cellTypeSchema().def(ydoc.CellCode)),
+				brief("metadata", freeObject("Cell metadata (JSON object).")),
+				brief("id", str("Id for the new cell (generated when omitted).")),
 			)).items(1, maxBatch)),
-			field("after_cell_id", str("Insert after this cell.")),
-			field("before_cell_id", str("Insert before this cell.")),
-			field("start_position", integer("Insert all cells consecutively at this index (0 = top; the cell count = end).").min(0)),
-			field("positions", array("One index per cell (same length as cells): each cell goes before the cell now at that index.", integer("").min(0)).items(1, maxBatch)),
+			brief("after_cell_id", str("Insert after this cell.")),
+			brief("before_cell_id", str("Insert before this cell.")),
+			brief("start_position", integer("Insert all cells consecutively at this index (0 = top; the cell count = end).").min(0)),
+			field("positions", array("One index per cell: each goes before the cell now at that index.", integer("").min(0)).items(1, maxBatch)),
 			versionField,
 		).required("path", "cells").with(s.execFields()),
 		Example: map[string]any{"path": "analysis/report.ipynb", "after_cell_id": "a1b2c3", "cells": []any{
@@ -79,18 +76,17 @@ func (s *Server) registerNotebookEditTools() {
 		Name:     "batch_update_notebook_cells",
 		Title:    "Update cells",
 		Category: "notebooks",
-		Description: "Change the source, type and/or metadata of one or more cells in one transaction. Source changes are " +
-			"applied as minimal text diffs, so the cursors of people typing elsewhere in the cell stay put. Address cells " +
-			"with a cell_id in each update (preferred), with cell_ids (parallel to updates), or with start_index/end_index.",
+		Description: "Change cells' source, type or metadata in one transaction; sources change by minimal diff, so " +
+			"collaborators' cursors stay put. Changed code cells run unless exec is false.",
 		Input: object(
 			pathField,
-			field("updates", array("One update per cell.", object(
-				field("cell_id", str("The cell to update.")),
-				field("content", str("New source of the cell.")),
-				field("cell_type", cellTypeSchema().desc("New type of the cell (the cell keeps its id, source and metadata; outputs go when it stops being code).")),
-				field("metadata", freeObject("Metadata to write.")),
-				field("metadata_mode", str("merge: set these keys (a null value removes a key); replace: the cell's metadata becomes exactly this.").enum("merge", "replace").def("merge")),
-				field("expected_source_hash", str("source_hash of the cell as you read it: the update fails if the source changed since.")),
+			brief("updates", array("One update per cell.", object(
+				brief("cell_id", str("The cell to update (id or handle).")),
+				brief("content", str("New source of the cell.")),
+				brief("cell_type", cellTypeSchema().desc("New type of the cell (the cell keeps its id, source and metadata; outputs go when it stops being code).")),
+				brief("metadata", freeObject("Metadata to write.")),
+				field("metadata_mode", str("merge sets these keys (null removes one); replace sets them all.").enum("merge", "replace").def("merge")),
+				brief("expected_source_hash", str("The cell's source hash as you read it (get_notebook with hashes: true): the update fails if the source changed since.")),
 			)).items(1, maxBatch)),
 			cellIDsField("The cells to update, parallel to updates (instead of a cell_id per update)."),
 			startIndexField,
@@ -100,17 +96,17 @@ func (s *Server) registerNotebookEditTools() {
 			busyField,
 		).required("path", "updates").with(s.execFields()),
 		Example: map[string]any{"path": "analysis/report.ipynb", "updates": []any{
-			map[string]any{"cell_id": "a1b2c3", "content": "df = load('data.csv')\ndf.head()", "expected_source_hash": "3f2a9c1b7d4e"},
+			map[string]any{"cell_id": "a1b2c3", "content": "df = load('data.csv')\ndf.head()"},
 		}},
 		Destructive: true, Idempotent: true, Forkable: true, Retryable: true,
-		Doc: nbEditDoc("cell_ids"),
+		Doc: nbEditDoc("cell_ids", "updates[].cell_id", "expected_source_hashes{}"),
 		Run: handleEdit(s, updateArgs{}, editTool[updateArgs, cellsEdited]{build: s.updateEdit, finish: s.updated, render: renderEdit[updateArgs](s)}),
 	})
 	s.register(&operation{
 		Name:        "batch_delete_notebook_cells",
 		Title:       "Delete cells",
 		Category:    "notebooks",
-		Description: "Delete cells, addressed by cell_ids (preferred) or start_index/end_index, in one transaction.",
+		Description: "Delete cells, by cell_ids or an index range, in one transaction.",
 		Input: object(
 			pathField,
 			cellIDsField("The cells to delete."),
@@ -122,21 +118,20 @@ func (s *Server) registerNotebookEditTools() {
 		).required("path"),
 		Example:     map[string]any{"path": "analysis/report.ipynb", "cell_ids": []any{"a1b2c3", "d4e5f6"}},
 		Destructive: true, Forkable: true, Retryable: true,
-		Doc: nbEditDoc("cell_ids"),
+		Doc: nbEditDoc("cell_ids", "expected_source_hashes{}"),
 		Run: handleEdit(s, deleteArgs{}, editTool[deleteArgs, cellsEdited]{build: s.deleteEdit, finish: s.deleted, render: renderEdit[deleteArgs](s)}),
 	})
 	s.register(&operation{
-		Name:     "move_notebook_cells",
-		Title:    "Move cells",
-		Category: "notebooks",
-		Description: "Move cells (keeping their ids, outputs and metadata) so that they sit consecutively, in the order " +
-			"given, at to_index of the resulting notebook, or right after/before another cell.",
+		Name:        "move_notebook_cells",
+		Title:       "Move cells",
+		Category:    "notebooks",
+		Description: "Move cells, keeping their ids and outputs, to to_index or after or before a cell.",
 		Input: object(
 			pathField,
 			cellIDsField("The cells to move, in the order they should end up."),
-			field("to_index", integer("Index in the resulting notebook of the first moved cell.").min(0)),
-			field("after_cell_id", str("Put the cells right after this cell (instead of to_index).")),
-			field("before_cell_id", str("Put the cells right before this cell (instead of to_index).")),
+			brief("to_index", integer("Index in the resulting notebook of the first moved cell.").min(0)),
+			brief("after_cell_id", str("Put the cells right after this cell (instead of to_index).")),
+			brief("before_cell_id", str("Put the cells right before this cell (instead of to_index).")),
 			versionField,
 			busyField,
 		).required("path", "cell_ids"),
@@ -187,9 +182,9 @@ type placedCell struct {
 }
 
 // nbEditDoc is the notebook of an edit tool (or its fork, with fork_id), whose cells it names
-// with parts.
-func nbEditDoc(parts ...string) docRef {
-	return docRef{Arg: "path", Ref: refNotebook, Open: true, Parts: parts}
+// with the arguments cells.
+func nbEditDoc(cells ...string) docRef {
+	return docRef{Arg: "path", Ref: refNotebook, Open: true, Cells: cells}
 }
 
 // cellsEdited is the outcome of a notebook edit: the cells it placed, changed, deleted or moved

@@ -310,7 +310,7 @@ func TestUpdateCellType(t *testing.T) {
 		t.Errorf("d: changed %v for its own type", ch["d"])
 	}
 	// get_notebook sees the same.
-	cells := cellsOf(t, e.ok("get_notebook", map[string]any{"path": editPath}))
+	cells := cellsOf(t, e.ok("get_notebook", map[string]any{"format": "json", "path": editPath}))
 	if cells[0]["cell_type"] != "markdown" || cells[0]["id"] != "a" || cells[1]["cell_type"] != "code" {
 		t.Errorf("get_notebook after type changes: %s", compact(cells[:2]))
 	}
@@ -356,10 +356,10 @@ func TestUpdateRefusals(t *testing.T) {
 	}{
 		{"unknown id in the second update", map[string]any{"updates": []any{
 			map[string]any{"cell_id": "a", "content": "changed"}, map[string]any{"cell_id": "ghost", "content": "x"}}},
-			[]any{"cell_ids"}, []string{"ghost"}},
+			[]any{"updates", 1, "cell_id"}, []string{"ghost"}},
 		{"unknown id in cell_ids", map[string]any{"cell_ids": []any{"a", "ghost"}, "updates": []any{
 			map[string]any{"content": "changed"}, map[string]any{"content": "x"}}},
-			[]any{"cell_ids"}, []string{"ghost"}},
+			[]any{"cell_ids", 1}, []string{"ghost"}},
 		{"end_index past the end", map[string]any{"start_index": 3, "end_index": 5, "updates": []any{
 			map[string]any{"content": "1"}, map[string]any{"content": "2"}, map[string]any{"content": "3"}}},
 			[]any{"end_index"}, []string{"5"}},
@@ -441,7 +441,7 @@ func TestDelete(t *testing.T) {
 			args map[string]any
 			path []any
 		}{
-			{map[string]any{"cell_ids": []any{"a", "ghost"}}, []any{"cell_ids"}},
+			{map[string]any{"cell_ids": []any{"a", "ghost"}}, []any{"cell_ids", 1}},
 			{map[string]any{"start_index": 2, "end_index": 9}, []any{"end_index"}},
 			{map[string]any{"start_index": 9}, []any{"start_index"}},
 			{map[string]any{"start_index": 3, "end_index": 1}, []any{"end_index"}},
@@ -554,7 +554,7 @@ func TestMoveRefusals(t *testing.T) {
 		path []any
 	}{
 		{map[string]any{"cell_ids": []any{"a", "b"}, "to_index": 4}, []any{"to_index"}},
-		{map[string]any{"cell_ids": []any{"a", "ghost"}, "to_index": 0}, []any{"cell_ids"}},
+		{map[string]any{"cell_ids": []any{"a", "ghost"}, "to_index": 0}, []any{"cell_ids", 1}},
 		{map[string]any{"cell_ids": []any{"a"}, "after_cell_id": "ghost"}, []any{"after_cell_id"}},
 		{map[string]any{"cell_ids": []any{"a"}, "before_cell_id": "ghost"}, []any{"before_cell_id"}},
 		{map[string]any{"cell_ids": []any{"a", "b"}, "after_cell_id": "b"}, []any{"cell_ids"}},

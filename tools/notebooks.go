@@ -16,18 +16,18 @@ import (
 
 // Reading notebooks: list, read (json, markdown, outline), open a session.
 
-var pathField = field("path", str("Notebook path relative to the Jupyter server root, e.g. \"analysis/report.ipynb\"."))
+var pathField = brief("path", str("Notebook path relative to the Jupyter root, e.g. \"analysis/report.ipynb\"."))
 
 func (s *Server) registerNotebookTools() {
 	s.register(&operation{
 		Name:     "list_notebooks",
 		Title:    "List notebooks",
 		Category: "notebooks",
-		Description: "List notebooks under the Jupyter root (recursively), with their collaboration status: " +
-			"whether the sidecar has the room open, who is in it, and the cell count of open rooms.",
+		Description: "List the notebooks under a folder or path prefix, with whether each is open and who is in it. " +
+			"To find text inside notebooks, use search_notebook.",
 		Input: object(
-			field("path_prefix", str("Only notebooks whose path starts with this (a directory like \"analysis/\" or a name prefix).").def("")),
-			field("max_results", integer("Maximum number of notebooks returned.").def(50).min(1).max(1000)),
+			brief("path_prefix", str("Only notebooks whose path starts with this (a folder like \"analysis/\" or a name prefix).").def("")),
+			brief("max_results", integer("Maximum number of notebooks returned.").def(50).min(1).max(1000)),
 		),
 		Example:  map[string]any{"path_prefix": "analysis/", "max_results": 20},
 		ReadOnly: true, Idempotent: true, Budgeted: true,
@@ -37,38 +37,38 @@ func (s *Server) registerNotebookTools() {
 		Name:     "get_notebook",
 		Title:    "Read a notebook",
 		Category: "notebooks",
-		Description: "Read a live notebook as every collaborator sees it now: cells with id, index, type, source, " +
-			"source_hash, execution count and outputs (text capped, images summarised), plus the notebook's version " +
-			"(pass it as expected_version to edits). Content beyond max_content_length is cut at a cell boundary and " +
-			"the result says how to read the rest. format=markdown gives a readable document, format=outline one line per cell.",
+		Description: "Read a notebook as it is now: each cell's handle, source and capped outputs, and the version to " +
+			"pass to edits. Read less with cell_range or since_version (only what changed since a read); format " +
+			"outline gives one line per cell, json and markdown other shapes.",
 		Input: object(
 			pathField,
-			field("format", str("json (cells as objects), markdown (readable), or outline (one line per cell, with output sizes).").enum("json", "markdown", "outline").def("json")),
-			field("include_outputs", boolean("Include cell outputs.").def(true)),
-			field("include_collaboration_state", boolean("Include who is in the room and the room status.").def(true)),
-			field("max_content_length", integer("Upper bound of the returned content in characters; the cut falls on a cell boundary.").def(100000).min(1000).max(5000000)),
-			field("max_output_chars", integer("Upper bound of each output's text in characters.").def(2000).min(0).max(1000000)),
-			field("since_version", str("Only the cells added or changed since this version (from an earlier read or edit), plus the ids of cells removed since: re-reading after someone's edit costs the change, not the notebook.")),
-			field("cell_range", object(
-				field("start", integer("First cell index (0-based).").min(0)),
-				field("end", integer("Last cell index, inclusive; omit for the end of the notebook.").min(0)),
+			brief("format", str("text (compact, made for models: a header line per cell with its handle), json (cells as objects, with ids and source hashes), markdown (readable), or outline (one line per cell, with output sizes).").enum("text", "json", "markdown", "outline").def("text")),
+			brief("include_outputs", boolean("Include cell outputs.").def(true)),
+			field("since_version", str("Only the cells added or changed since this version, and the ids of those removed.")),
+			brief("cell_range", object(
+				brief("start", integer("First cell index (0-based).").min(0)),
+				brief("end", integer("Last cell index, inclusive; omit for the end of the notebook.").min(0)),
 			).desc("Only these cells.")),
+			outCapField,
+			field("hashes", boolean("Show each cell's source hash, for expected_source_hashes.").def(false)),
+			brief("include_collaboration_state", boolean("Include who is in the room and the room status.").def(true)),
+			brief("max_content_length", integer("Upper bound of the returned content in characters; the cut falls on a cell boundary.").def(100000).min(1000).max(5000000)),
 		).required("path"),
-		Example:  map[string]any{"path": "analysis/report.ipynb", "format": "json", "cell_range": map[string]any{"start": 0, "end": 9}},
+		Example:  map[string]any{"path": "analysis/report.ipynb", "cell_range": map[string]any{"start": 0, "end": 9}},
 		ReadOnly: true, Idempotent: true, Forkable: true, Budgeted: true,
 		Doc: docRef{Arg: "path", Ref: refNotebook, Open: true},
 		Run: handle(defaultNotebookRead, s.readNotebookCells, s.renderNotebook),
 	})
 	s.register(&operation{
 		Name:     "create_notebook_session",
-		Title:    "Open a notebook session",
+		Title:    "Create or open a notebook",
 		Category: "notebooks",
-		Description: "Join (or reuse) the collaboration room of a notebook, creating the notebook first when " +
-			"create_if_missing is true. Returns room id, session id, file id, cell count, collaborators and version.",
+		Description: "Create a notebook (create_if_missing, optionally from a template) or join one ahead of use; the " +
+			"other tools join a notebook on first use, so this is only needed to create one.",
 		Input: object(
 			pathField,
-			field("create_if_missing", boolean("Create an empty notebook at path if there is none.").def(false)),
-			field("template", str("With create_if_missing: start the new notebook from this template (jupyter://templates/{name}) instead of empty.").enum(templateNames()...)),
+			brief("create_if_missing", boolean("Create an empty notebook at path if there is none.").def(false)),
+			brief("template", str("With create_if_missing: start the new notebook from this template (jupyter://templates/{name}) instead of empty.").enum(templateNames()...)),
 		).required("path"),
 		Example:     map[string]any{"path": "scratch/new.ipynb", "create_if_missing": true, "template": "analysis"},
 		Idempotent:  true,
@@ -195,6 +195,11 @@ func (s *Server) listNotebooks(ctx context.Context, _ *call, a listNotebooksArgs
 // prefix ("analysis" matches analysis/… and analysis_old.ipynb). field names the argument in
 // error details.
 func (s *Server) walk(ctx context.Context, prefix, fileType, field string) ([]bridge.FileInfo, bool, error) {
+	return s.walkTypes(ctx, prefix, field, fileType)
+}
+
+// walkTypes is walk for files of any of the types.
+func (s *Server) walkTypes(ctx context.Context, prefix, field string, fileTypes ...string) ([]bridge.FileInfo, bool, error) {
 	prefix = strings.TrimPrefix(prefix, "/")
 	clean, err := bridge.CleanPath(prefix)
 	if err != nil {
@@ -241,7 +246,7 @@ func (s *Server) walk(ctx context.Context, prefix, fileType, field string) ([]br
 				if strings.HasPrefix(e.Path+"/", match) || strings.HasPrefix(match, e.Path+"/") {
 					queue = append(queue, e.Path)
 				}
-			case e.Type == fileType && strings.HasPrefix(e.Path, match):
+			case contains(fileTypes, e.Type) && strings.HasPrefix(e.Path, match):
 				out = append(out, e)
 			}
 		}
@@ -260,6 +265,7 @@ type cellRange struct {
 }
 
 type getNotebookArgs struct {
+	Hashes           bool       `json:"hashes"`
 	SinceVersion     string     `json:"since_version"`
 	Format           string     `json:"format"`
 	IncludeOutputs   *bool      `json:"include_outputs"`
@@ -269,7 +275,7 @@ type getNotebookArgs struct {
 	CellRange        *cellRange `json:"cell_range"`
 }
 
-var defaultNotebookRead = getNotebookArgs{Format: "json", MaxContentLength: 100000}
+var defaultNotebookRead = getNotebookArgs{Format: "text", MaxContentLength: 100000}
 
 // notebookRead is a notebook as read for get_notebook: its cells now, and which of them to show.
 type notebookRead struct {
@@ -369,23 +375,39 @@ func (s *Server) renderNotebook(c *call, a getNotebookArgs, r notebookRead) resu
 		}
 	}
 	lang := notebookLanguage(r.nb.Metadata)
+	var handles map[string]string
+	if a.Format == "text" || a.Format == "outline" {
+		ids := make([]string, len(r.nb.Cells))
+		for i, cell := range r.nb.Cells {
+			ids[i] = cell.ID
+		}
+		handles = cellHandles(ids)
+	}
 	piece := func(k int) string {
 		i := r.idxs[k]
+		cell := r.nb.Cells[i]
 		switch a.Format {
+		case "text":
+			return textCell(i, handles[cell.ID], cell, opts, a.Hashes)
 		case "outline":
-			return outlineCell(i, r.nb.Cells[i])
+			return outlineCell(i, handles[cell.ID], cell)
 		case "markdown":
-			return markdownCell(newCellView(i, r.nb.Cells[i], opts), lang)
+			return markdownCell(newCellView(i, cell, opts), lang)
 		}
-		b, _ := json.Marshal(newCellView(i, r.nb.Cells[i], opts))
+		b, _ := json.Marshal(newCellView(i, cell, opts))
 		return string(b)
 	}
-	cut := func(k int, b pageBudget) string {
+	cut := func(k int, b pageBudget) string { // the first cell alone is over the budget
 		i := r.idxs[k]
-		if a.Format == "outline" {
-			return outlineCell(i, r.nb.Cells[i])
+		cell := r.nb.Cells[i]
+		switch a.Format {
+		case "outline":
+			return outlineCell(i, handles[cell.ID], cell)
+		case "text":
+			cell.Source, _ = capText(cell.Source, max(a.MaxContentLength/2, 200))
+			return textCell(i, handles[cell.ID], cell, viewOpts{outputs: false}, a.Hashes)
 		}
-		view := newCellView(i, r.nb.Cells[i], viewOpts{outputs: false})
+		view := newCellView(i, cell, viewOpts{outputs: false})
 		view.Source, _ = capText(view.Source, max(a.MaxContentLength/2, 200))
 		return markdownCell(view, lang)
 	}
@@ -414,7 +436,8 @@ func (s *Server) renderNotebook(c *call, a getNotebookArgs, r notebookRead) resu
 		t["total_cells"] = len(r.nb.Cells)
 		out["truncated"] = t
 	}
-	if a.Format == "json" {
+	switch a.Format {
+	case "json":
 		cells := make([]json.RawMessage, len(pg.pieces))
 		for k, p := range pg.pieces {
 			cells[k] = json.RawMessage(p)
@@ -428,6 +451,8 @@ func (s *Server) renderNotebook(c *call, a getNotebookArgs, r notebookRead) resu
 		}
 		out["cells"] = cells
 		return result{Data: out, Saved: saved}
+	case "text":
+		return s.renderNotebookText(a, r, out, pg.pieces, shown, saved)
 	}
 	out["format"] = a.Format
 	header := fmt.Sprintf("# %s\nversion %s · %d cells", r.path, r.version, len(r.nb.Cells))
@@ -447,10 +472,59 @@ func (s *Server) renderNotebook(c *call, a getNotebookArgs, r notebookRead) resu
 		}
 	}
 	if a.Format == "outline" {
-		header += "\nindex type id [count] (lines): first line → outputs"
+		header += "\nindex type handle [count] (lines): first line → outputs"
 	}
 	text := header + "\n\n" + strings.Join(pg.pieces, "")
 	out["content"] = text // structured clients get the rendering too
+	return result{Data: out, Text: text, Saved: saved}
+}
+
+// renderNotebookText assembles format=text: one header line (path, version, cell count, who is
+// there, what a partial or change-aware read covers), the cells, and how to read on when the
+// budget cut the read. structuredContent carries the same text and the few fields a program
+// needs (version, truncated.next_call), so a client that hands the model structuredContent only
+// costs it about what the text costs (readformat.go).
+func (s *Server) renderNotebookText(a getNotebookArgs, r notebookRead, full map[string]any, pieces []string, shown int, saved map[string]int) result {
+	var h strings.Builder
+	fmt.Fprintf(&h, "%s · version %s · %d cells", r.path, r.version, len(r.nb.Cells))
+	if names := collaboratorNames(r.collab); names != "" {
+		h.WriteString(" · with " + names)
+	}
+	if a.SinceVersion != "" {
+		fmt.Fprintf(&h, " · %d changed since %s", len(r.idxs), a.SinceVersion)
+		if len(r.removed) > 0 {
+			short := make([]string, len(r.removed))
+			for i, id := range r.removed {
+				short[i] = id[:min(len(id), 8)]
+			}
+			h.WriteString(" · removed " + strings.Join(short, " "))
+		}
+		if r.since.Moved {
+			h.WriteString(" · order changed")
+		}
+		if r.since.Meta {
+			h.WriteString(" · notebook metadata changed")
+		}
+	} else if r.first != 0 || r.last != len(r.nb.Cells)-1 {
+		fmt.Fprintf(&h, " · cells %d–%d", r.first, r.last)
+	}
+	h.WriteByte('\n')
+	text := h.String() + strings.Join(pieces, "")
+	out := map[string]any{"path": r.path, "version": r.version, "cell_count": len(r.nb.Cells), "format": "text"}
+	if t, ok := full["truncated"].(map[string]any); ok {
+		out["truncated"] = t
+		more := "the rest of the cell is not shown"
+		if shown < len(r.idxs) {
+			more = fmt.Sprintf("cells %d–%d are not shown", r.idxs[shown], r.last)
+		}
+		text += "[" + more + ": the read reached its budget"
+		if nc, ok := t["next_call"]; ok {
+			b, _ := json.Marshal(nc)
+			text += "; continue with " + string(b)
+		}
+		text += "]\n"
+	}
+	out["content"] = text
 	return result{Data: out, Text: text, Saved: saved}
 }
 

@@ -28,7 +28,7 @@ func TestNoticeOfLostWorkInNextResult(t *testing.T) {
 			break
 		}
 	}
-	out := e.ok("get_notebook", map[string]any{"path": path})
+	out := e.ok("get_notebook", map[string]any{"format": "json", "path": path})
 	notices, _ := out["notices"].([]any)
 	if len(notices) != 1 {
 		t.Fatalf("notices in the next result: %v", out["notices"])
@@ -37,7 +37,7 @@ func TestNoticeOfLostWorkInNextResult(t *testing.T) {
 	if n["path"] != path || n["kind"] != "not_restored" || !strings.Contains(n["message"].(string), "changed outside Jupyter") {
 		t.Errorf("notice %v", n)
 	}
-	if again := e.ok("get_notebook", map[string]any{"path": path}); again["notices"] != nil {
+	if again := e.ok("get_notebook", map[string]any{"format": "json", "path": path}); again["notices"] != nil {
 		t.Errorf("the notice was told twice: %v", again["notices"])
 	}
 	sessions := e.ok("get_active_sessions", map[string]any{})

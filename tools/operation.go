@@ -24,7 +24,7 @@ import (
 type operation struct {
 	Name        string
 	Title       string
-	Category    string // notebooks, documents
+	Category    string // the toolset that holds the tool (toolsets.go)
 	Description string
 	Input       *schema
 	Example     map[string]any
@@ -75,13 +75,16 @@ func invalid(path []any, format string, args ...any) *toolError {
 }
 
 // includeSchemaField is accepted by every tool.
-var includeSchemaField = field("includeSchema", boolean("Embed this tool's input schema in the result (it is always embedded when a call fails).").def(false))
+var includeSchemaField = unlisted("includeSchema", boolean("Embed this tool's input schema in the result (it is always embedded when a call fails).").def(false))
 
 // register adds a tool. A tool that names a document without declaring it is a programming
 // error: register panics, so a new tool cannot forget the door.
 func (s *Server) register(op *operation) {
 	if op.Scope == "" {
 		op.Scope = scopeOf(op)
+	}
+	if !isToolset(op.Category) && op.Category != discoveryCategory {
+		panic(fmt.Sprintf("tool %s: category %q is no toolset (toolsets.go)", op.Name, op.Category)) // a programming error
 	}
 	if op.Forkable {
 		op.Input.Properties = append(op.Input.Properties, forkField)
@@ -98,7 +101,7 @@ func (s *Server) register(op *operation) {
 	}
 	s.ops = append(s.ops, op)
 	s.opsByName[op.Name] = op
-	raw, err := json.Marshal(op.Input.JSON())
+	raw, err := json.Marshal(op.Input.Listing())
 	if err != nil {
 		panic(fmt.Sprintf("tool %s: schema does not marshal: %v", op.Name, err)) // a programming error
 	}
@@ -131,6 +134,10 @@ func (s *Server) handler(op *operation) server.ToolHandlerFunc {
 			ctx = context.WithValue(ctx, progressKey{}, m.ProgressToken)
 		}
 		if err := s.permit(ctx, op); err != nil {
+			outcome = "denied"
+			return s.failure(op, err), nil
+		}
+		if err := s.offered(ctx, op); err != nil {
 			outcome = "denied"
 			return s.failure(op, err), nil
 		}

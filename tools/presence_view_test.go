@@ -59,7 +59,7 @@ func TestPresenceFromGlobalAwarenessAtJoin(t *testing.T) {
 	mdone := make(chan struct{})
 	go func() { defer close(mdone); _ = m.Run(mctx) }()
 	t.Cleanup(func() { stop(); <-mdone })
-	ts, err := tools.New(tools.Options{Manager: m, Logger: zerolog.Nop(), Version: "test"})
+	ts, err := tools.New(tools.Options{Manager: m, Logger: zerolog.Nop(), Version: "test", Toolsets: []string{"default", "presence"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,8 +86,9 @@ func TestPresenceFromGlobalAwarenessAtJoin(t *testing.T) {
 	}
 	deadline := time.Now().Add(waitLimit)
 	for {
+		// Her tab joins the room before its fields arrive: wait for the document in front of her.
 		ps, _ := m.GlobalPeers(ctxT(t))
-		if len(ps) == 1 {
+		if len(ps) == 1 && ps[0].State["current"] != nil {
 			break
 		}
 		if time.Now().After(deadline) {

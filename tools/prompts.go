@@ -108,7 +108,7 @@ func (s *Server) promptInterleaved(ctx context.Context, req mcp.GetPromptRequest
 				return nil, fmt.Errorf("prompt interleaved-thinking: outline of %s: %w", p, promptErr(err))
 			}
 			msgs = append(msgs, userResource(s.docURI(ctx, p, ydoc.KindNotebook)+"/cells", "text/markdown", "Outline of "+p+" (fresh):\n\n"+res.Text))
-			intro += fmt.Sprintf("\n\nThe notebook is %s; its outline (index, type, id, first line, outputs) is above. Read cells by id with get_notebook before editing them.", p)
+			intro += fmt.Sprintf("\n\nThe notebook is %s; its outline (index, type, handle, first line, outputs) is above. Read cells with get_notebook before editing them; a handle names a cell wherever a cell id is asked for.", p)
 		} else {
 			r, err := s.readText(ctx, p)
 			if err != nil {

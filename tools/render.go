@@ -299,8 +299,8 @@ func markdownOutput(o map[string]any) string {
 	}
 }
 
-// outlineCell renders one line per cell for format=outline.
-func outlineCell(i int, c ydoc.Cell) string {
+// outlineCell renders one line per cell for format=outline; handle names the cell (handles.go).
+func outlineCell(i int, handle string, c ydoc.Cell) string {
 	lines := strings.Count(c.Source, "\n") + 1
 	if c.Source == "" {
 		lines = 0
@@ -318,7 +318,7 @@ func outlineCell(i int, c ydoc.Cell) string {
 	if c.ExecutionCount != nil {
 		count = fmt.Sprintf(" [%d]", *c.ExecutionCount)
 	}
-	s := fmt.Sprintf("%d %s %s%s (%d lines): %s", i, c.Type, c.ID, count, lines, head)
+	s := fmt.Sprintf("%d %s %s%s (%d lines): %s", i, c.Type, handle, count, lines, head)
 	if len(c.Outputs) > 0 {
 		var outs []string
 		for _, o := range c.Outputs {

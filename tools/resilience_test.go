@@ -98,7 +98,7 @@ func TestConcurrentEdits(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = e.callNoFatal("get_notebook", map[string]any{"path": editPath})
+			_ = e.callNoFatal("get_notebook", map[string]any{"format": "json", "path": editPath})
 		}()
 	}
 	wg.Wait()
@@ -162,7 +162,7 @@ func TestHugeIntegerNamesItsField(t *testing.T) {
 // max_output_chars is documented as the upper bound of each output's text and accepts 0.
 func TestMaxOutputCharsZero(t *testing.T) {
 	e, _ := richEnv(t)
-	body := e.ok("get_notebook", map[string]any{"path": richPath, "max_output_chars": 0})
+	body := e.ok("get_notebook", map[string]any{"format": "json", "path": richPath, "max_output_chars": 0})
 	long := str(asMap(t, asList(t, cellsOf(t, body)[0]["outputs"])[1])["text"])
 	if utf8Len(long) >= 5000 {
 		t.Errorf("BUG: max_output_chars 0 (allowed by the schema, minimum 0) returns the whole %d-character stream: capText treats max <= 0 as \"no limit\" (render.go capText), so the documented upper bound is not applied", utf8Len(long))

@@ -463,6 +463,17 @@ func (s *Server) readCell(ctx context.Context, p, cellID string) (resourceRead, 
 	if err != nil {
 		return resourceRead{}, err
 	}
+	ids := make([]string, len(nb.Cells))
+	for i, c := range nb.Cells {
+		ids[i] = c.ID
+	}
+	if len(matchCells(ids, cellID)) > 1 { // a handle (handles.go) that names several cells
+		_, err := resolveCell(ids, cellID)
+		return resourceRead{}, badURI("%v", err)
+	}
+	if m := matchCells(ids, cellID); len(m) == 1 && cellID != "" {
+		cellID = m[0]
+	}
 	for i, c := range nb.Cells {
 		if c.ID != cellID {
 			continue
@@ -665,7 +676,7 @@ func (s *Server) registerContentResources() {
 		{"jupyter://notebooks/{file_id}", "notebook (markdown)", "A live notebook as markdown: code fenced by language, outputs sanitised and summarised, cut at a cell boundary to the token budget.", "text/markdown"},
 		{"jupyter://notebooks/{file_id}/json", "notebook (nbformat)", "A live notebook as nbformat JSON with sanitised outputs (ANSI stripped, HTML/JavaScript/binary described).", "application/json"},
 		{"jupyter://notebooks/{file_id}/cells", "notebook cells", "One entry per cell: index, id, type, first line, line count, source hash, outputs in brief.", "application/json"},
-		{"jupyter://notebooks/{file_id}/cells/{cell_id}", "notebook cell", "One cell's source (text/markdown, text/x-python… by cell type and kernel language) and, for code cells, its outputs.", "text/plain"},
+		{"jupyter://notebooks/{file_id}/cells/{cell_id}", "notebook cell", "One cell (by id or handle): its source (text/markdown, text/x-python… by cell type and kernel language) and, for code cells, its outputs.", "text/plain"},
 		{"jupyter://documents/{file_id}", "text document", "A live text document (mime type by extension), cut to the token budget.", "text/plain"},
 		{"jupyter://executions/{job_id}", "execution", "An execution job (from execute_notebook_cell, batch_execute_notebook_cells): status and sanitised outputs per cell.", "application/json"},
 		{"jupyter://templates/{name}", "notebook template", "A notebook template in nbformat: " + strings.Join(templateNames(), ", ") + ".", "application/x-ipynb+json"},

@@ -155,15 +155,21 @@ func TestResourcesRead(t *testing.T) {
 	}
 	noSecrets(t, "the cell resource", outs)
 
+	// A handle (a prefix that names one cell) works as the id does.
+	if src, _ := e.readText(base + "/cells/m"); src != "# Title\nIntro" {
+		t.Errorf("the cell by handle: %q", src)
+	}
+
 	// Errors say what is wrong and what to do.
 	e.readFails(base+"/cells/nope", `no cell "nope"`)
+	e.readFails(base+"/cells/c", `the handle "c" is ambiguous`)
 	e.readFails("jupyter://notebooks/0000-unknown", "unknown file id")
 	e.readFails("jupyter://notebooks/current", "has not worked on a notebook")
 	e.readFails(base+"/bogus", "not found")
 	e.readFails("jupyter://bogus", "not found")
 
 	// …/current follows what the client worked on.
-	e.ok("get_notebook", map[string]any{"path": "a.ipynb"})
+	e.ok("get_notebook", map[string]any{"format": "json", "path": "a.ipynb"})
 	cur, _ := e.readText("jupyter://notebooks/current")
 	if cur != md {
 		t.Errorf("current notebook differs from the notebook:\n%s\n---\n%s", cur, md)
@@ -270,7 +276,7 @@ func TestResourceCapsOnHugeOutputs(t *testing.T) {
 	if !strings.Contains(js, "truncated") {
 		t.Errorf("the JSON resource does not say it was cut")
 	}
-	out := e.ok("get_notebook", map[string]any{"path": "huge.ipynb", "max_tokens": 1500})
+	out := e.ok("get_notebook", map[string]any{"format": "json", "path": "huge.ipynb", "max_tokens": 1500})
 	b, _ := json.Marshal(out)
 	if n := e.countTokens(string(b)); n > 1500 {
 		t.Errorf("get_notebook max_tokens 1500: %d tokens", n)
@@ -359,7 +365,7 @@ func TestPromptsRender(t *testing.T) {
 	}
 
 	// review_changes shows only what changed since the version.
-	v := e.ok("get_notebook", map[string]any{"path": "a.ipynb"})["version"].(string)
+	v := e.ok("get_notebook", map[string]any{"format": "json", "path": "a.ipynb"})["version"].(string)
 	e.humanEdit("a.ipynb", ydoc.KindNotebook, func(tx *ydoc.Txn) error { return setSourceByID(tx, "c2", "x = 3  # changed") })
 	r, err = e.prompt("review_changes", map[string]string{"path": "a.ipynb", "since_version": v})
 	if err != nil {
@@ -576,7 +582,7 @@ func testSubscriptions(t *testing.T, proto string) {
 	// An unrelated change (another notebook), then a change to c1 as a sentinel: the only
 	// notifications in between are the sentinel's.
 	_, mark = n.updated(0)
-	e.ok("get_notebook", map[string]any{"path": "b.ipynb"})
+	e.ok("get_notebook", map[string]any{"format": "json", "path": "b.ipynb"})
 	e.humanEdit("b.ipynb", ydoc.KindNotebook, func(tx *ydoc.Txn) error { return setSourceByID(tx, "b1", "y = 2") })
 	e.humanEdit("a.ipynb", ydoc.KindNotebook, func(tx *ydoc.Txn) error { return setSourceByID(tx, "c1", "print('bye')") })
 	n.waitFor(t, mark, "update of "+base+"/cells/c1", isUpdate(base+"/cells/c1"))
@@ -657,7 +663,7 @@ func TestSubscriptionNotifiedDuringSlowJoinAndEventFlood(t *testing.T) {
 	}
 	n := collectNotifications(c)
 	for _, p := range []string{"a.ipynb", "b.ipynb", "c.ipynb"} {
-		e.ok("get_notebook", map[string]any{"path": p})
+		e.ok("get_notebook", map[string]any{"format": "json", "path": p})
 	}
 	uriA := "jupyter://notebooks/" + e.fileIDOf("jupyter://notebooks", "notebooks", "a.ipynb")
 	uriB := "jupyter://notebooks/" + e.fileIDOf("jupyter://notebooks", "notebooks", "b.ipynb")

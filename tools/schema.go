@@ -11,9 +11,14 @@ import (
 // maxSafeInteger is the largest integer a JSON number carries exactly (2^53-1).
 const maxSafeInteger = 1<<53 - 1
 
-// A small JSON Schema subset, written once per tool. The same value is advertised to clients
-// (tools/list, the jupyter://operations resources) and used to validate arguments, so the two
-// cannot disagree, and validation messages name the field and the allowed values.
+// A small JSON Schema subset, written once per tool. The same value validates arguments and is
+// published whole in the jupyter://operations resources and in every failed call's result, so
+// the two cannot disagree, and validation messages name the field and the allowed values.
+// tools/list carries its listing form (Listing): what a model needs to choose and call the
+// tool, on every turn — descriptions only where a field's name and type do not say enough (the
+// option groups several tools share — run, outputs, guards — are described once, in the server
+// instructions), the options every tool of a kind takes (includeSchema, max_tokens, fork_id) left
+// out, no bounds, no additionalProperties.
 
 type schema struct {
 	Type        string // object, array, string, integer, number, boolean; "" accepts any JSON value
@@ -32,6 +37,12 @@ type schema struct {
 type prop struct {
 	Name   string
 	Schema *schema
+	// Brief fields are listed in tools/list without their description: their name and type say
+	// enough, or they belong to an option group the server instructions describe once (the full
+	// schema, in jupyter://operations/{name} and in failures, has every description).
+	Brief bool
+	// Unlisted options are accepted and published in the full schema, not in tools/list.
+	Unlisted bool
 }
 
 // detail is one validation problem: where (path of keys and indices) and what.
@@ -66,11 +77,17 @@ func pathString(p []any) string {
 // Builders.
 func object(props ...prop) *schema { return &schema{Type: "object", Properties: props} }
 func field(name string, s *schema) prop {
-	return prop{name, s}
+	return prop{Name: name, Schema: s}
 }
-func str(desc string) *schema     { return &schema{Type: "string", Description: desc} }
-func integer(desc string) *schema { return &schema{Type: "integer", Description: desc} }
-func boolean(desc string) *schema { return &schema{Type: "boolean", Description: desc} }
+
+// brief is a field listed without its description (see prop.Brief).
+func brief(name string, s *schema) prop { return prop{Name: name, Schema: s, Brief: true} }
+
+// unlisted is a field every tool of a kind takes, described once and left out of tools/list.
+func unlisted(name string, s *schema) prop { return prop{Name: name, Schema: s, Unlisted: true} }
+func str(desc string) *schema              { return &schema{Type: "string", Description: desc} }
+func integer(desc string) *schema          { return &schema{Type: "integer", Description: desc} }
+func boolean(desc string) *schema          { return &schema{Type: "boolean", Description: desc} }
 func array(desc string, items *schema) *schema {
 	return &schema{Type: "array", Description: desc, Items: items}
 }
@@ -132,6 +149,45 @@ func (s *schema) JSON() map[string]any {
 		}
 		if s.MaxItems > 0 {
 			out["maxItems"] = s.MaxItems
+		}
+	}
+	return out
+}
+
+// Listing renders the schema as tools/list carries it (see the comment at the top).
+func (s *schema) Listing() map[string]any { return s.listing(true) }
+
+func (s *schema) listing(describe bool) map[string]any {
+	out := map[string]any{}
+	if s.Type != "" {
+		out["type"] = s.Type
+	}
+	if describe && s.Description != "" {
+		out["description"] = s.Description
+	}
+	if s.Default != nil {
+		out["default"] = s.Default
+	}
+	if len(s.Enum) > 0 {
+		out["enum"] = s.Enum
+	}
+	switch s.Type {
+	case "object":
+		props := map[string]any{}
+		for _, p := range s.Properties {
+			if !p.Unlisted {
+				props[p.Name] = p.Schema.listing(describe && !p.Brief)
+			}
+		}
+		if len(props) > 0 || !s.Open {
+			out["properties"] = props
+		}
+		if len(s.Required) > 0 {
+			out["required"] = s.Required
+		}
+	case "array":
+		if s.Items != nil {
+			out["items"] = s.Items.listing(describe)
 		}
 	}
 	return out

@@ -42,6 +42,10 @@ type Options struct {
 	MaxResponseTokens int
 	// Metrics, when set, receives the Prometheus series of tool calls, tokens and rooms.
 	Metrics prometheus.Registerer
+	// Toolsets chooses the tools sessions are offered (toolsets.go): set names, tool names,
+	// "default" and "all", comma-separated; empty is the default set. Over HTTP a request may
+	// choose its own (X-MCP-Toolsets, ?toolsets=).
+	Toolsets []string
 }
 
 // Server is the MCP server. Tool handlers are goroutine-safe: they only touch bridge, whose
@@ -63,6 +67,10 @@ type Server struct {
 	notices   *noticeSessions // who hears log messages (logging.go)
 	tasks     *taskTable      // MCP tasks over execution jobs (tasks.go)
 	requests  *requestStore   // edits' request ids (idempotent.go)
+	// toolsets is what sessions are offered unless a request chooses; sessionSets the sets
+	// sessions turned on since (toolsets.go).
+	toolsets    selection
+	sessionSets sessionToolsets
 }
 
 // New builds the MCP server and registers every tool. It starts nothing.
@@ -100,7 +108,7 @@ func New(opts Options) (*Server, error) {
 		taskCaps = append(taskCaps, server.WithTaskCapabilities(true, true, true)) // advertised only: tasks.go answers
 	}
 	s.mcp = server.NewMCPServer("jupyter-collab-mcp", opts.Version, append([]server.ServerOption{
-		server.WithToolCapabilities(false),
+		server.WithToolCapabilities(true),           // list_changed: enable_toolset changes a session's list
 		server.WithResourceCapabilities(true, true), // subscribe; list_changed as rooms open and close
 		server.WithPromptCapabilities(false),
 		server.WithCompletions(),
@@ -110,9 +118,9 @@ func New(opts Options) (*Server, error) {
 		server.WithLogging(), // logging.go
 		server.WithRecovery(),
 		server.WithResourceRecovery(),
-		server.WithInstructions(instructions),
 	}, taskCaps...)...)
 	s.registerNotebookTools()
+	s.registerSearchTools()
 	s.registerNotebookEditTools()
 	s.registerDocumentTools()
 	if opts.Executor != nil {
@@ -123,16 +131,17 @@ func New(opts Options) (*Server, error) {
 	s.registerForkTools()
 	s.registerHistoryTools()
 	s.registerTokenTools()
+	s.registerToolsetTools()
+	if s.toolsets, err = parseSelection(opts.Toolsets, s.opsByName); err != nil {
+		return nil, fmt.Errorf("tools: toolsets: %w", err)
+	}
+	server.WithInstructions(s.instructions())(s.mcp) // they name the registered tools
 	s.registerStatsResources()
 	s.registerOperationResources()
 	s.registerContentResources()
 	s.registerPrompts()
 	return s, nil
 }
-
-const instructions = `jupyter-collab-mcp works on live Jupyter notebooks and text files as a real-time collaborator: ` +
-	`what you read is the shared document humans are editing in JupyterLab right now, and your edits appear in their browsers. ` +
-	`Refer to cells by id rather than index when you can; indexes shift when others edit.`
 
 // MCP returns the underlying mcp-go server (tests, in-process clients).
 func (s *Server) MCP() *server.MCPServer { return s.mcp }
@@ -206,12 +215,15 @@ func (s *Server) ServeStreamableHTTP(ctx context.Context, opts HTTPOptions) erro
 		server.WithStreamableHTTPLogger(slog.New(zerolog.NewSlogHandler(hlog))),
 		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
 			if id, ok := auth.IdentityFrom(r.Context()); ok { // set by Protect (auth.Middleware)
-				return auth.WithIdentity(ctx, id)
+				ctx = auth.WithIdentity(ctx, id)
+			}
+			if sel, ok, _ := s.requestToolsets(r); ok { // checked by checkToolsetRequest
+				ctx = withRequestToolsets(ctx, sel)
 			}
 			return ctx
 		}),
 	)
-	var h http.Handler = s.front(mcpHTTP) // tasks and resource error codes (front.go)
+	var h http.Handler = s.checkToolsetRequest(s.front(mcpHTTP)) // toolsets (toolsets.go); tasks and resource error codes (front.go)
 	if opts.Protect != nil {
 		h = opts.Protect(h)
 	}

@@ -31,7 +31,7 @@ func TestStatsDoNotTakeTheEngineLock(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	e := newEnv(t, files, func(o *tools.Options) { o.Metrics = reg })
 	for _, f := range files {
-		e.ok("get_notebook", map[string]any{"path": f.Path, "cell_range": map[string]any{"start": 0, "end": 1}})
+		e.ok("get_notebook", map[string]any{"format": "json", "path": f.Path, "cell_range": map[string]any{"start": 0, "end": 1}})
 	}
 	type stats struct {
 		RoomsOpen    int `json:"rooms_open"`

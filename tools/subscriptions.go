@@ -188,12 +188,13 @@ func (s *Server) currentMoved(session string) {
 // hooks wires subscriptions and tool listing to mcp-go's request hooks.
 func (s *Server) hooks() *server.Hooks {
 	h := &server.Hooks{}
-	// Tools the caller may not use are left out of the listing here rather than with
-	// WithToolFilter, which would also turn a call into "tool not found" instead of saying which
-	// scope it needs (scope.go).
+	// Tools the caller may not use, or that its session's toolsets leave out, are left out of the
+	// listing here rather than with WithToolFilter, which would also turn a call into "tool not
+	// found" instead of saying which scope it needs (scope.go) or which toolset holds it
+	// (toolsets.go).
 	h.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, res *mcp.ListToolsResult) {
 		if res != nil {
-			res.Tools = s.toolFilter(ctx, res.Tools)
+			res.Tools = s.listFilter(ctx, s.toolFilter(ctx, res.Tools))
 		}
 	})
 	// The per-room entries of resources/list name documents: the caller sees those it may.
@@ -211,6 +212,7 @@ func (s *Server) hooks() *server.Hooks {
 	h.AddOnUnregisterSession(func(_ context.Context, cs server.ClientSession) {
 		s.dropSession(cs.SessionID())
 		s.forgetNotices(cs.SessionID())
+		s.sessionSets.forget(cs.SessionID())
 	})
 	// Protocol 2026-07-28: the URIs come in the filter of a subscriptions/listen request, whose
 	// stream lasts as long as the request.

@@ -133,10 +133,19 @@ func TestToolAnnotationsAreExplicit(t *testing.T) {
 	}
 }
 
-func TestInputSchemasAreClosedAndAcceptIncludeSchema(t *testing.T) {
+// The full input schema (jupyter://operations/{name}, embedded in failures) is closed at every
+// level and accepts includeSchema; tools/list carries its listing form: the same fields, types,
+// enums and defaults, without bounds, closure and the options every tool of a kind takes, and
+// with descriptions only on the fields that need them.
+func TestInputSchemas(t *testing.T) {
 	e := newEnv(t, nil)
 	for name, tool := range listTools(t, e) {
-		s := toolSchema(t, tool)
+		text, _ := e.readText("jupyter://operations/" + name)
+		var doc map[string]any
+		if err := json.Unmarshal([]byte(text), &doc); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		s := asMap(t, doc["input_schema"])
 		if s["type"] != "object" {
 			t.Errorf("%s: schema type %v", name, s["type"])
 		}
@@ -165,10 +174,56 @@ func TestInputSchemasAreClosedAndAcceptIncludeSchema(t *testing.T) {
 			}
 		}
 		walk(name, s)
-		top, _ := s["properties"].(map[string]any)
-		if _, hasPath := top["path"]; hasPath {
-			if req, _ := s["required"].([]any); name != "list_notebooks" && name != "list_documents" && name != "count_tokens" && !slices.Contains(req, any("path")) {
+		if _, hasPath := props["path"]; hasPath {
+			if req, _ := s["required"].([]any); name != "list_notebooks" && name != "list_documents" && name != "count_tokens" && name != "search_notebook" && !slices.Contains(req, any("path")) {
 				t.Errorf("%s: path is not required (required %v)", name, req)
+			}
+		}
+
+		// The listing: a projection of the full schema.
+		listed := toolSchema(t, tool)
+		var project func(path string, full, l map[string]any)
+		project = func(path string, full, l map[string]any) {
+			for _, k := range []string{"additionalProperties", "minimum", "maximum", "minItems", "maxItems"} {
+				if _, ok := l[k]; ok {
+					t.Errorf("%s %s: the listing carries %s", name, path, k)
+				}
+			}
+			for _, k := range []string{"type", "enum", "default", "required"} {
+				if lr, ok := l[k].([]any); ok && len(lr) == 0 && full[k] == nil { // mcp-go's decoding
+					continue
+				}
+				if !reflect.DeepEqual(l[k], full[k]) {
+					t.Errorf("%s %s: listed %s %v, full %v", name, path, k, l[k], full[k])
+				}
+			}
+			if d, ok := l["description"]; ok && d != full["description"] {
+				t.Errorf("%s %s: listed description %v, full %v", name, path, d, full["description"])
+			}
+			lp, _ := l["properties"].(map[string]any)
+			fp, _ := full["properties"].(map[string]any)
+			for k, v := range lp {
+				if fp[k] == nil {
+					t.Errorf("%s %s: listed field %s is not in the full schema", name, path, k)
+					continue
+				}
+				project(path+"."+k, asMap(t, fp[k]), asMap(t, v))
+			}
+			if li, ok := l["items"].(map[string]any); ok {
+				project(path+"[]", asMap(t, full["items"]), li)
+			}
+		}
+		project(name, s, listed)
+		lp, _ := listed["properties"].(map[string]any)
+		req, _ := s["required"].([]any)
+		for _, k := range []string{"includeSchema", "max_tokens", "fork_id"} {
+			if _, ok := lp[k]; ok && !slices.Contains(req, any(k)) { // the fork tools require fork_id
+				t.Errorf("%s: the listing carries %s (described once, in the instructions)", name, k)
+			}
+		}
+		for k := range props {
+			if _, ok := lp[k]; !ok && (slices.Contains(req, any(k)) || k != "includeSchema" && k != "max_tokens" && k != "fork_id") {
+				t.Errorf("%s: %s is left out of the listing", name, k)
 			}
 		}
 	}
@@ -176,7 +231,7 @@ func TestInputSchemasAreClosedAndAcceptIncludeSchema(t *testing.T) {
 
 func TestSuccessIsLeanWithoutSchema(t *testing.T) {
 	e := newEnv(t, nil)
-	r := e.call("get_notebook", map[string]any{"path": "nb.ipynb"})
+	r := e.call("get_notebook", map[string]any{"format": "json", "path": "nb.ipynb"})
 	if r.IsError {
 		t.Fatalf("get_notebook failed: %s", r)
 	}
@@ -197,7 +252,7 @@ func TestIncludeSchemaEmbedsSchema(t *testing.T) {
 		tool string
 		args map[string]any
 	}{
-		{"get_notebook", map[string]any{"path": "nb.ipynb", "includeSchema": true}},
+		{"get_notebook", map[string]any{"format": "json", "path": "nb.ipynb", "includeSchema": true}},
 		{"list_documents", map[string]any{"includeSchema": true}},
 		{"batch_insert_text", map[string]any{"path": "notes.txt", "operations": []any{map[string]any{"text": "x", "position": 0}}, "includeSchema": true}},
 	} {
@@ -214,7 +269,7 @@ func TestIncludeSchemaEmbedsSchema(t *testing.T) {
 		}
 	}
 	// includeSchema false is the default behaviour.
-	r := e.call("get_notebook", map[string]any{"path": "nb.ipynb", "includeSchema": false})
+	r := e.call("get_notebook", map[string]any{"format": "json", "path": "nb.ipynb", "includeSchema": false})
 	if r.IsError || len(r.Resources) != 0 || len(r.Content) != 1 {
 		t.Errorf("includeSchema false: %s", r)
 	}
@@ -226,7 +281,7 @@ func TestAlwaysEmbedSchemaOption(t *testing.T) {
 		tool string
 		args map[string]any
 	}{
-		{"get_notebook", map[string]any{"path": "nb.ipynb"}},
+		{"get_notebook", map[string]any{"format": "json", "path": "nb.ipynb"}},
 		{"list_notebooks", map[string]any{}},
 		{"get_document", map[string]any{"path": "notes.txt", "includeSchema": false}},
 	} {
@@ -245,7 +300,7 @@ func TestFailureShapeAndSchema(t *testing.T) {
 		t.Errorf("failure structuredContent differs from the text: %s", r)
 	}
 	// A failure from the tool itself (not validation) has the same shape.
-	r = e.fail("get_notebook", map[string]any{"path": "missing.ipynb"})
+	r = e.fail("get_notebook", map[string]any{"format": "json", "path": "missing.ipynb"})
 	mustContain(t, "missing notebook error", errorText(r), "missing.ipynb")
 }
 
@@ -259,13 +314,13 @@ func TestValidation(t *testing.T) {
 		path []any
 		says []string
 	}{
-		{"unknown field", "get_notebook", map[string]any{"path": "nb.ipynb", "formt": "json"},
+		{"unknown field", "get_notebook", map[string]any{"format": "json", "path": "nb.ipynb", "formt": "json"},
 			[]any{"formt"}, []string{"unknown field", "format", "include_outputs", "cell_range", "includeSchema"}},
 		{"unknown nested field", "batch_insert_notebook_cells", map[string]any{"path": "nb.ipynb", "cells": []any{map[string]any{"source": "x"}}},
 			[]any{"cells", 0, "source"}, []string{"unknown field", "content", "cell_type", "metadata"}},
-		{"wrong type string", "get_notebook", map[string]any{"path": 42},
+		{"wrong type string", "get_notebook", map[string]any{"format": "json", "path": 42},
 			[]any{"path"}, []string{"string", "42"}},
-		{"wrong type boolean", "get_notebook", map[string]any{"path": "nb.ipynb", "include_outputs": "yes"},
+		{"wrong type boolean", "get_notebook", map[string]any{"format": "json", "path": "nb.ipynb", "include_outputs": "yes"},
 			[]any{"include_outputs"}, []string{"true or false"}},
 		{"wrong type array", "batch_insert_notebook_cells", map[string]any{"path": "nb.ipynb", "cells": map[string]any{"content": "x"}},
 			[]any{"cells"}, []string{"array"}},
@@ -279,7 +334,7 @@ func TestValidation(t *testing.T) {
 			[]any{"cells", 0, "cell_type"}, []string{"code", "markdown", "raw", "python"}},
 		{"metadata_mode enum", "batch_update_notebook_cells", map[string]any{"path": "nb.ipynb", "updates": []any{map[string]any{"cell_id": "cell-a", "metadata": map[string]any{}, "metadata_mode": "patch"}}},
 			[]any{"updates", 0, "metadata_mode"}, []string{"merge", "replace"}},
-		{"below minimum", "get_notebook", map[string]any{"path": "nb.ipynb", "max_content_length": 10},
+		{"below minimum", "get_notebook", map[string]any{"format": "json", "path": "nb.ipynb", "max_content_length": 10},
 			[]any{"max_content_length"}, []string{"at least 1000"}},
 		{"above maximum", "list_documents", map[string]any{"max_results": 5000},
 			[]any{"max_results"}, []string{"at most 1000"}},
@@ -287,7 +342,7 @@ func TestValidation(t *testing.T) {
 			[]any{"start_index"}, []string{"at least 0"}},
 		{"position below -1", "batch_insert_text", map[string]any{"path": "notes.txt", "operations": []any{map[string]any{"text": "x", "position": -2}}},
 			[]any{"operations", 0, "position"}, []string{"at least -1"}},
-		{"missing path", "get_notebook", map[string]any{},
+		{"missing path", "get_notebook", map[string]any{"format": "json"},
 			[]any{"path"}, []string{"required"}},
 		{"missing cells", "batch_insert_notebook_cells", map[string]any{"path": "nb.ipynb"},
 			[]any{"cells"}, []string{"required"}},
@@ -295,7 +350,7 @@ func TestValidation(t *testing.T) {
 			[]any{"operations", 0, "length"}, []string{"required"}},
 		{"empty array", "batch_insert_notebook_cells", map[string]any{"path": "nb.ipynb", "cells": []any{}},
 			[]any{"cells"}, []string{"at least 1"}},
-		{"cell_range wrong type", "get_notebook", map[string]any{"path": "nb.ipynb", "cell_range": []any{0, 1}},
+		{"cell_range wrong type", "get_notebook", map[string]any{"format": "json", "path": "nb.ipynb", "cell_range": []any{0, 1}},
 			[]any{"cell_range"}, []string{"object"}},
 		{"includeSchema wrong type", "list_notebooks", map[string]any{"includeSchema": "yes"},
 			[]any{"includeSchema"}, []string{"true or false"}},
@@ -484,7 +539,7 @@ func TestOperationResources(t *testing.T) {
 		if m["uri"] != "jupyter://operations/"+str(m["name"]) {
 			t.Errorf("catalog entry %v has uri %v", m["name"], m["uri"])
 		}
-		if !slices.Contains([]string{"notebooks", "documents", "execution", "collaboration", "forks", "history", "tokens"}, str(m["category"])) {
+		if !slices.Contains([]string{"notebooks", "documents", "execution", "presence", "forks", "history", "kernels", "admin", "toolsets"}, str(m["category"])) {
 			t.Errorf("catalog entry %v has category %v", m["name"], m["category"])
 		}
 		if str(m["description"]) == "" || str(m["title"]) == "" {
@@ -492,7 +547,7 @@ func TestOperationResources(t *testing.T) {
 		}
 	}
 	sort.Strings(names)
-	want := slices.Clone(allTools)
+	want := append(slices.Clone(allTools), "enable_toolset") // listed only while a toolset is off
 	sort.Strings(want)
 	if !slices.Equal(names, want) {
 		t.Errorf("catalog lists %v, want %v", names, want)
@@ -523,11 +578,7 @@ func TestOperationResources(t *testing.T) {
 		t.Errorf("the example's arguments do not validate: %s", r)
 	}
 
-	// The schema advertised in tools/list is the one in the resource.
-	tool := listTools(t, e)["get_notebook"]
-	if listed := toolSchema(t, tool); !reflect.DeepEqual(listed, is) {
-		t.Errorf("tools/list schema differs from the resource's input_schema")
-	}
+	// tools/list carries its listing form (TestInputSchemas).
 
 	_, err = read("jupyter://operations/delete_everything")
 	if err == nil {
@@ -560,8 +611,8 @@ func TestExamplesValidate(t *testing.T) {
 			}
 		}
 		delete(ex, "create_if_missing")
-		delete(ex, "template") // applies only with create_if_missing
-		if name == "list_notebooks" || name == "list_documents" {
+		delete(ex, "template")                                                                 // applies only with create_if_missing
+		if name == "list_notebooks" || name == "list_documents" || name == "search_notebook" { // walk real folders
 			continue
 		}
 		r := e.call(name, ex)

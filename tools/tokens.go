@@ -113,16 +113,15 @@ func (s *Server) registerTokenTools() {
 	s.register(&operation{
 		Name:     "count_tokens",
 		Title:    "Count tokens",
-		Category: "tokens",
-		Description: "Count the tokens of a text, a notebook, or some of its cells (cell_range), with a breakdown by cell " +
-			"and by sources vs outputs and the share of a model's context window. Counts use o200k_base or cl100k_base " +
-			"(compiled in); for models whose tokenizer is not public the count is an estimate with a safety margin.",
+		Category: "admin",
+		Description: "Count the tokens of a text, a notebook or some of its cells (sources and outputs apart), and their share " +
+			"of a model's context window.",
 		Input: object(
-			field("input", str("Text to count (instead of path).")),
-			field("path", str("A notebook or text file to count (instead of input).")),
-			field("cell_range", object(
-				field("start", integer("First cell index (0-based).").min(0)),
-				field("end", integer("Last cell index, inclusive.").min(0)),
+			brief("input", str("Text to count (instead of path).")),
+			brief("path", str("A notebook or text file to count (instead of input).")),
+			brief("cell_range", object(
+				brief("start", integer("First cell index (0-based).").min(0)),
+				brief("end", integer("Last cell index, inclusive.").min(0)),
 			).desc("Only these cells of a notebook.")),
 			field("model", str("Model name, for its encoding and context window (e.g. gpt-4o, claude-sonnet-4, gemini-2.5-pro); default: the server's tokenizer.")),
 		),

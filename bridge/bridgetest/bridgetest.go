@@ -726,8 +726,23 @@ func (s *Server) SaveFile(p string) error {
 	return nil
 }
 
-// SetEngine sets what document sessions say about the server's engine (bridge.DocSession.Engine).
+// SetEngine sets what document sessions say about the server's engine (bridge.DocSession.Engine)
+// and what Engine answers.
 func (s *Server) SetEngine(e bridge.Engine) { s.set(func() { s.engine = e }) }
+
+var _ bridge.EngineServer = (*Server)(nil)
+
+// Engine implements bridge.EngineServer: the engine SetEngine set (jupyter-collaboration until
+// then).
+func (s *Server) Engine(context.Context) (bridge.Engine, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.engine
+	if e.Name == "" {
+		e.Name = "jupyter-collaboration"
+	}
+	return e, nil
+}
 
 // StepTwoFirst switches to jupyter-server-documents' handshake: no step 1 on connect; a client's
 // step 1 is answered with the step 2 and then the server's own step 1.

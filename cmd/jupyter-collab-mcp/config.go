@@ -43,6 +43,7 @@ type Config struct {
 	SessionIdleTTL    time.Duration
 	CallTimeout       time.Duration
 	AlwaysEmbedSchema bool
+	Toolsets          []string // toolsets and tools offered (tools/toolsets.go)
 	NoGlobalAwareness bool
 	StateDir          string
 	HistoryBudgetMB   int
@@ -187,6 +188,7 @@ func options() []option {
 		{"history-budget-mb", "HISTORY_BUDGET_MB", "32", "megabytes of restorable versions kept per document", "int", false, integer(func(c *Config) *int { return &c.HistoryBudgetMB })},
 		{"max-response-tokens", "MAX_RESPONSE_TOKENS", "20000", "default max_tokens of content tools and the cap of resources (some clients reject results over 25000 tokens)", "int", false, integer(func(c *Config) *int { return &c.MaxResponseTokens })},
 		{"tokenizer", "TOKENIZER", "o200k_base", "token encoding for counts and budgets: o200k_base or cl100k_base", "string", false, str(func(c *Config) *string { return &c.Tokenizer })},
+		{"toolsets", "MCP_TOOLSETS", "default", "comma-separated toolsets (notebooks, execution, presence, documents, forks, history, kernels, admin), tool names, default (the daily loop) and all; over HTTP a request may choose its own (X-MCP-Toolsets header or ?toolsets=)", "list", false, list(func(c *Config) *[]string { return &c.Toolsets })},
 		{"always-embed-schema", "ALWAYS_EMBED_SCHEMA", "false", "embed each tool's input schema in every result (by default only in failures and when a call passes includeSchema)", "bool", false, boolean(func(c *Config) *bool { return &c.AlwaysEmbedSchema })},
 	}
 }

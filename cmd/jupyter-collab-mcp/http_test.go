@@ -244,7 +244,7 @@ func get(t *testing.T, url, token string, mutate ...func(*http.Request)) (int, h
 
 func TestHTTPEndpointGuards(t *testing.T) {
 	jup := fakeJupyter(t)
-	sc := startRun(t, jup.URL+"/", map[string]string{"MCP_TOKEN": mcpToken, "MCP_RATE_LIMIT": "0.5", "MCP_RATE_BURST": "40"})
+	sc := startRun(t, jup.URL+"/", map[string]string{"MCP_TOKEN": mcpToken, "MCP_RATE_LIMIT": "0.5", "MCP_RATE_BURST": "40", "MCP_TOOLSETS": "default,admin"})
 
 	// Missing and wrong tokens: 401 with a challenge that points at the metadata.
 	for _, token := range []string{"", "wrong-token-0123456789"} {
@@ -334,7 +334,7 @@ func TestHTTPEndpointGuards(t *testing.T) {
 
 func TestHTTPJupyterDelegatedAuth(t *testing.T) {
 	jup := fakeJupyter(t)
-	sc := startRun(t, jup.URL+"/", map[string]string{"MCP_AUTH": "jupyter"})
+	sc := startRun(t, jup.URL+"/", map[string]string{"MCP_AUTH": "jupyter", "MCP_TOOLSETS": "all"}) // the scopes' tools, kernels' included
 	if r := rpc(t, sc.base, "not-a-jupyter-token-0123", "", "initialize", map[string]any{}); r.status != 401 {
 		t.Errorf("unknown Jupyter token: %d", r.status)
 	}

@@ -113,7 +113,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	registry.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsGC)), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mcpServer, err := tools.New(tools.Options{Manager: manager, Executor: executor, Logger: log, Version: version,
 		CallTimeout: cfg.CallTimeout, AlwaysEmbedSchema: cfg.AlwaysEmbedSchema, AgentName: cfg.AgentName,
-		MaxResponseTokens: cfg.MaxResponseTokens, Tokenizer: cfg.Tokenizer, Metrics: registry})
+		MaxResponseTokens: cfg.MaxResponseTokens, Tokenizer: cfg.Tokenizer, Metrics: registry, Toolsets: cfg.Toolsets})
 	if err != nil {
 		return err
 	}

@@ -148,28 +148,31 @@ func (a SidecarAdapter) AppendCells(ctx context.Context, path string, sources []
 }
 
 func (a SidecarAdapter) ReadAll(ctx context.Context, path string, outputs bool, cells int) ([]Reply, int, error) {
-	return a.readPaged(ctx, map[string]any{"path": path, "include_outputs": outputs}, cells,
-		func(r Reply, _, _ map[string]any, covered int) (int, error) {
-			got, _ := r.Structured["cells"].([]any)
-			return covered + len(got), nil
-		})
+	// The default format (text) is what an agent reads; like markdown it says how far it got
+	// through truncated.next_call.
+	return a.readPaged(ctx, map[string]any{"path": path, "include_outputs": outputs}, cells, pagedByNextCall(cells))
 }
 
 // ReadMarkdown reads every cell with outputs in the compact markdown rendering (an option the
 // other server has no counterpart of), following truncated.next_call.
 func (a SidecarAdapter) ReadMarkdown(ctx context.Context, path string, cells int) ([]Reply, int, error) {
-	return a.readPaged(ctx, map[string]any{"path": path, "format": "markdown"}, cells,
-		func(_ Reply, tr, next map[string]any, covered int) (int, error) {
-			switch {
-			case tr == nil:
-				return cells, nil // this call ran to the end
-			case next == nil:
-				return covered, fmt.Errorf("get_notebook: truncated without a next call: %v", tr)
-			}
-			rng, _ := next["cell_range"].(map[string]any)
-			start, _ := rng["start"].(float64)
-			return int(start), nil
-		})
+	return a.readPaged(ctx, map[string]any{"path": path, "format": "markdown"}, cells, pagedByNextCall(cells))
+}
+
+// pagedByNextCall counts the cells a paged read covered from its truncated.next_call: every cell
+// when the call ran to the end, those before the next call's start otherwise.
+func pagedByNextCall(cells int) func(Reply, map[string]any, map[string]any, int) (int, error) {
+	return func(_ Reply, tr, next map[string]any, covered int) (int, error) {
+		switch {
+		case tr == nil:
+			return cells, nil // this call ran to the end
+		case next == nil:
+			return covered, fmt.Errorf("get_notebook: truncated without a next call: %v", tr)
+		}
+		rng, _ := next["cell_range"].(map[string]any)
+		start, _ := rng["start"].(float64)
+		return int(start), nil
+	}
 }
 
 // readPaged calls get_notebook, then again from each truncated.next_call (get_notebook cuts at

@@ -225,7 +225,7 @@ func Markdown(res *Results, env Environment, chart string) string {
 	w("| open / join | `create_notebook_session` | `use_notebook` |\n")
 	w("| single-cell edit | `batch_update_notebook_cells` (by cell id, `exec: false`) | `overwrite_cell_source` (by index) |\n")
 	w("| insert %d cells | one `batch_insert_notebook_cells` (`exec: false`) | %d × `insert_cell` (index -1); it has no batch insert |\n", c.InsertCells, c.InsertCells)
-	w("| read with outputs | `get_notebook` (JSON, default budgets), following `truncated.next_call` | `read_cell` for every cell (`read_notebook` returns no outputs) |\n")
+	w("| read with outputs | `get_notebook` (default text format and budgets), following `truncated.next_call` | `read_cell` for every cell (`read_notebook` returns no outputs) |\n")
 	w("| read with outputs, markdown | `get_notebook` with `format: markdown` | – |\n")
 	w("| read sources only | `get_notebook` with `include_outputs: false` | `read_notebook` (`detailed`, `limit: 0`) |\n")
 	w("| execute | `execute_notebook_cell` | `execute_cell` |\n\n")

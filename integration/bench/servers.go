@@ -110,7 +110,8 @@ func StartSidecar(ctx context.Context, js *integration.JupyterServer, bin string
 	cmd := exec.Command(bin, "--listen", "127.0.0.1:"+strconv.Itoa(port), "--state-dir", stateDir)
 	// MCP_RATE_LIMIT=0: the default per-token limit (50 requests/s) would cap the sustained-edit
 	// run, and jupyter-mcp-server has no such limit.
-	cmd.Env = append(os.Environ(), "JUPYTER_URL="+js.URL, "JUPYTER_TOKEN="+js.Token, "MCP_TOKEN="+s.Token, "MCP_RATE_LIMIT=0")
+	cmd.Env = append(os.Environ(), "JUPYTER_URL="+js.URL, "JUPYTER_TOKEN="+js.Token, "MCP_TOKEN="+s.Token, "MCP_RATE_LIMIT=0",
+		"MCP_TOOLSETS=default,admin") // admin: count_tokens, which the bench counts with
 	return s, s.start(ctx, cmd, port)
 }
 

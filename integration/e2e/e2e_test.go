@@ -237,7 +237,7 @@ func TestConcurrentEditsSameCell(t *testing.T) {
 			if attempt >= 20 {
 				t.Fatalf("agent edit %d: 20 conflicts in a row", i)
 			}
-			nb := call(t, ctx, "get_notebook", map[string]any{"path": name})
+			nb := call(t, ctx, "get_notebook", map[string]any{"format": "json", "path": name})
 			cell := cellByID(nb, "shared")
 			src, _ := cell["source"].(string)
 			hash, _ := cell["source_hash"].(string)

@@ -83,7 +83,8 @@ func run(m *testing.M) (int, error) {
 	defer os.RemoveAll(env.srv.Root)
 
 	env.sidecar, err = integration.StartHTTPSidecar(ctx, env.srv,
-		"AGENT_NAME="+agentName, "AGENT_INITIALS="+agentInitials, "AGENT_COLOR="+agentColor)
+		"AGENT_NAME="+agentName, "AGENT_INITIALS="+agentInitials, "AGENT_COLOR="+agentColor,
+		"MCP_TOOLSETS=default,forks,presence") // the browser sees the agent's cursor and a suggestion
 	if err != nil {
 		return 0, fmt.Errorf("start sidecar: %w", err)
 	}
@@ -273,7 +274,7 @@ func waitDisk(t *testing.T, name, what string, cond func(map[string]string, []st
 // replicaSources reads the sidecar's replica through MCP get_notebook.
 func replicaSources(t *testing.T, ctx context.Context, name string) (map[string]string, []string) {
 	t.Helper()
-	nb := call(t, ctx, "get_notebook", map[string]any{"path": name})
+	nb := call(t, ctx, "get_notebook", map[string]any{"format": "json", "path": name})
 	cells, _ := nb["cells"].([]any)
 	out := map[string]string{}
 	var order []string

@@ -135,7 +135,7 @@ func (h *harness) check(ctx context.Context, initial ydoc.Notebook) {
 	h.checkRuns()
 
 	// The sidecar's own replica agrees with the peer.
-	res := h.agent.call(ctx, "get_notebook", map[string]any{"path": notebook, "max_tokens": 2000000, "max_content_length": 5000000})
+	res := h.agent.call(ctx, "get_notebook", map[string]any{"format": "json", "path": notebook, "max_tokens": 2000000, "max_content_length": 5000000})
 	if res.out != outOK {
 		t.Errorf("get_notebook: %s %s", res.out, res.err)
 	} else if got := replicaCells(res.data); !slices.Equal(got, cellsOf(snap)) {

@@ -382,7 +382,7 @@ func (h *harness) round(ctx context.Context, r int, kind faultKind, rng *rand.Ra
 // nothing itself (the checks at the end do, against the independent peer); it says where a
 // failure began.
 func (h *harness) watch(ctx context.Context, r int, kind faultKind) {
-	res := h.agent.call(ctx, "get_notebook", map[string]any{"path": notebook, "max_tokens": 2000000, "max_content_length": 5000000})
+	res := h.agent.call(ctx, "get_notebook", map[string]any{"format": "json", "path": notebook, "max_tokens": 2000000, "max_content_length": 5000000})
 	if res.out != outOK {
 		return
 	}

@@ -394,7 +394,7 @@ func tokensIn(nb stormNotebook) map[string]bool {
 
 // readSidecar reads the sidecar's replica through get_notebook (whole, not cut).
 func readSidecar(ctx context.Context, a *agent) (stormNotebook, error) {
-	res := a.call(ctx, "get_notebook", map[string]any{"path": stormPath, "max_content_length": 5000000, "max_tokens": 1000000, "max_output_chars": 1000})
+	res := a.call(ctx, "get_notebook", map[string]any{"format": "json", "path": stormPath, "max_content_length": 5000000, "max_tokens": 1000000, "max_output_chars": 1000})
 	if res.out != outOK {
 		return stormNotebook{}, fmt.Errorf("get_notebook: %s %s", res.out, res.err)
 	}

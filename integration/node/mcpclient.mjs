@@ -15,7 +15,7 @@ const notes = [] // resources/updated and resources/list_changed, in arrival ord
 let noteWaiters = []
 
 function note (n) {
-  notes.push({ method: n.method, uri: n.params?.uri, at: Date.now() })
+  notes.push({ method: n.method, uri: n.params?.uri, tools: n.tools, at: Date.now() })
   const waiting = noteWaiters
   noteWaiters = []
   for (const w of waiting) w()
@@ -37,7 +37,16 @@ function waitNotification (req) {
 function out (obj) { process.stdout.write(JSON.stringify(obj) + '\n') }
 
 async function connect (req) {
-  client = new Client({ name: 'jupyter-collab-mcp-e2e', version: '1.0.0' })
+  // listChanged: the SDK lists the tools again when the server says they changed (toolsets turned
+  // on inside the session); the new list is recorded as a notification with the tools' names.
+  client = new Client({ name: 'jupyter-collab-mcp-e2e', version: '1.0.0' }, {
+    listChanged: {
+      tools: {
+        debounceMs: 0,
+        onChanged: (err, tools) => note({ method: 'notifications/tools/list_changed', tools: err ? undefined : (tools ?? []).map(t => t.name) })
+      }
+    }
+  })
   if (req.transport === 'stdio') {
     transport = new StdioClientTransport({ command: req.command, args: req.args ?? [], env: req.env, stderr: 'pipe' })
     const stderr = transport.stderr

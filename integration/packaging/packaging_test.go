@@ -491,13 +491,22 @@ class NoExecute(Authorizer):
 `
 
 // toolNames lists the tools a fresh session sees, over raw HTTP through Jupyter.
-func toolNames(t *testing.T, endpoint, token string) []string {
+// toolNames lists the tools through the relay; header is an optional header name and value sent
+// with every request.
+func toolNames(t *testing.T, endpoint, token string, header ...string) []string {
 	t.Helper()
-	code, hdr, body := do(t, http.MethodPost, endpoint, "token "+token, initialize, nil)
+	extra := map[string]string{}
+	if len(header) == 2 {
+		extra[header[0]] = header[1]
+	}
+	code, hdr, body := do(t, http.MethodPost, endpoint, "token "+token, initialize, extra)
 	if code != http.StatusOK {
 		t.Fatalf("initialize: %d %s", code, body)
 	}
 	session := map[string]string{"Mcp-Session-Id": hdr.Get("Mcp-Session-Id"), "Mcp-Protocol-Version": "2025-06-18"}
+	for k, v := range extra {
+		session[k] = v
+	}
 	do(t, http.MethodPost, endpoint, "token "+token, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, session)
 	code, _, body = do(t, http.MethodPost, endpoint, "token "+token, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, session)
 	if code != http.StatusOK {
@@ -526,7 +535,7 @@ func toolNames(t *testing.T, endpoint, token string) []string {
 func TestJupyterPermissionsLimitTools(t *testing.T) {
 	target := installWheel(t, wheelFile(t))
 	full := startServer(t)
-	all := toolNames(t, full.URL+"mcp", full.Token)
+	all := toolNames(t, full.URL+"mcp?toolsets=all", full.Token) // the query reaches the sidecar through the relay
 	for _, want := range []string{"list_notebooks", "batch_update_notebook_cells", "execute_notebook_cell", "restart_kernel"} {
 		if !slices.Contains(all, want) {
 			t.Errorf("with every Jupyter permission, tools/list lacks %s: %v", want, all)
@@ -552,7 +561,7 @@ func TestJupyterPermissionsLimitTools(t *testing.T) {
 	}) {
 		t.Fatalf("sidecar not healthy\n%s", srv.Log())
 	}
-	limited := toolNames(t, srv.URL+"mcp", srv.Token)
+	limited := toolNames(t, srv.URL+"mcp", srv.Token, "X-MCP-Toolsets", "all") // and the header
 	for _, want := range []string{"list_notebooks", "batch_update_notebook_cells"} {
 		if !slices.Contains(limited, want) {
 			t.Errorf("without kernels:execute, tools/list still should have %s: %v", want, limited)

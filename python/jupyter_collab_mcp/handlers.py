@@ -29,6 +29,7 @@ _REQUEST_HEADERS = (
     "Mcp-Protocol-Version",
     "Last-Event-ID",
     "User-Agent",
+    "X-MCP-Toolsets",  # the toolsets a client chose for its session
 )
 _RESPONSE_HEADERS = (
     "Content-Type",
