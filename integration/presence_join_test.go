@@ -70,7 +70,11 @@ func TestHumanAlreadyPresentIsSeenAtJoin(t *testing.T) {
 			t.Errorf("%s: get_user_cursors right after the join names neither a cursor nor a pending one of the human: %s", h.name, b)
 		}
 		cursorsCall = append(cursorsCall, time.Since(join))
-		out := a.ok(ctx, "batch_update_notebook_cells", map[string]any{"path": h.name, "exec": false, "updates": []any{map[string]any{"cell_id": "c0", "content": "import math  # agent\n"}}})
+		// The edit is in the human's cell: where the engine sends the room's awareness at the
+		// join (jupyter-server-documents) the cursor is known at once and the warning names who
+		// types there; elsewhere (jupyter-collaboration) it names who has the notebook open with a
+		// cursor not known yet. An edit elsewhere warns only in the second case, rightly.
+		out := a.ok(ctx, "batch_update_notebook_cells", map[string]any{"path": h.name, "exec": false, "updates": []any{map[string]any{"cell_id": "c1", "content": "import math  # agent\n"}}})
 		if w := fmt.Sprint(out["warnings"]); !strings.Contains(w, "Early Bird") {
 			t.Errorf("%s: an edit right after the join does not warn about the human in the notebook: %v", h.name, out)
 		}
