@@ -20,24 +20,17 @@ import (
 // messages nor the run marker's beat.
 
 // runJob runs a job's cells in order, on the notebook's kernel, and finishes the job.
-func (x *ClientEngine) runJob(cj *clientJob, room *bridge.Room, opts RunOptions) {
+func (x *ClientEngine) runJob(cj *trackedJob, room *bridge.Room, opts RunOptions) {
 	j := cj.job
 	ctx := x.life
 	var k *nbKernel
-	finished := false
 	// The kernel is let go and the job counted as finished before its waiters learn it is.
-	finish := func(fn func(*JobState)) {
-		if finished {
-			return
-		}
-		finished = true
+	finish := x.finisher(j, func() {
 		if k != nil {
 			k.unlock(x.now())
 			k = nil
 		}
-		x.retire(j)
-		j.Finish(fn)
-	}
+	})
 	defer finish(func(s *JobState) { s.Status, s.Ended = JobFailed, x.now() }) // only if it did not finish (a panic)
 	k, note, reused, err := x.acquire(ctx, room, opts.KernelName, true)
 	if err != nil {
@@ -168,7 +161,7 @@ type kernelCheck struct {
 }
 
 // runCell runs the i-th cell of a job and returns what became of it.
-func (x *ClientEngine) runCell(ctx context.Context, cj *clientJob, i int, room *bridge.Room, k *nbKernel, opts RunOptions, check *kernelCheck) CellRun {
+func (x *ClientEngine) runCell(ctx context.Context, cj *trackedJob, i int, room *bridge.Room, k *nbKernel, opts RunOptions, check *kernelCheck) CellRun {
 	id := cj.cellIDs[i]
 	skipped := func(idx int, note string) CellRun {
 		return CellRun{CellID: id, Index: idx, Status: CellSkipped, Note: note}
@@ -370,7 +363,7 @@ func (d *driver) perform(a action) {
 			cctx, cancel := context.WithTimeout(d.ctx, 30*time.Second)
 			state, err := x.opts.Kernels.KernelState(cctx, id)
 			cancel()
-			gone := bridge.IsNotFound(err) || (err == nil && state == "dead")
+			gone := kernelGone(state, err)
 			if err != nil && !gone {
 				x.log.Debug().Err(err).Str(logfield.Kernel, id).Msg("kernel state unknown during a run; waiting on")
 			}

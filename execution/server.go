@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -105,18 +104,12 @@ type ServerOptions struct {
 // someone else's. Run waits until its context ends; Close stops following every job (the server
 // goes on running what it was given).
 type ServerEngine struct {
-	opts ServerOptions
-	log  zerolog.Logger
-
-	life   context.Context
-	finish context.CancelFunc
-	wg     sync.WaitGroup
+	*jobBook // the jobs kept for polling, the goroutines Close waits for, life
+	opts     ServerOptions
+	log      zerolog.Logger
 
 	mu        sync.Mutex
-	closed    bool
 	notebooks map[string]*nbServer
-	jobs      map[string]*clientJob
-	finished  []string // ids of finished jobs, oldest first
 }
 
 // nbServer is a notebook's place in the engine: one job at a time holds sem; session is the
@@ -152,9 +145,9 @@ func NewServerEngine(opts ServerOptions) (*ServerEngine, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	life, finish := context.WithCancel(context.Background())
-	return &ServerEngine{opts: opts, log: opts.Logger.With().Str(logfield.Component, "executor").Str("executor", "server").Logger(),
-		life: life, finish: finish, notebooks: map[string]*nbServer{}, jobs: map[string]*clientJob{}}, nil
+	return &ServerEngine{jobBook: newJobBook(opts.KeepJobs, opts.Now), opts: opts,
+		log:       opts.Logger.With().Str(logfield.Component, "executor").Str("executor", "server").Logger(),
+		notebooks: map[string]*nbServer{}}, nil
 }
 
 // Run waits until ctx ends, then stops following every job.
@@ -168,112 +161,30 @@ func (x *ServerEngine) Run(ctx context.Context) error {
 }
 
 // Close stops following every job (the server goes on running what it was given) and waits.
-func (x *ServerEngine) Close() {
-	x.mu.Lock()
-	x.closed = true
-	x.mu.Unlock()
-	x.finish()
-	x.wg.Wait()
-}
+func (x *ServerEngine) Close() { x.jobBook.close() }
 
 func (x *ServerEngine) now() time.Time { return x.opts.Now() }
-
-// track registers work Close waits for; it fails once Close began.
-func (x *ServerEngine) track() (func(), error) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.closed {
-		return nil, errors.New("execution: executor stopped")
-	}
-	x.wg.Add(1)
-	return x.wg.Done, nil
-}
 
 // Start queues a job running cells (by id, in order) of a notebook and returns at once.
 func (x *ServerEngine) Start(ctx context.Context, path string, cellIDs []string, opts RunOptions) (*Job, error) {
 	if opts.ForkID != "" {
 		return nil, fmt.Errorf("%w: the server runs cells of its own documents only, and has no forks", bridge.ErrNoForks)
 	}
-	release, err := x.track()
-	if err != nil {
-		return nil, err
+	open := func(ctx context.Context) (*bridge.Room, error) {
+		return x.opts.Manager.Open(ctx, path, ydoc.KindNotebook)
 	}
-	started := false
-	defer func() {
-		if !started {
-			release()
-		}
-	}()
-	room, err := x.opts.Manager.Open(ctx, path, ydoc.KindNotebook)
-	if err != nil {
-		return nil, err
-	}
-	var cells []CellRun
-	if err := room.View(ctx, func(d *ydoc.Doc) error {
-		for _, id := range cellIDs {
-			cells = append(cells, CellRun{CellID: id, Index: d.CellIndex(id), Status: CellPending})
-		}
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	cj := &clientJob{job: NewJob(newJobID(), room.Path(), cells, x.now()), cellIDs: slices.Clone(cellIDs), cancelC: make(chan struct{})}
-	x.mu.Lock()
-	x.jobs[cj.job.ID] = cj
-	x.mu.Unlock()
-	started = true
-	go func() {
-		defer release()
-		x.runJob(cj, room, opts)
-	}()
-	return cj.job, nil
+	return x.start(ctx, cellIDs, open, func(cj *trackedJob, room *bridge.Room) { x.runJob(cj, room, opts) })
 }
 
 // Job returns a job by id.
-func (x *ServerEngine) Job(id string) (*Job, error) {
-	cj, err := x.serverJob(id)
-	if err != nil {
-		return nil, err
-	}
-	return cj.job, nil
-}
-
-func (x *ServerEngine) serverJob(id string) (*clientJob, error) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	cj, ok := x.jobs[id]
-	if !ok {
-		return nil, fmt.Errorf("%w %q (finished jobs are kept for a while, then forgotten)", ErrUnknownJob, id)
-	}
-	return cj, nil
-}
+func (x *ServerEngine) Job(id string) (*Job, error) { return x.job(id) }
 
 // JobIDs returns the ids of the jobs kept, newest first.
-func (x *ServerEngine) JobIDs() []string {
-	x.mu.Lock()
-	jobs := make([]*Job, 0, len(x.jobs))
-	for _, cj := range x.jobs {
-		jobs = append(jobs, cj.job)
-	}
-	x.mu.Unlock()
-	sort.Slice(jobs, func(a, b int) bool { return jobs[a].Created.After(jobs[b].Created) })
-	ids := make([]string, len(jobs))
-	for i, j := range jobs {
-		ids[i] = j.ID
-	}
-	return ids
-}
+func (x *ServerEngine) JobIDs() []string { return x.jobIDs() }
 
 // Cancel stops a job: cells not sent are cancelled; the one sent is interrupted once it is the
 // one the kernel runs. It returns at once.
-func (x *ServerEngine) Cancel(_ context.Context, id string) (*Job, error) {
-	cj, err := x.serverJob(id)
-	if err != nil {
-		return nil, err
-	}
-	cj.cancelOnce.Do(func() { close(cj.cancelC) })
-	return cj.job, nil
-}
+func (x *ServerEngine) Cancel(_ context.Context, id string) (*Job, error) { return x.cancel(id) }
 
 // Interrupt interrupts the notebook's kernel, whatever it runs.
 func (x *ServerEngine) Interrupt(ctx context.Context, path string) (KernelSession, error) {
@@ -312,31 +223,7 @@ func (x *ServerEngine) RunCode(context.Context, string, string, string) (CellRun
 }
 
 func (x *ServerEngine) sessionFor(ctx context.Context, path string) (KernelSession, error) {
-	path, err := bridge.CleanPath(path)
-	if err != nil {
-		return KernelSession{}, err
-	}
-	sessions, err := x.opts.Kernels.Sessions(ctx)
-	if err != nil {
-		return KernelSession{}, err
-	}
-	for _, s := range sessions {
-		if s.Path == path && s.KernelID != "" {
-			return s, nil
-		}
-	}
-	return KernelSession{}, fmt.Errorf("%s: %w", path, ErrNoKernel)
-}
-
-// retire counts a job as finished: the oldest finished jobs beyond KeepJobs are forgotten.
-func (x *ServerEngine) retire(j *Job) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	x.finished = append(x.finished, j.ID)
-	for len(x.finished) > x.opts.KeepJobs {
-		delete(x.jobs, x.finished[0])
-		x.finished = x.finished[1:]
-	}
+	return sessionOf(ctx, x.opts.Kernels, path)
 }
 
 // notebook returns the notebook's place, held for the caller (who releases it).
@@ -357,23 +244,16 @@ func (x *ServerEngine) notebook(ctx context.Context, path string) (*nbServer, er
 }
 
 // runJob runs a job's cells in order and finishes the job.
-func (x *ServerEngine) runJob(cj *clientJob, room *bridge.Room, opts RunOptions) {
+func (x *ServerEngine) runJob(cj *trackedJob, room *bridge.Room, opts RunOptions) {
 	j := cj.job
 	ctx := x.life
 	var nb *nbServer
-	finished := false
-	finish := func(fn func(*JobState)) {
-		if finished {
-			return
-		}
-		finished = true
+	finish := x.finisher(j, func() {
 		if nb != nil {
 			<-nb.sem
 			nb = nil
 		}
-		x.retire(j)
-		j.Finish(fn)
-	}
+	})
 	defer finish(func(s *JobState) { s.Status, s.Ended = JobFailed, x.now() }) // only if it did not finish (a panic)
 	notRun := func(note string) {
 		finish(func(s *JobState) {
@@ -427,26 +307,9 @@ func (x *ServerEngine) runJob(cj *clientJob, room *bridge.Room, opts RunOptions)
 // one, and says what the caller must know (the kernel changed since the notebook's last job).
 func (x *ServerEngine) session(ctx context.Context, room *bridge.Room, nb *nbServer, kernelName string) (string, error) {
 	path := room.Path()
-	sessions, err := x.opts.Kernels.Sessions(ctx)
+	found, err := liveSession(ctx, x.opts.Kernels, room, kernelName)
 	if err != nil {
-		return "", fmt.Errorf("list kernel sessions: %w", err)
-	}
-	var found *KernelSession
-	for i := range sessions {
-		if sessions[i].Path == path && sessions[i].KernelID != "" && sessions[i].State != "dead" {
-			found = &sessions[i]
-			break
-		}
-	}
-	if found == nil {
-		if kernelName == "" {
-			kernelName = notebookKernelName(ctx, room)
-		}
-		s, err := x.opts.Kernels.StartSession(ctx, path, kernelName)
-		if err != nil {
-			return "", fmt.Errorf("start a kernel: %w", err)
-		}
-		found = &s
+		return "", err
 	}
 	note := ""
 	if old := nb.session.KernelID; old != "" && old != found.KernelID {
@@ -461,15 +324,14 @@ func (x *ServerEngine) session(ctx context.Context, room *bridge.Room, nb *nbSer
 	if nb.session.KernelID != found.KernelID {
 		nb.lastCount = 0
 	}
-	nb.session = *found
+	nb.session = found
 	return note, nil
 }
 
 // kernelNotice tells agents (bridge.Manager.Notify) what happened to a notebook's kernel, as
 // ClientEngine does: event is "restarted", "lost" or "replaced".
 func (x *ServerEngine) kernelNotice(path string, level bridge.NoticeLevel, event, kernelID, msg string) {
-	x.opts.Manager.Notify(bridge.Notice{Level: level, Topic: bridge.TopicKernel, Kind: event, Path: path, DocKind: ydoc.KindNotebook.String(),
-		Message: path + ": " + msg, Data: map[string]any{"event": event, "kernel_id": kernelID}})
+	kernelNotice(x.opts.Manager, path, level, event, kernelID, msg)
 }
 
 // cellNow is what the document shows of the running cell.
@@ -509,7 +371,7 @@ func look(ctx context.Context, room *bridge.Room, id string) (cellNow, error) {
 }
 
 // runCell runs the i-th cell of a job on the server and follows it in the document.
-func (x *ServerEngine) runCell(ctx context.Context, cj *clientJob, i int, room *bridge.Room, nb *nbServer) CellRun {
+func (x *ServerEngine) runCell(ctx context.Context, cj *trackedJob, i int, room *bridge.Room, nb *nbServer) CellRun {
 	id := cj.cellIDs[i]
 	skipped := func(idx int, note string) CellRun {
 		return CellRun{CellID: id, Index: idx, Status: CellSkipped, Note: note}
@@ -646,7 +508,7 @@ func newRequestID() string {
 type follower struct {
 	x        *ServerEngine
 	ctx      context.Context
-	cj       *clientJob
+	cj       *trackedJob
 	cell     int // the cell's position in the job
 	room     *bridge.Room
 	id       string
@@ -805,7 +667,7 @@ func (f *follower) checkKernel() {
 	defer cancel()
 	state, err := f.x.opts.Kernels.KernelState(ctx, f.kernelID)
 	switch {
-	case bridge.IsNotFound(err) || (err == nil && state == "dead"):
+	case kernelGone(state, err):
 		f.kernelGone = true
 		return
 	case err != nil:
