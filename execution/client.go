@@ -167,36 +167,12 @@ func (x *ClientEngine) Start(ctx context.Context, path string, cellIDs []string,
 	return x.start(ctx, cellIDs, open, func(cj *trackedJob, room *bridge.Room) { x.runJob(cj, room, opts) })
 }
 
-// Job returns a job by id.
-func (x *ClientEngine) Job(id string) (*Job, error) { return x.job(id) }
-
-// JobIDs returns the ids of the jobs the executor knows (running and recently finished), newest
-// first.
-func (x *ClientEngine) JobIDs() []string { return x.jobIDs() }
-
-// Cancel stops a job: cells not started are cancelled, the running one is interrupted — as soon
-// as the kernel runs it, never before (until then the kernel may be running someone else's
-// cell). It returns at once; wait on the job to see it end.
-func (x *ClientEngine) Cancel(_ context.Context, id string) (*Job, error) { return x.cancel(id) }
-
 // Interrupt interrupts the notebook's kernel (the human's runs too: it is their kernel).
 func (x *ClientEngine) Interrupt(ctx context.Context, path string) (KernelSession, error) {
-	s, err := x.sessionFor(ctx, path)
-	if err != nil {
-		return s, err
-	}
-	return s, x.opts.Kernels.Interrupt(ctx, s.KernelID)
+	return interruptNotebook(ctx, x.opts.Kernels, path)
 }
 
 // Restart restarts the notebook's kernel; its state is lost.
 func (x *ClientEngine) Restart(ctx context.Context, path string) (KernelSession, error) {
-	s, err := x.sessionFor(ctx, path)
-	if err != nil {
-		return s, err
-	}
-	return s, x.opts.Kernels.Restart(ctx, s.KernelID)
-}
-
-func (x *ClientEngine) sessionFor(ctx context.Context, path string) (KernelSession, error) {
-	return sessionOf(ctx, x.opts.Kernels, path)
+	return restartNotebook(ctx, x.opts.Kernels, path)
 }

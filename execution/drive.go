@@ -163,17 +163,9 @@ type kernelCheck struct {
 // runCell runs the i-th cell of a job and returns what became of it.
 func (x *ClientEngine) runCell(ctx context.Context, cj *trackedJob, i int, room *bridge.Room, k *nbKernel, opts RunOptions, check *kernelCheck) CellRun {
 	id := cj.cellIDs[i]
-	skipped := func(idx int, note string) CellRun {
-		return CellRun{CellID: id, Index: idx, Status: CellSkipped, Note: note}
-	}
-	cell, idx, err := cellInfo(ctx, room, id)
-	switch {
-	case err != nil:
-		return skipped(-1, "not run: "+err.Error())
-	case idx < 0:
-		return skipped(-1, "not run: the cell no longer exists")
-	case cell.Type != ydoc.CellCode:
-		return skipped(idx, cell.Type+" cells are not executed")
+	cell, idx, skip := codeCell(ctx, room, id)
+	if skip != nil {
+		return *skip
 	}
 	m := newMachine(machineConfig{
 		CellID: id, Code: cell.Source, Empty: strings.TrimSpace(cell.Source) == "", StopOnError: opts.StopOnError,
@@ -186,6 +178,24 @@ func (x *ClientEngine) runCell(ctx context.Context, cj *trackedJob, i int, room 
 		x.kernelNotice(room.Path(), bridge.NoticeNotice, "restarted", k.session.KernelID, note)
 	}
 	return run
+}
+
+// codeCell reads the code cell id and its index before a run; a cell that cannot run (gone,
+// not code, unreadable) comes back as its skipped run instead.
+func codeCell(ctx context.Context, room *bridge.Room, id string) (ydoc.Cell, int, *CellRun) {
+	skipped := func(idx int, note string) (ydoc.Cell, int, *CellRun) {
+		return ydoc.Cell{}, idx, &CellRun{CellID: id, Index: idx, Status: CellSkipped, Note: note}
+	}
+	cell, idx, err := cellInfo(ctx, room, id)
+	switch {
+	case err != nil:
+		return skipped(-1, "not run: "+err.Error())
+	case idx < 0:
+		return skipped(-1, "not run: the cell no longer exists")
+	case cell.Type != ydoc.CellCode:
+		return skipped(idx, cell.Type+" cells are not executed")
+	}
+	return cell, idx, nil
 }
 
 // cellInfo is what runCell needs to know about a cell before it runs.

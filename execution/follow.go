@@ -243,7 +243,7 @@ func (f *follower) checkKernel() {
 			"The cell is not sent again: nobody can tell whether the old kernel had begun it"
 		f.x.log.Warn().Str(logfield.Path, f.room.Path()).Str(logfield.Cell, f.id).Str(logfield.Kernel, f.kernelID).Str("kernel_state", state).
 			Msg("the server lost a run (the kernel is not busy, the cell shows running): attaching the kernel to the room again")
-		if s, err := f.x.sessionFor(ctx, f.room.Path()); err == nil {
+		if s, err := sessionOf(ctx, f.x.opts.Kernels, f.room.Path()); err == nil {
 			if err := f.x.opts.Kernels.AttachSession(ctx, s); err != nil {
 				f.x.log.Warn().Err(err).Str(logfield.Path, f.room.Path()).Msg("could not attach the kernel to the room again")
 			}

@@ -167,8 +167,8 @@ func (b *jobBook) tracked(id string) (*trackedJob, error) {
 	return cj, nil
 }
 
-// job returns a job by id.
-func (b *jobBook) job(id string) (*Job, error) {
+// Job returns a job by id (ErrUnknownJob once it is forgotten).
+func (b *jobBook) Job(id string) (*Job, error) {
 	cj, err := b.tracked(id)
 	if err != nil {
 		return nil, err
@@ -176,8 +176,8 @@ func (b *jobBook) job(id string) (*Job, error) {
 	return cj.job, nil
 }
 
-// jobIDs returns the ids of the jobs kept, newest first.
-func (b *jobBook) jobIDs() []string {
+// JobIDs returns the ids of the jobs kept (running and recently finished), newest first.
+func (b *jobBook) JobIDs() []string {
 	b.mu.Lock()
 	jobs := make([]*Job, 0, len(b.jobs))
 	for _, cj := range b.jobs {
@@ -192,8 +192,10 @@ func (b *jobBook) jobIDs() []string {
 	return ids
 }
 
-// cancel marks a job cancelled (its runner decides what that means) and returns at once.
-func (b *jobBook) cancel(id string) (*Job, error) {
+// Cancel stops a job: cells not started are cancelled, the running one is interrupted once the
+// kernel runs it — never before (until then the kernel may be running someone else's cell). It
+// returns at once; wait on the job to see it end.
+func (b *jobBook) Cancel(_ context.Context, id string) (*Job, error) {
 	cj, err := b.tracked(id)
 	if err != nil {
 		return nil, err

@@ -88,6 +88,31 @@ func sessionOf(ctx context.Context, ks kernelSessions, path string) (KernelSessi
 	return KernelSession{}, fmt.Errorf("%s: %w", path, ErrNoKernel)
 }
 
+// kernelControl is kernelSessions with the controls of a kernel.
+type kernelControl interface {
+	kernelSessions
+	Interrupt(ctx context.Context, kernelID string) error
+	Restart(ctx context.Context, kernelID string) error
+}
+
+// interruptNotebook interrupts the kernel of the notebook at path, whatever it runs.
+func interruptNotebook(ctx context.Context, ks kernelControl, path string) (KernelSession, error) {
+	s, err := sessionOf(ctx, ks, path)
+	if err != nil {
+		return s, err
+	}
+	return s, ks.Interrupt(ctx, s.KernelID)
+}
+
+// restartNotebook restarts the kernel of the notebook at path; its state is lost.
+func restartNotebook(ctx context.Context, ks kernelControl, path string) (KernelSession, error) {
+	s, err := sessionOf(ctx, ks, path)
+	if err != nil {
+		return s, err
+	}
+	return s, ks.Restart(ctx, s.KernelID)
+}
+
 // liveSession returns the room's notebook's kernel session whose kernel is not dead (the one a
 // human's tab uses, if any), or starts one with kernelName (the notebook's kernelspec when
 // empty).

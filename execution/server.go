@@ -175,23 +175,9 @@ func (x *ServerEngine) Start(ctx context.Context, path string, cellIDs []string,
 	return x.start(ctx, cellIDs, open, func(cj *trackedJob, room *bridge.Room) { x.runJob(cj, room, opts) })
 }
 
-// Job returns a job by id.
-func (x *ServerEngine) Job(id string) (*Job, error) { return x.job(id) }
-
-// JobIDs returns the ids of the jobs kept, newest first.
-func (x *ServerEngine) JobIDs() []string { return x.jobIDs() }
-
-// Cancel stops a job: cells not sent are cancelled; the one sent is interrupted once it is the
-// one the kernel runs. It returns at once.
-func (x *ServerEngine) Cancel(_ context.Context, id string) (*Job, error) { return x.cancel(id) }
-
 // Interrupt interrupts the notebook's kernel, whatever it runs.
 func (x *ServerEngine) Interrupt(ctx context.Context, path string) (KernelSession, error) {
-	s, err := x.sessionFor(ctx, path)
-	if err != nil {
-		return s, err
-	}
-	return s, x.opts.Kernels.Interrupt(ctx, s.KernelID)
+	return interruptNotebook(ctx, x.opts.Kernels, path)
 }
 
 // Restart restarts the notebook's kernel; its state is lost. Then it attaches the kernel to the
@@ -199,11 +185,8 @@ func (x *ServerEngine) Interrupt(ctx context.Context, path string) (KernelSessio
 // REST API, and its room's runs would wait forever on the old process (measured; see
 // docs/engines.md).
 func (x *ServerEngine) Restart(ctx context.Context, path string) (KernelSession, error) {
-	s, err := x.sessionFor(ctx, path)
+	s, err := restartNotebook(ctx, x.opts.Kernels, path)
 	if err != nil {
-		return s, err
-	}
-	if err := x.opts.Kernels.Restart(ctx, s.KernelID); err != nil {
 		return s, err
 	}
 	if err := x.opts.Kernels.AttachSession(ctx, s); err != nil {
@@ -219,10 +202,6 @@ func (x *ServerEngine) RunCode(context.Context, string, string, string) (CellRun
 		reason = "the server runs code only as cells of a notebook"
 	}
 	return CellRun{}, "", fmt.Errorf("%w: %s", ErrScratchUnsupported, reason)
-}
-
-func (x *ServerEngine) sessionFor(ctx context.Context, path string) (KernelSession, error) {
-	return sessionOf(ctx, x.opts.Kernels, path)
 }
 
 // notebook returns the notebook's place, held for the caller (who releases it).
@@ -339,14 +318,10 @@ func (x *ServerEngine) runCell(ctx context.Context, cj *trackedJob, i int, room 
 	skipped := func(idx int, note string) CellRun {
 		return CellRun{CellID: id, Index: idx, Status: CellSkipped, Note: note}
 	}
-	cell, idx, err := cellInfo(ctx, room, id)
+	cell, idx, skip := codeCell(ctx, room, id)
 	switch {
-	case err != nil:
-		return skipped(-1, "not run: "+err.Error())
-	case idx < 0:
-		return skipped(-1, "not run: the cell no longer exists")
-	case cell.Type != ydoc.CellCode:
-		return skipped(idx, cell.Type+" cells are not executed")
+	case skip != nil:
+		return *skip
 	case strings.TrimSpace(cell.Source) == "":
 		// As JupyterLab does: an empty cell is only cleared, nothing is sent.
 		// A write of the run, not an agent's edit (not undoable); it reads only id, so running it
@@ -372,9 +347,9 @@ func (x *ServerEngine) runCell(ctx context.Context, cj *trackedJob, i int, room 
 	if err != nil {
 		return skipped(idx, "not run: "+err.Error())
 	}
-	sent, skip := x.send(ctx, room, nb, id, cell.Source)
-	if skip != "" {
-		return skipped(idx, skip)
+	sent, why := x.send(ctx, room, nb, id, cell.Source)
+	if why != "" {
+		return skipped(idx, why)
 	}
 	cj.job.Update(func(s *JobState) {
 		c := &s.Cells[i]
