@@ -50,19 +50,11 @@ func (x *ClientEngine) runJob(cj *trackedJob, room *bridge.Room, opts RunOptions
 	if reused {
 		check = &kernelCheck{alive: x.probeAsync(ctx, k)}
 	}
-	var t tally
-	for i := range cj.cellIDs {
-		set := func(fn func(*CellRun)) { j.Update(func(s *JobState) { fn(&s.Cells[i]) }) }
-		if skip := t.before(cj.cancelled(), ctx.Err() != nil); skip != nil {
-			set(func(c *CellRun) { c.Status, c.Note = skip.Status, skip.Note })
-			continue
-		}
+	status, jobNote := runCells(ctx, cj, opts.StopOnError, func(i int, t *tally) (CellRun, *CellRun) {
 		// The kernel may have died with the previous cell: get it back (or a new one) before
 		// touching this cell, so a cell that cannot run keeps its outputs.
 		if note, err := x.ensureChannel(ctx, room, k, opts.KernelName, false); err != nil {
-			skip := t.noKernel(err)
-			set(func(c *CellRun) { c.Status, c.Note = skip.Status, skip.Note })
-			continue
+			return CellRun{}, t.noKernel(err)
 		} else if note != "" {
 			j.Update(func(s *JobState) { s.Note, s.KernelID = joinNotes(s.Note, note), k.session.KernelID })
 		}
@@ -70,11 +62,31 @@ func (x *ClientEngine) runJob(cj *trackedJob, room *bridge.Room, opts RunOptions
 		if check != nil && check.taken {
 			check = nil
 		}
-		run = t.after(run, cj.cancelled(), opts.StopOnError)
-		set(func(c *CellRun) { *c = run })
-	}
-	status, jobNote := t.end()
+		return run, nil
+	})
 	finish(func(s *JobState) { s.Status, s.Ended, s.Note = status, x.now(), joinNotes(s.Note, jobNote) })
+}
+
+// runCells runs a job's cells in order and says how the job ends. A cell the tally says is not
+// run (the job was cancelled, the sidecar is closing, an earlier cell stopped the job) is marked
+// so; run runs the others, and returns what became of the cell, or the skip that replaces it
+// (noKernel) when it could not run at all.
+func runCells(ctx context.Context, cj *trackedJob, stopOnError bool, run func(i int, t *tally) (CellRun, *CellRun)) (JobStatus, string) {
+	var t tally
+	for i := range cj.cellIDs {
+		set := func(fn func(*CellRun)) { cj.job.Update(func(s *JobState) { fn(&s.Cells[i]) }) }
+		skip := t.before(cj.cancelled(), ctx.Err() != nil)
+		if skip == nil {
+			var res CellRun
+			if res, skip = run(i, &t); skip == nil {
+				res = t.after(res, cj.cancelled(), stopOnError)
+				set(func(c *CellRun) { *c = res })
+				continue
+			}
+		}
+		set(func(c *CellRun) { c.Status, c.Note = skip.Status, skip.Note })
+	}
+	return t.end()
 }
 
 // tally decides, cell after cell, what a job's outcome is: pure bookkeeping over the cells'

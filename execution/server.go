@@ -252,13 +252,7 @@ func (x *ServerEngine) runJob(cj *trackedJob, room *bridge.Room, opts RunOptions
 		return
 	}
 	j.Update(func(s *JobState) { s.Status, s.Note, s.KernelID = JobRunning, note, nb.session.KernelID })
-	var t tally
-	for i := range cj.cellIDs {
-		set := func(fn func(*CellRun)) { j.Update(func(s *JobState) { fn(&s.Cells[i]) }) }
-		if skip := t.before(cj.cancelled(), ctx.Err() != nil); skip != nil {
-			set(func(c *CellRun) { c.Status, c.Note = skip.Status, skip.Note })
-			continue
-		}
+	status, jobNote := runCells(ctx, cj, opts.StopOnError, func(i int, _ *tally) (CellRun, *CellRun) {
 		run := x.runCell(ctx, cj, i, room, nb)
 		if c := run.ExecutionCount; c != nil {
 			if *c <= nb.lastCount {
@@ -271,10 +265,8 @@ func (x *ServerEngine) runJob(cj *trackedJob, room *bridge.Room, opts RunOptions
 		if run.Status == CellAborted && strings.Contains(run.Note, "kernel") {
 			x.kernelNotice(room.Path(), bridge.NoticeWarning, "lost", nb.session.KernelID, "the kernel was lost during a run: "+run.Note)
 		}
-		run = t.after(run, cj.cancelled(), opts.StopOnError)
-		set(func(c *CellRun) { *c = run })
-	}
-	status, jobNote := t.end()
+		return run, nil
+	})
 	kernelID := nb.session.KernelID
 	finish(func(s *JobState) {
 		s.Status, s.Ended, s.Note, s.KernelID = status, x.now(), joinNotes(s.Note, jobNote), kernelID
