@@ -8,9 +8,10 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
-// Kernels is what execution needs from jupyter-server: kernel sessions, kernel state and
-// control, and a channel to run code. bridge/jupyterserver implements it; tests use fakes.
-type Kernels interface {
+// KernelControl is what both engines need from jupyter-server's kernel sessions and kernels:
+// which kernel serves which notebook, starting one, a kernel's state, interrupting and
+// restarting it.
+type KernelControl interface {
 	// Sessions lists kernel sessions (which kernel serves which notebook).
 	Sessions(ctx context.Context) ([]KernelSession, error)
 	// StartSession gets or creates the kernel session of a notebook; kernelName may be empty.
@@ -19,6 +20,12 @@ type Kernels interface {
 	KernelState(ctx context.Context, kernelID string) (string, error)
 	Interrupt(ctx context.Context, kernelID string) error
 	Restart(ctx context.Context, kernelID string) error
+}
+
+// Kernels is what ClientEngine needs from jupyter-server: kernel sessions, kernel state and
+// control, and a channel to run code. bridge/jupyterserver implements it; tests use fakes.
+type Kernels interface {
+	KernelControl
 	// Connect opens the kernel's channels.
 	Connect(ctx context.Context, kernelID string) (KernelChannel, error)
 }
@@ -62,16 +69,8 @@ type RunningCode interface {
 // that the server is restarting the kernel.
 const MsgKernelRestarting = "kernel_restarting"
 
-// kernelSessions is the part of Kernels and ServerKernels both engines use alike: the notebooks'
-// kernel sessions and their kernels' state.
-type kernelSessions interface {
-	Sessions(ctx context.Context) ([]KernelSession, error)
-	StartSession(ctx context.Context, path, kernelName string) (KernelSession, error)
-	KernelState(ctx context.Context, kernelID string) (string, error)
-}
-
 // sessionOf returns the kernel session of the notebook at path (ErrNoKernel without one).
-func sessionOf(ctx context.Context, ks kernelSessions, path string) (KernelSession, error) {
+func sessionOf(ctx context.Context, ks KernelControl, path string) (KernelSession, error) {
 	path, err := bridge.CleanPath(path)
 	if err != nil {
 		return KernelSession{}, err
@@ -88,15 +87,8 @@ func sessionOf(ctx context.Context, ks kernelSessions, path string) (KernelSessi
 	return KernelSession{}, fmt.Errorf("%s: %w", path, ErrNoKernel)
 }
 
-// kernelControl is kernelSessions with the controls of a kernel.
-type kernelControl interface {
-	kernelSessions
-	Interrupt(ctx context.Context, kernelID string) error
-	Restart(ctx context.Context, kernelID string) error
-}
-
 // interruptNotebook interrupts the kernel of the notebook at path, whatever it runs.
-func interruptNotebook(ctx context.Context, ks kernelControl, path string) (KernelSession, error) {
+func interruptNotebook(ctx context.Context, ks KernelControl, path string) (KernelSession, error) {
 	s, err := sessionOf(ctx, ks, path)
 	if err != nil {
 		return s, err
@@ -105,7 +97,7 @@ func interruptNotebook(ctx context.Context, ks kernelControl, path string) (Kern
 }
 
 // restartNotebook restarts the kernel of the notebook at path; its state is lost.
-func restartNotebook(ctx context.Context, ks kernelControl, path string) (KernelSession, error) {
+func restartNotebook(ctx context.Context, ks KernelControl, path string) (KernelSession, error) {
 	s, err := sessionOf(ctx, ks, path)
 	if err != nil {
 		return s, err
@@ -116,7 +108,7 @@ func restartNotebook(ctx context.Context, ks kernelControl, path string) (Kernel
 // liveSession returns the room's notebook's kernel session whose kernel is not dead (the one a
 // human's tab uses, if any), or starts one with kernelName (the notebook's kernelspec when
 // empty).
-func liveSession(ctx context.Context, ks kernelSessions, room *bridge.Room, kernelName string) (KernelSession, error) {
+func liveSession(ctx context.Context, ks KernelControl, room *bridge.Room, kernelName string) (KernelSession, error) {
 	path := room.Path()
 	sessions, err := ks.Sessions(ctx)
 	if err != nil {

@@ -21,15 +21,9 @@ import (
 // cells itself (jupyter-server-documents): kernel sessions and control, and the server's execute
 // API. bridge/jupyterserver implements it; tests use fakes.
 type ServerKernels interface {
-	// Sessions lists kernel sessions (which kernel serves which notebook).
-	Sessions(ctx context.Context) ([]KernelSession, error)
-	// StartSession gets or creates the kernel session of a notebook; kernelName may be empty.
-	// Creating one attaches its kernel to the notebook's room on the server.
-	StartSession(ctx context.Context, path, kernelName string) (KernelSession, error)
-	// KernelState returns a kernel's execution_state; a gone kernel is an error IsNotFound accepts.
-	KernelState(ctx context.Context, kernelID string) (string, error)
-	Interrupt(ctx context.Context, kernelID string) error
-	Restart(ctx context.Context, kernelID string) error
+	// KernelControl's StartSession, when it creates a session, also attaches its kernel to the
+	// notebook's room on the server.
+	KernelControl
 	// ExecuteCells asks the server to run cells of a notebook room in a kernel, each only if
 	// its source on the server is still the given one. It returns once they are queued; the
 	// server writes outputs, execution_state and execution_count into the cells. Errors:
