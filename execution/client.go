@@ -5,9 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
-	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -65,20 +62,14 @@ type ClientOptions struct {
 // neither the kernel's messages nor the marker's beat: outputs accumulate in the run and reach
 // the cell when the room is back, none lost, none twice.
 type ClientEngine struct {
+	*jobBook // the jobs kept for polling, the goroutines Close waits for, life
 	opts     ClientOptions
 	log      zerolog.Logger
 	instance string
 
-	life   context.Context
-	finish context.CancelFunc
-	wg     sync.WaitGroup
-
 	mu       sync.Mutex
-	closed   bool                 // Close began: nothing new starts
 	kernels  map[string]*nbKernel // notebook path → its kernel
-	jobs     map[string]*clientJob
-	finished []string        // ids of finished jobs, oldest first
-	rechecks map[string]bool // notebooks with a stale-run recheck scheduled
+	rechecks map[string]bool      // notebooks with a stale-run recheck scheduled
 }
 
 // runMarkerKey is the state-map key recording our runs in progress: cell id → owner. The state
@@ -113,10 +104,10 @@ func NewClientEngine(opts ClientOptions) (*ClientEngine, error) {
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	life, finish := context.WithCancel(context.Background())
 	return &ClientEngine{
-		opts: opts, log: opts.Logger.With().Str(logfield.Component, "executor").Logger(), instance: hex.EncodeToString(b[:]),
-		life: life, finish: finish, kernels: map[string]*nbKernel{}, jobs: map[string]*clientJob{}, rechecks: map[string]bool{},
+		jobBook: newJobBook(opts.KeepJobs, opts.Now),
+		opts:    opts, log: opts.Logger.With().Str(logfield.Component, "executor").Logger(), instance: hex.EncodeToString(b[:]),
+		kernels: map[string]*nbKernel{}, rechecks: map[string]bool{},
 	}, nil
 }
 
@@ -148,36 +139,9 @@ func (x *ClientEngine) Run(ctx context.Context) error {
 	}
 }
 
-// track registers work Close must wait for; it fails once Close began.
-func (x *ClientEngine) track() (func(), error) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.closed {
-		return nil, errors.New("execution: executor stopped")
-	}
-	x.wg.Add(1)
-	return x.wg.Done, nil
-}
-
-// goTracked runs fn in a goroutine Close waits for (nothing, once Close began).
-func (x *ClientEngine) goTracked(fn func()) {
-	done, err := x.track()
-	if err != nil {
-		return
-	}
-	go func() {
-		defer done()
-		fn()
-	}()
-}
-
 // Close stops every job (the kernels keep running what they were given) and waits for them.
 func (x *ClientEngine) Close() {
-	x.mu.Lock()
-	x.closed = true
-	x.mu.Unlock()
-	x.finish()
-	x.wg.Wait()
+	x.jobBook.close()
 	// Every holder of a kernel was tracked and has finished: the channels are ours.
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -189,164 +153,26 @@ func (x *ClientEngine) Close() {
 	}
 }
 
-// clientJob is a job and what the executor keeps about it.
-type clientJob struct {
-	job        *Job
-	cellIDs    []string
-	cancelC    chan struct{} // closed by Cancel
-	cancelOnce sync.Once
-}
-
-func (cj *clientJob) cancelled() bool {
-	select {
-	case <-cj.cancelC:
-		return true
-	default:
-		return false
-	}
-}
-
 // now reads the executor's clock.
 func (x *ClientEngine) now() time.Time { return x.opts.Now() }
 
 // Start queues a job running cells (by id, in order) of a notebook and returns at once.
 func (x *ClientEngine) Start(ctx context.Context, path string, cellIDs []string, opts RunOptions) (*Job, error) {
-	release, err := x.track()
-	if err != nil {
-		return nil, err
-	}
-	started := false
-	defer func() {
-		if !started {
-			release()
+	open := func(ctx context.Context) (*bridge.Room, error) {
+		if opts.ForkID != "" {
+			return x.opts.Manager.OpenFork(ctx, path, ydoc.KindNotebook, opts.ForkID)
 		}
-	}()
-	var room *bridge.Room
-	if opts.ForkID != "" {
-		room, err = x.opts.Manager.OpenFork(ctx, path, ydoc.KindNotebook, opts.ForkID)
-	} else {
-		room, err = x.opts.Manager.Open(ctx, path, ydoc.KindNotebook)
+		return x.opts.Manager.Open(ctx, path, ydoc.KindNotebook)
 	}
-	if err != nil {
-		return nil, err
-	}
-	var cells []CellRun
-	if err := room.View(ctx, func(d *ydoc.Doc) error {
-		for _, id := range cellIDs {
-			cells = append(cells, CellRun{CellID: id, Index: d.CellIndex(id), Status: CellPending})
-		}
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	cj := &clientJob{job: NewJob(newJobID(), room.Path(), cells, x.now()), cellIDs: slices.Clone(cellIDs), cancelC: make(chan struct{})}
-	x.mu.Lock()
-	x.jobs[cj.job.ID] = cj
-	x.mu.Unlock()
-	started = true
-	go func() {
-		defer release()
-		x.runJob(cj, room, opts)
-	}()
-	return cj.job, nil
-}
-
-func newJobID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return "job-" + hex.EncodeToString(b[:])
-}
-
-// retire counts a job as finished: the oldest finished jobs beyond KeepJobs are forgotten.
-func (x *ClientEngine) retire(j *Job) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	x.finished = append(x.finished, j.ID)
-	for len(x.finished) > x.opts.KeepJobs {
-		delete(x.jobs, x.finished[0])
-		x.finished = x.finished[1:]
-	}
-}
-
-func (x *ClientEngine) clientJob(id string) (*clientJob, error) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	cj, ok := x.jobs[id]
-	if !ok {
-		return nil, fmt.Errorf("%w %q (finished jobs are kept for a while, then forgotten)", ErrUnknownJob, id)
-	}
-	return cj, nil
-}
-
-// Job returns a job by id.
-func (x *ClientEngine) Job(id string) (*Job, error) {
-	cj, err := x.clientJob(id)
-	if err != nil {
-		return nil, err
-	}
-	return cj.job, nil
-}
-
-// JobIDs returns the ids of the jobs the executor knows (running and recently finished), newest
-// first.
-func (x *ClientEngine) JobIDs() []string {
-	x.mu.Lock()
-	jobs := make([]*Job, 0, len(x.jobs))
-	for _, cj := range x.jobs {
-		jobs = append(jobs, cj.job)
-	}
-	x.mu.Unlock()
-	sort.Slice(jobs, func(a, b int) bool { return jobs[a].Created.After(jobs[b].Created) })
-	ids := make([]string, len(jobs))
-	for i, j := range jobs {
-		ids[i] = j.ID
-	}
-	return ids
-}
-
-// Cancel stops a job: cells not started are cancelled, the running one is interrupted — as soon
-// as the kernel runs it, never before (until then the kernel may be running someone else's
-// cell). It returns at once; wait on the job to see it end.
-func (x *ClientEngine) Cancel(_ context.Context, id string) (*Job, error) {
-	cj, err := x.clientJob(id)
-	if err != nil {
-		return nil, err
-	}
-	cj.cancelOnce.Do(func() { close(cj.cancelC) })
-	return cj.job, nil
+	return x.start(ctx, cellIDs, open, func(cj *trackedJob, room *bridge.Room) { x.runJob(cj, room, opts) })
 }
 
 // Interrupt interrupts the notebook's kernel (the human's runs too: it is their kernel).
 func (x *ClientEngine) Interrupt(ctx context.Context, path string) (KernelSession, error) {
-	s, err := x.sessionFor(ctx, path)
-	if err != nil {
-		return s, err
-	}
-	return s, x.opts.Kernels.Interrupt(ctx, s.KernelID)
+	return interruptNotebook(ctx, x.opts.Kernels, path)
 }
 
 // Restart restarts the notebook's kernel; its state is lost.
 func (x *ClientEngine) Restart(ctx context.Context, path string) (KernelSession, error) {
-	s, err := x.sessionFor(ctx, path)
-	if err != nil {
-		return s, err
-	}
-	return s, x.opts.Kernels.Restart(ctx, s.KernelID)
-}
-
-func (x *ClientEngine) sessionFor(ctx context.Context, path string) (KernelSession, error) {
-	path, err := bridge.CleanPath(path)
-	if err != nil {
-		return KernelSession{}, err
-	}
-	sessions, err := x.opts.Kernels.Sessions(ctx)
-	if err != nil {
-		return KernelSession{}, err
-	}
-	for _, s := range sessions {
-		if s.Path == path && s.KernelID != "" {
-			return s, nil
-		}
-	}
-	return KernelSession{}, fmt.Errorf("%s: %w", path, ErrNoKernel)
+	return restartNotebook(ctx, x.opts.Kernels, path)
 }

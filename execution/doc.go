@@ -18,6 +18,11 @@
 // into one Y.Text, \r and \b applied, clear_output(wait) and display updates honoured); the end
 // sets execution_count and idle. Only our own requests' messages are written.
 //
+// ServerEngine is the Executor for jupyter-server-documents, whose server runs cells itself
+// and writes their outputs: it sends each cell to the server's execute API and follows it in
+// the document. Both engines keep their jobs alike (jobBook: the jobs kept for polling, the
+// goroutines Close waits for) and walk a job's cells with the same tally (runCells).
+//
 // # How it is driven
 //
 // Each cell's run is a machine: a pure state machine in the style of ydoc.Session and etcd

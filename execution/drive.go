@@ -20,24 +20,17 @@ import (
 // messages nor the run marker's beat.
 
 // runJob runs a job's cells in order, on the notebook's kernel, and finishes the job.
-func (x *ClientEngine) runJob(cj *clientJob, room *bridge.Room, opts RunOptions) {
+func (x *ClientEngine) runJob(cj *trackedJob, room *bridge.Room, opts RunOptions) {
 	j := cj.job
 	ctx := x.life
 	var k *nbKernel
-	finished := false
 	// The kernel is let go and the job counted as finished before its waiters learn it is.
-	finish := func(fn func(*JobState)) {
-		if finished {
-			return
-		}
-		finished = true
+	finish := x.finisher(j, func() {
 		if k != nil {
 			k.unlock(x.now())
 			k = nil
 		}
-		x.retire(j)
-		j.Finish(fn)
-	}
+	})
 	defer finish(func(s *JobState) { s.Status, s.Ended = JobFailed, x.now() }) // only if it did not finish (a panic)
 	k, note, reused, err := x.acquire(ctx, room, opts.KernelName, true)
 	if err != nil {
@@ -57,19 +50,11 @@ func (x *ClientEngine) runJob(cj *clientJob, room *bridge.Room, opts RunOptions)
 	if reused {
 		check = &kernelCheck{alive: x.probeAsync(ctx, k)}
 	}
-	var t tally
-	for i := range cj.cellIDs {
-		set := func(fn func(*CellRun)) { j.Update(func(s *JobState) { fn(&s.Cells[i]) }) }
-		if skip := t.before(cj.cancelled(), ctx.Err() != nil); skip != nil {
-			set(func(c *CellRun) { c.Status, c.Note = skip.Status, skip.Note })
-			continue
-		}
+	status, jobNote := runCells(ctx, cj, opts.StopOnError, func(i int, t *tally) (CellRun, *CellRun) {
 		// The kernel may have died with the previous cell: get it back (or a new one) before
 		// touching this cell, so a cell that cannot run keeps its outputs.
 		if note, err := x.ensureChannel(ctx, room, k, opts.KernelName, false); err != nil {
-			skip := t.noKernel(err)
-			set(func(c *CellRun) { c.Status, c.Note = skip.Status, skip.Note })
-			continue
+			return CellRun{}, t.noKernel(err)
 		} else if note != "" {
 			j.Update(func(s *JobState) { s.Note, s.KernelID = joinNotes(s.Note, note), k.session.KernelID })
 		}
@@ -77,11 +62,31 @@ func (x *ClientEngine) runJob(cj *clientJob, room *bridge.Room, opts RunOptions)
 		if check != nil && check.taken {
 			check = nil
 		}
-		run = t.after(run, cj.cancelled(), opts.StopOnError)
-		set(func(c *CellRun) { *c = run })
-	}
-	status, jobNote := t.end()
+		return run, nil
+	})
 	finish(func(s *JobState) { s.Status, s.Ended, s.Note = status, x.now(), joinNotes(s.Note, jobNote) })
+}
+
+// runCells runs a job's cells in order and says how the job ends. A cell the tally says is not
+// run (the job was cancelled, the sidecar is closing, an earlier cell stopped the job) is marked
+// so; run runs the others, and returns what became of the cell, or the skip that replaces it
+// (noKernel) when it could not run at all.
+func runCells(ctx context.Context, cj *trackedJob, stopOnError bool, run func(i int, t *tally) (CellRun, *CellRun)) (JobStatus, string) {
+	var t tally
+	for i := range cj.cellIDs {
+		set := func(fn func(*CellRun)) { cj.job.Update(func(s *JobState) { fn(&s.Cells[i]) }) }
+		skip := t.before(cj.cancelled(), ctx.Err() != nil)
+		if skip == nil {
+			var res CellRun
+			if res, skip = run(i, &t); skip == nil {
+				res = t.after(res, cj.cancelled(), stopOnError)
+				set(func(c *CellRun) { *c = res })
+				continue
+			}
+		}
+		set(func(c *CellRun) { c.Status, c.Note = skip.Status, skip.Note })
+	}
+	return t.end()
 }
 
 // tally decides, cell after cell, what a job's outcome is: pure bookkeeping over the cells'
@@ -168,19 +173,11 @@ type kernelCheck struct {
 }
 
 // runCell runs the i-th cell of a job and returns what became of it.
-func (x *ClientEngine) runCell(ctx context.Context, cj *clientJob, i int, room *bridge.Room, k *nbKernel, opts RunOptions, check *kernelCheck) CellRun {
+func (x *ClientEngine) runCell(ctx context.Context, cj *trackedJob, i int, room *bridge.Room, k *nbKernel, opts RunOptions, check *kernelCheck) CellRun {
 	id := cj.cellIDs[i]
-	skipped := func(idx int, note string) CellRun {
-		return CellRun{CellID: id, Index: idx, Status: CellSkipped, Note: note}
-	}
-	cell, idx, err := cellInfo(ctx, room, id)
-	switch {
-	case err != nil:
-		return skipped(-1, "not run: "+err.Error())
-	case idx < 0:
-		return skipped(-1, "not run: the cell no longer exists")
-	case cell.Type != ydoc.CellCode:
-		return skipped(idx, cell.Type+" cells are not executed")
+	cell, idx, skip := codeCell(ctx, room, id)
+	if skip != nil {
+		return *skip
 	}
 	m := newMachine(machineConfig{
 		CellID: id, Code: cell.Source, Empty: strings.TrimSpace(cell.Source) == "", StopOnError: opts.StopOnError,
@@ -193,6 +190,24 @@ func (x *ClientEngine) runCell(ctx context.Context, cj *clientJob, i int, room *
 		x.kernelNotice(room.Path(), bridge.NoticeNotice, "restarted", k.session.KernelID, note)
 	}
 	return run
+}
+
+// codeCell reads the code cell id and its index before a run; a cell that cannot run (gone,
+// not code, unreadable) comes back as its skipped run instead.
+func codeCell(ctx context.Context, room *bridge.Room, id string) (ydoc.Cell, int, *CellRun) {
+	skipped := func(idx int, note string) (ydoc.Cell, int, *CellRun) {
+		return ydoc.Cell{}, idx, &CellRun{CellID: id, Index: idx, Status: CellSkipped, Note: note}
+	}
+	cell, idx, err := cellInfo(ctx, room, id)
+	switch {
+	case err != nil:
+		return skipped(-1, "not run: "+err.Error())
+	case idx < 0:
+		return skipped(-1, "not run: the cell no longer exists")
+	case cell.Type != ydoc.CellCode:
+		return skipped(idx, cell.Type+" cells are not executed")
+	}
+	return cell, idx, nil
 }
 
 // cellInfo is what runCell needs to know about a cell before it runs.
@@ -370,7 +385,7 @@ func (d *driver) perform(a action) {
 			cctx, cancel := context.WithTimeout(d.ctx, 30*time.Second)
 			state, err := x.opts.Kernels.KernelState(cctx, id)
 			cancel()
-			gone := bridge.IsNotFound(err) || (err == nil && state == "dead")
+			gone := kernelGone(state, err)
 			if err != nil && !gone {
 				x.log.Debug().Err(err).Str(logfield.Kernel, id).Msg("kernel state unknown during a run; waiting on")
 			}

@@ -124,7 +124,7 @@ func (x *ClientEngine) probeAsync(ctx context.Context, k *nbKernel) <-chan bool 
 	id := k.session.KernelID
 	x.goTracked(func() {
 		state, err := x.opts.Kernels.KernelState(ctx, id)
-		gone := bridge.IsNotFound(err) || (err == nil && state == "dead")
+		gone := kernelGone(state, err)
 		if err != nil && !gone {
 			x.log.Debug().Err(err).Str("kernel", id).Msg("kernel state unknown; assuming it lives")
 		}
@@ -161,7 +161,7 @@ func (x *ClientEngine) ensureChannel(ctx context.Context, room *bridge.Room, k *
 			// the connection did.
 			_ = k.ch.Close()
 			k.ch = nil
-			if state, err := x.opts.Kernels.KernelState(ctx, k.session.KernelID); bridge.IsNotFound(err) || (err == nil && state == "dead") {
+			if kernelGone(x.opts.Kernels.KernelState(ctx, k.session.KernelID)) {
 				gone = "it died or was shut down"
 			}
 		default:
@@ -169,7 +169,7 @@ func (x *ClientEngine) ensureChannel(ctx context.Context, room *bridge.Room, k *
 			alive := true
 			if probe {
 				state, err := x.opts.Kernels.KernelState(ctx, k.session.KernelID)
-				alive = !(bridge.IsNotFound(err) || (err == nil && state == "dead"))
+				alive = !kernelGone(state, err)
 				if err != nil && alive {
 					x.log.Debug().Err(err).Str(logfield.Kernel, k.session.KernelID).Msg("kernel state unknown; assuming it lives")
 				}
@@ -190,26 +190,9 @@ func (x *ClientEngine) ensureChannel(ctx context.Context, room *bridge.Room, k *
 		}
 	}
 	// Find the kernel session of the notebook (a human's tab may have one), or start one.
-	sessions, err := x.opts.Kernels.Sessions(ctx)
+	found, err := liveSession(ctx, x.opts.Kernels, room, kernelName)
 	if err != nil {
-		return "", fmt.Errorf("list kernel sessions: %w", err)
-	}
-	var found *KernelSession
-	for i := range sessions {
-		if sessions[i].Path == path && sessions[i].KernelID != "" && sessions[i].State != "dead" {
-			found = &sessions[i]
-			break
-		}
-	}
-	if found == nil {
-		if kernelName == "" {
-			kernelName = notebookKernelName(ctx, room)
-		}
-		s, err := x.opts.Kernels.StartSession(ctx, path, kernelName)
-		if err != nil {
-			return "", fmt.Errorf("start a kernel: %w", err)
-		}
-		found = &s
+		return "", err
 	}
 	switch {
 	case k.session.KernelID == "" || k.session.KernelID == found.KernelID:
@@ -233,15 +216,14 @@ func (x *ClientEngine) ensureChannel(ctx context.Context, room *bridge.Room, k *
 		x.log.Debug().Err(err).Str(logfield.Kernel, found.KernelID).Msg("kernel not ready within 5s (busy?); going on")
 	}
 	cancel()
-	k.session, k.ch, k.restarts, k.stale = *found, ch, ch.Restarts(), false
+	k.session, k.ch, k.restarts, k.stale = found, ch, ch.Restarts(), false
 	return note, nil
 }
 
 // kernelNotice tells agents (bridge.Manager.Notify) what happened to a notebook's kernel:
 // event is "restarted", "lost" or "replaced".
 func (x *ClientEngine) kernelNotice(path string, level bridge.NoticeLevel, event, kernelID, msg string) {
-	x.opts.Manager.Notify(bridge.Notice{Level: level, Topic: bridge.TopicKernel, Kind: event, Path: path, DocKind: ydoc.KindNotebook.String(),
-		Message: path + ": " + msg, Data: map[string]any{"event": event, "kernel_id": kernelID}})
+	kernelNotice(x.opts.Manager, path, level, event, kernelID, msg)
 }
 
 // joinNotes joins two notes ("" is no note).

@@ -671,12 +671,7 @@ func (m *machine) pump() {
 // countAfter is how many outputs a cell holding base holds after ops.
 func countAfter(base int, ops []outputOp) int {
 	for _, op := range ops {
-		switch op.kind {
-		case opClear:
-			base = 0
-		case opInsert:
-			base++
-		}
+		base = op.resize(base)
 	}
 	return base
 }

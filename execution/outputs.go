@@ -32,6 +32,17 @@ type outputOp struct {
 	text  string
 }
 
+// resize is how many outputs a cell holding n holds after the operation.
+func (op outputOp) resize(n int) int {
+	switch op.kind {
+	case opClear:
+		return 0
+	case opInsert:
+		return n + 1
+	}
+	return n
+}
+
 // KernelMsg is one kernel message for an execution (iopub or shell).
 type KernelMsg struct {
 	Channel string

@@ -165,12 +165,7 @@ func opsFit(tx *ydoc.Txn, i int, ops []outputOp, inRoom int) bool {
 		return false
 	}
 	for _, op := range ops {
-		switch op.kind {
-		case opClear:
-			n = 0
-		case opInsert:
-			n++
-		case opText, opSwap:
+		if op.kind == opText || op.kind == opSwap {
 			if op.index >= n {
 				return false
 			}
@@ -180,6 +175,7 @@ func opsFit(tx *ydoc.Txn, i int, ops []outputOp, inRoom int) bool {
 				}
 			}
 		}
+		n = op.resize(n)
 	}
 	return true
 }

@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -23,15 +21,9 @@ import (
 // cells itself (jupyter-server-documents): kernel sessions and control, and the server's execute
 // API. bridge/jupyterserver implements it; tests use fakes.
 type ServerKernels interface {
-	// Sessions lists kernel sessions (which kernel serves which notebook).
-	Sessions(ctx context.Context) ([]KernelSession, error)
-	// StartSession gets or creates the kernel session of a notebook; kernelName may be empty.
-	// Creating one attaches its kernel to the notebook's room on the server.
-	StartSession(ctx context.Context, path, kernelName string) (KernelSession, error)
-	// KernelState returns a kernel's execution_state; a gone kernel is an error IsNotFound accepts.
-	KernelState(ctx context.Context, kernelID string) (string, error)
-	Interrupt(ctx context.Context, kernelID string) error
-	Restart(ctx context.Context, kernelID string) error
+	// KernelControl's StartSession, when it creates a session, also attaches its kernel to the
+	// notebook's room on the server.
+	KernelControl
 	// ExecuteCells asks the server to run cells of a notebook room in a kernel, each only if
 	// its source on the server is still the given one. It returns once they are queued; the
 	// server writes outputs, execution_state and execution_count into the cells. Errors:
@@ -105,18 +97,12 @@ type ServerOptions struct {
 // someone else's. Run waits until its context ends; Close stops following every job (the server
 // goes on running what it was given).
 type ServerEngine struct {
-	opts ServerOptions
-	log  zerolog.Logger
-
-	life   context.Context
-	finish context.CancelFunc
-	wg     sync.WaitGroup
+	*jobBook // the jobs kept for polling, the goroutines Close waits for, life
+	opts     ServerOptions
+	log      zerolog.Logger
 
 	mu        sync.Mutex
-	closed    bool
 	notebooks map[string]*nbServer
-	jobs      map[string]*clientJob
-	finished  []string // ids of finished jobs, oldest first
 }
 
 // nbServer is a notebook's place in the engine: one job at a time holds sem; session is the
@@ -152,9 +138,9 @@ func NewServerEngine(opts ServerOptions) (*ServerEngine, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	life, finish := context.WithCancel(context.Background())
-	return &ServerEngine{opts: opts, log: opts.Logger.With().Str(logfield.Component, "executor").Str("executor", "server").Logger(),
-		life: life, finish: finish, notebooks: map[string]*nbServer{}, jobs: map[string]*clientJob{}}, nil
+	return &ServerEngine{jobBook: newJobBook(opts.KeepJobs, opts.Now), opts: opts,
+		log:       opts.Logger.With().Str(logfield.Component, "executor").Str("executor", "server").Logger(),
+		notebooks: map[string]*nbServer{}}, nil
 }
 
 // Run waits until ctx ends, then stops following every job.
@@ -168,120 +154,24 @@ func (x *ServerEngine) Run(ctx context.Context) error {
 }
 
 // Close stops following every job (the server goes on running what it was given) and waits.
-func (x *ServerEngine) Close() {
-	x.mu.Lock()
-	x.closed = true
-	x.mu.Unlock()
-	x.finish()
-	x.wg.Wait()
-}
+func (x *ServerEngine) Close() { x.jobBook.close() }
 
 func (x *ServerEngine) now() time.Time { return x.opts.Now() }
-
-// track registers work Close waits for; it fails once Close began.
-func (x *ServerEngine) track() (func(), error) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.closed {
-		return nil, errors.New("execution: executor stopped")
-	}
-	x.wg.Add(1)
-	return x.wg.Done, nil
-}
 
 // Start queues a job running cells (by id, in order) of a notebook and returns at once.
 func (x *ServerEngine) Start(ctx context.Context, path string, cellIDs []string, opts RunOptions) (*Job, error) {
 	if opts.ForkID != "" {
 		return nil, fmt.Errorf("%w: the server runs cells of its own documents only, and has no forks", bridge.ErrNoForks)
 	}
-	release, err := x.track()
-	if err != nil {
-		return nil, err
+	open := func(ctx context.Context) (*bridge.Room, error) {
+		return x.opts.Manager.Open(ctx, path, ydoc.KindNotebook)
 	}
-	started := false
-	defer func() {
-		if !started {
-			release()
-		}
-	}()
-	room, err := x.opts.Manager.Open(ctx, path, ydoc.KindNotebook)
-	if err != nil {
-		return nil, err
-	}
-	var cells []CellRun
-	if err := room.View(ctx, func(d *ydoc.Doc) error {
-		for _, id := range cellIDs {
-			cells = append(cells, CellRun{CellID: id, Index: d.CellIndex(id), Status: CellPending})
-		}
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	cj := &clientJob{job: NewJob(newJobID(), room.Path(), cells, x.now()), cellIDs: slices.Clone(cellIDs), cancelC: make(chan struct{})}
-	x.mu.Lock()
-	x.jobs[cj.job.ID] = cj
-	x.mu.Unlock()
-	started = true
-	go func() {
-		defer release()
-		x.runJob(cj, room, opts)
-	}()
-	return cj.job, nil
-}
-
-// Job returns a job by id.
-func (x *ServerEngine) Job(id string) (*Job, error) {
-	cj, err := x.serverJob(id)
-	if err != nil {
-		return nil, err
-	}
-	return cj.job, nil
-}
-
-func (x *ServerEngine) serverJob(id string) (*clientJob, error) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	cj, ok := x.jobs[id]
-	if !ok {
-		return nil, fmt.Errorf("%w %q (finished jobs are kept for a while, then forgotten)", ErrUnknownJob, id)
-	}
-	return cj, nil
-}
-
-// JobIDs returns the ids of the jobs kept, newest first.
-func (x *ServerEngine) JobIDs() []string {
-	x.mu.Lock()
-	jobs := make([]*Job, 0, len(x.jobs))
-	for _, cj := range x.jobs {
-		jobs = append(jobs, cj.job)
-	}
-	x.mu.Unlock()
-	sort.Slice(jobs, func(a, b int) bool { return jobs[a].Created.After(jobs[b].Created) })
-	ids := make([]string, len(jobs))
-	for i, j := range jobs {
-		ids[i] = j.ID
-	}
-	return ids
-}
-
-// Cancel stops a job: cells not sent are cancelled; the one sent is interrupted once it is the
-// one the kernel runs. It returns at once.
-func (x *ServerEngine) Cancel(_ context.Context, id string) (*Job, error) {
-	cj, err := x.serverJob(id)
-	if err != nil {
-		return nil, err
-	}
-	cj.cancelOnce.Do(func() { close(cj.cancelC) })
-	return cj.job, nil
+	return x.start(ctx, cellIDs, open, func(cj *trackedJob, room *bridge.Room) { x.runJob(cj, room, opts) })
 }
 
 // Interrupt interrupts the notebook's kernel, whatever it runs.
 func (x *ServerEngine) Interrupt(ctx context.Context, path string) (KernelSession, error) {
-	s, err := x.sessionFor(ctx, path)
-	if err != nil {
-		return s, err
-	}
-	return s, x.opts.Kernels.Interrupt(ctx, s.KernelID)
+	return interruptNotebook(ctx, x.opts.Kernels, path)
 }
 
 // Restart restarts the notebook's kernel; its state is lost. Then it attaches the kernel to the
@@ -289,11 +179,8 @@ func (x *ServerEngine) Interrupt(ctx context.Context, path string) (KernelSessio
 // REST API, and its room's runs would wait forever on the old process (measured; see
 // docs/engines.md).
 func (x *ServerEngine) Restart(ctx context.Context, path string) (KernelSession, error) {
-	s, err := x.sessionFor(ctx, path)
+	s, err := restartNotebook(ctx, x.opts.Kernels, path)
 	if err != nil {
-		return s, err
-	}
-	if err := x.opts.Kernels.Restart(ctx, s.KernelID); err != nil {
 		return s, err
 	}
 	if err := x.opts.Kernels.AttachSession(ctx, s); err != nil {
@@ -309,34 +196,6 @@ func (x *ServerEngine) RunCode(context.Context, string, string, string) (CellRun
 		reason = "the server runs code only as cells of a notebook"
 	}
 	return CellRun{}, "", fmt.Errorf("%w: %s", ErrScratchUnsupported, reason)
-}
-
-func (x *ServerEngine) sessionFor(ctx context.Context, path string) (KernelSession, error) {
-	path, err := bridge.CleanPath(path)
-	if err != nil {
-		return KernelSession{}, err
-	}
-	sessions, err := x.opts.Kernels.Sessions(ctx)
-	if err != nil {
-		return KernelSession{}, err
-	}
-	for _, s := range sessions {
-		if s.Path == path && s.KernelID != "" {
-			return s, nil
-		}
-	}
-	return KernelSession{}, fmt.Errorf("%s: %w", path, ErrNoKernel)
-}
-
-// retire counts a job as finished: the oldest finished jobs beyond KeepJobs are forgotten.
-func (x *ServerEngine) retire(j *Job) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	x.finished = append(x.finished, j.ID)
-	for len(x.finished) > x.opts.KeepJobs {
-		delete(x.jobs, x.finished[0])
-		x.finished = x.finished[1:]
-	}
 }
 
 // notebook returns the notebook's place, held for the caller (who releases it).
@@ -357,23 +216,16 @@ func (x *ServerEngine) notebook(ctx context.Context, path string) (*nbServer, er
 }
 
 // runJob runs a job's cells in order and finishes the job.
-func (x *ServerEngine) runJob(cj *clientJob, room *bridge.Room, opts RunOptions) {
+func (x *ServerEngine) runJob(cj *trackedJob, room *bridge.Room, opts RunOptions) {
 	j := cj.job
 	ctx := x.life
 	var nb *nbServer
-	finished := false
-	finish := func(fn func(*JobState)) {
-		if finished {
-			return
-		}
-		finished = true
+	finish := x.finisher(j, func() {
 		if nb != nil {
 			<-nb.sem
 			nb = nil
 		}
-		x.retire(j)
-		j.Finish(fn)
-	}
+	})
 	defer finish(func(s *JobState) { s.Status, s.Ended = JobFailed, x.now() }) // only if it did not finish (a panic)
 	notRun := func(note string) {
 		finish(func(s *JobState) {
@@ -394,13 +246,7 @@ func (x *ServerEngine) runJob(cj *clientJob, room *bridge.Room, opts RunOptions)
 		return
 	}
 	j.Update(func(s *JobState) { s.Status, s.Note, s.KernelID = JobRunning, note, nb.session.KernelID })
-	var t tally
-	for i := range cj.cellIDs {
-		set := func(fn func(*CellRun)) { j.Update(func(s *JobState) { fn(&s.Cells[i]) }) }
-		if skip := t.before(cj.cancelled(), ctx.Err() != nil); skip != nil {
-			set(func(c *CellRun) { c.Status, c.Note = skip.Status, skip.Note })
-			continue
-		}
+	status, jobNote := runCells(ctx, cj, opts.StopOnError, func(i int, _ *tally) (CellRun, *CellRun) {
 		run := x.runCell(ctx, cj, i, room, nb)
 		if c := run.ExecutionCount; c != nil {
 			if *c <= nb.lastCount {
@@ -413,10 +259,8 @@ func (x *ServerEngine) runJob(cj *clientJob, room *bridge.Room, opts RunOptions)
 		if run.Status == CellAborted && strings.Contains(run.Note, "kernel") {
 			x.kernelNotice(room.Path(), bridge.NoticeWarning, "lost", nb.session.KernelID, "the kernel was lost during a run: "+run.Note)
 		}
-		run = t.after(run, cj.cancelled(), opts.StopOnError)
-		set(func(c *CellRun) { *c = run })
-	}
-	status, jobNote := t.end()
+		return run, nil
+	})
 	kernelID := nb.session.KernelID
 	finish(func(s *JobState) {
 		s.Status, s.Ended, s.Note, s.KernelID = status, x.now(), joinNotes(s.Note, jobNote), kernelID
@@ -427,26 +271,9 @@ func (x *ServerEngine) runJob(cj *clientJob, room *bridge.Room, opts RunOptions)
 // one, and says what the caller must know (the kernel changed since the notebook's last job).
 func (x *ServerEngine) session(ctx context.Context, room *bridge.Room, nb *nbServer, kernelName string) (string, error) {
 	path := room.Path()
-	sessions, err := x.opts.Kernels.Sessions(ctx)
+	found, err := liveSession(ctx, x.opts.Kernels, room, kernelName)
 	if err != nil {
-		return "", fmt.Errorf("list kernel sessions: %w", err)
-	}
-	var found *KernelSession
-	for i := range sessions {
-		if sessions[i].Path == path && sessions[i].KernelID != "" && sessions[i].State != "dead" {
-			found = &sessions[i]
-			break
-		}
-	}
-	if found == nil {
-		if kernelName == "" {
-			kernelName = notebookKernelName(ctx, room)
-		}
-		s, err := x.opts.Kernels.StartSession(ctx, path, kernelName)
-		if err != nil {
-			return "", fmt.Errorf("start a kernel: %w", err)
-		}
-		found = &s
+		return "", err
 	}
 	note := ""
 	if old := nb.session.KernelID; old != "" && old != found.KernelID {
@@ -461,67 +288,26 @@ func (x *ServerEngine) session(ctx context.Context, room *bridge.Room, nb *nbSer
 	if nb.session.KernelID != found.KernelID {
 		nb.lastCount = 0
 	}
-	nb.session = *found
+	nb.session = found
 	return note, nil
 }
 
 // kernelNotice tells agents (bridge.Manager.Notify) what happened to a notebook's kernel, as
 // ClientEngine does: event is "restarted", "lost" or "replaced".
 func (x *ServerEngine) kernelNotice(path string, level bridge.NoticeLevel, event, kernelID, msg string) {
-	x.opts.Manager.Notify(bridge.Notice{Level: level, Topic: bridge.TopicKernel, Kind: event, Path: path, DocKind: ydoc.KindNotebook.String(),
-		Message: path + ": " + msg, Data: map[string]any{"event": event, "kernel_id": kernelID}})
-}
-
-// cellNow is what the document shows of the running cell.
-type cellNow struct {
-	exists  bool
-	index   int
-	state   string
-	count   *int
-	outputs []map[string]any
-	busy    []string // other code cells the server has marked running
-}
-
-// look reads the cell and the other running cells.
-func look(ctx context.Context, room *bridge.Room, id string) (cellNow, error) {
-	var c cellNow
-	err := room.View(ctx, func(d *ydoc.Doc) error {
-		ids := d.CellIDs()
-		c.index = slices.Index(ids, id)
-		all := make([]int, len(ids))
-		for i := range all {
-			all[i] = i
-		}
-		cells, err := d.Cells(all)
-		if err != nil {
-			return err
-		}
-		for i, cell := range cells {
-			if i == c.index {
-				c.exists, c.state, c.count, c.outputs = true, cell.ExecutionState, cell.ExecutionCount, cell.Outputs
-			} else if cell.Type == ydoc.CellCode && cell.ExecutionState == "running" {
-				c.busy = append(c.busy, cell.ID)
-			}
-		}
-		return nil
-	})
-	return c, err
+	kernelNotice(x.opts.Manager, path, level, event, kernelID, msg)
 }
 
 // runCell runs the i-th cell of a job on the server and follows it in the document.
-func (x *ServerEngine) runCell(ctx context.Context, cj *clientJob, i int, room *bridge.Room, nb *nbServer) CellRun {
+func (x *ServerEngine) runCell(ctx context.Context, cj *trackedJob, i int, room *bridge.Room, nb *nbServer) CellRun {
 	id := cj.cellIDs[i]
 	skipped := func(idx int, note string) CellRun {
 		return CellRun{CellID: id, Index: idx, Status: CellSkipped, Note: note}
 	}
-	cell, idx, err := cellInfo(ctx, room, id)
+	cell, idx, skip := codeCell(ctx, room, id)
 	switch {
-	case err != nil:
-		return skipped(-1, "not run: "+err.Error())
-	case idx < 0:
-		return skipped(-1, "not run: the cell no longer exists")
-	case cell.Type != ydoc.CellCode:
-		return skipped(idx, cell.Type+" cells are not executed")
+	case skip != nil:
+		return *skip
 	case strings.TrimSpace(cell.Source) == "":
 		// As JupyterLab does: an empty cell is only cleared, nothing is sent.
 		// A write of the run, not an agent's edit (not undoable); it reads only id, so running it
@@ -547,9 +333,9 @@ func (x *ServerEngine) runCell(ctx context.Context, cj *clientJob, i int, room *
 	if err != nil {
 		return skipped(idx, "not run: "+err.Error())
 	}
-	sent, skip := x.send(ctx, room, nb, id, cell.Source)
-	if skip != "" {
-		return skipped(idx, skip)
+	sent, why := x.send(ctx, room, nb, id, cell.Source)
+	if why != "" {
+		return skipped(idx, why)
 	}
 	cj.job.Update(func(s *JobState) {
 		c := &s.Cells[i]
@@ -640,306 +426,4 @@ func newRequestID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// follower follows one queued cell in the document until the server ends its run.
-type follower struct {
-	x        *ServerEngine
-	ctx      context.Context
-	cj       *clientJob
-	cell     int // the cell's position in the job
-	room     *bridge.Room
-	id       string
-	index    int
-	kernelID string
-	started  time.Time
-	cancel   <-chan struct{}
-
-	preds       map[string]bool // cells queued before ours, still running
-	countBefore *int            // the cell's count when it was sent
-	skipCounts  int             // counts written by an earlier run of the same cell
-	sawRunning  bool            // the server marked the cell running after our request
-	counted     bool            // the server wrote the count of our run
-	begun       bool            // ours is the cell the kernel runs
-	idleAt      time.Time       // when the cell was seen idle without its count
-	gone        bool            // the cell was deleted
-	kernelGone  bool            // the server says the kernel is gone
-	notBusy     int             // heartbeats in a row the kernel was not busy while our cell ran
-	repairedAt  time.Time       // when the kernel was attached to the room again after the server lost the run
-	lostNote    string          // why the run ends without a result, when the sidecar knows
-	abandoned   bool            // the run is lost and the server did not end it
-	last        cellNow
-
-	cancelled  bool
-	interrupts int
-	nextInt    time.Time
-	lastCheck  time.Time
-}
-
-// maxInterrupts bounds the interrupts sent for one cancelled run (an interrupt that reaches
-// the kernel between two statements of ours, or before the kernel began the cell, is lost).
-const maxInterrupts = 10
-
-func (f *follower) run(sub *bridge.Subscription) CellRun {
-	x := f.x
-	tick := time.NewTicker(min(x.opts.Heartbeat, time.Second))
-	defer tick.Stop()
-	events := sub.C
-	f.refresh()
-	for {
-		if res, done := f.decide(); done {
-			return res
-		}
-		select {
-		case <-f.ctx.Done():
-			return f.result(CellAborted, "the sidecar stopped following the run (the server goes on running it)")
-		case <-f.cancel:
-			f.cancel = nil
-			f.cancelled = true
-		case <-tick.C:
-			f.refresh()
-			f.checkKernel()
-		case e, ok := <-events:
-			if !ok {
-				events = nil // the room closed: keep looking on ticks (Open reopens it)
-				f.reopen()
-				continue
-			}
-			f.event(e)
-		}
-	}
-}
-
-// event takes a room event: what changed in our cell, and whether it is worth a look.
-func (f *follower) event(e bridge.Event) {
-	switch e.Kind {
-	case bridge.EventChanged:
-		look := false
-		if slices.Contains(e.Change.Deleted, f.id) {
-			look = true
-		}
-		for _, c := range e.Change.Cells {
-			if c.ID == f.id {
-				look = true
-				if slices.Contains(c.Fields, "execution_count") || slices.Contains(c.Fields, "*") {
-					if f.skipCounts > 0 {
-						f.skipCounts--
-					} else {
-						f.counted = true
-					}
-				}
-			} else if f.preds[c.ID] {
-				look = true
-			}
-		}
-		if look || len(e.Change.Deleted) > 0 || e.Change.Moved {
-			f.refresh()
-		}
-	case bridge.EventSynced, bridge.EventReset:
-		f.refresh()
-	}
-}
-
-// reopen gets the room back after the manager closed it (idle) while the run went on.
-func (f *follower) reopen() {
-	ctx, cancel := context.WithTimeout(f.ctx, 30*time.Second)
-	defer cancel()
-	if r, err := f.x.opts.Manager.Open(ctx, f.room.Path(), ydoc.KindNotebook); err == nil {
-		f.room = r
-	}
-}
-
-// refresh reads the cell (and the cells queued before it) from the replica.
-func (f *follower) refresh() {
-	ctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
-	defer cancel()
-	c, err := look(ctx, f.room, f.id)
-	if err != nil {
-		if errors.Is(err, bridge.ErrRoomClosed) {
-			f.reopen()
-		}
-		return
-	}
-	f.last = c
-	if !c.exists {
-		f.gone = true
-		return
-	}
-	f.index = c.index
-	busy := map[string]bool{}
-	for _, b := range c.busy {
-		busy[b] = true
-	}
-	for p := range f.preds {
-		if !busy[p] {
-			delete(f.preds, p)
-		}
-	}
-	switch c.state {
-	case "running":
-		f.sawRunning, f.idleAt = true, time.Time{}
-	default:
-		if f.idleAt.IsZero() {
-			f.idleAt = f.x.now()
-		}
-	}
-	if !f.sawRunning {
-		return // the cell still shows its previous run: the server's reset has not arrived
-	}
-	if len(f.preds) == 0 || len(c.outputs) > 0 {
-		f.begun = true
-	}
-	outs := humanOutputs(c.outputs)
-	f.cj.job.Update(func(s *JobState) { s.Cells[f.cell].Outputs, s.Cells[f.cell].Index = outs, c.index })
-}
-
-// checkKernel looks at the kernel when the run has been silent for a heartbeat: a kernel the
-// server reports gone ends the run.
-func (f *follower) checkKernel() {
-	now := f.x.now()
-	if now.Sub(f.lastCheck) < f.x.opts.Heartbeat {
-		return
-	}
-	f.lastCheck = now
-	ctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
-	defer cancel()
-	state, err := f.x.opts.Kernels.KernelState(ctx, f.kernelID)
-	switch {
-	case bridge.IsNotFound(err) || (err == nil && state == "dead"):
-		f.kernelGone = true
-		return
-	case err != nil:
-		return
-	}
-	// jupyter-server-documents 0.3.3 loses a run whose kernel restarts or dies under it: its
-	// worker waits forever for the old process's reply (a restart through the REST API), or its
-	// kernel client stays on the dead process's ports (the restarter's callback is a coroutine
-	// nobody awaits), and the cell stays [*] while every later run waits behind it. The kernel
-	// then is not busy although our cell (or one queued before it) shows running: the server's
-	// worker hands the kernel the next queued cell within milliseconds, so seen twice a heartbeat
-	// apart with the replica in sync, the queue is stuck: attaching the session's kernel to the
-	// room again (a session PATCH) makes the server drop its stuck worker (which sets the cells
-	// it held idle) and connect to the live kernel.
-	if state != "busy" && f.sawRunning && f.last.state == "running" && f.room.Info().Status == bridge.StatusSynced {
-		f.notBusy++
-	} else {
-		f.notBusy = 0
-	}
-	switch {
-	case f.notBusy >= 2 && f.repairedAt.IsZero():
-		f.repairedAt = now
-		f.lostNote = "the kernel restarted or died while the cell ran and the server lost the run " +
-			"(jupyter-server-documents 0.3.3 does not notice); the sidecar attached the kernel to the notebook again. " +
-			"The cell is not sent again: nobody can tell whether the old kernel had begun it"
-		f.x.log.Warn().Str(logfield.Path, f.room.Path()).Str(logfield.Cell, f.id).Str(logfield.Kernel, f.kernelID).Str("kernel_state", state).
-			Msg("the server lost a run (the kernel is not busy, the cell shows running): attaching the kernel to the room again")
-		if s, err := f.x.sessionFor(ctx, f.room.Path()); err == nil {
-			if err := f.x.opts.Kernels.AttachSession(ctx, s); err != nil {
-				f.x.log.Warn().Err(err).Str(logfield.Path, f.room.Path()).Msg("could not attach the kernel to the room again")
-			}
-		}
-	case !f.repairedAt.IsZero() && now.Sub(f.repairedAt) >= 2*f.x.opts.Heartbeat:
-		f.abandoned = true // the server did not set the cell idle: stop following it
-	}
-}
-
-// decide says whether the run is over, and how it ended; it also sends the interrupts a cancel
-// asks for.
-func (f *follower) decide() (CellRun, bool) {
-	now := f.x.now()
-	switch {
-	case f.gone:
-		return f.result(CellAborted, noteCellDeletedServer), true
-	case f.last.state != "running" && (f.counted || (f.skipCounts == 0 && f.last.count != nil && !sameCount(f.last.count, f.countBefore))):
-		// The server wrote our run's count (seen as a change, or, when a resync folded the
-		// changes together, as a new value).
-		status := CellOK
-		for _, o := range f.last.outputs {
-			if o["output_type"] == "error" {
-				status = CellError
-			}
-		}
-		run := f.result(status, "")
-		run.ExecutionCount = f.last.count
-		return run, true
-	case f.kernelGone:
-		return f.result(CellAborted, "the kernel died or was shut down while the cell ran"), true
-	case !f.idleAt.IsZero() && (f.sawRunning || now.Sub(f.started) > 10*f.x.opts.EndGrace) && now.Sub(f.idleAt) >= f.x.opts.EndGrace:
-		note := f.lostNote
-		if note == "" {
-			note = "the server ended the run without a result (the kernel restarted or was lost before it finished the cell, or the server restarted); it is not sent again: nobody can tell whether the kernel had begun it"
-		}
-		return f.result(CellAborted, note), true
-	case f.abandoned:
-		return f.result(CellAborted, f.lostNote+"; the server still shows the cell running"), true
-	}
-	if f.cancelled && f.begun && f.interrupts < maxInterrupts && !now.Before(f.nextInt) && f.last.state == "running" {
-		f.interrupts++
-		f.nextInt = now.Add(time.Second)
-		ctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
-		if err := f.x.opts.Kernels.Interrupt(ctx, f.kernelID); err != nil {
-			f.x.log.Warn().Err(err).Str(logfield.Kernel, f.kernelID).Msg("could not interrupt a cancelled run")
-		}
-		cancel()
-	}
-	return CellRun{}, false
-}
-
-func sameCount(a, b *int) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
-
-// noteCellDeletedServer is why a run whose cell was deleted is no longer followed.
-const noteCellDeletedServer = "the cell was deleted while it ran; the server may still run it, its outputs go nowhere"
-
-func (f *follower) result(status CellStatus, note string) CellRun {
-	run := CellRun{CellID: f.id, Index: f.index, Status: status, Note: note, Started: f.started, Ended: f.x.now()}
-	if f.gone {
-		run.Index = -1
-	}
-	run.Outputs = humanOutputs(f.last.outputs)
-	return run
-}
-
-// humanOutputs are a cell's outputs as JupyterLab's output area shows them (and as ClientEngine
-// writes them): consecutive stream outputs of the same name merged, \r and \b applied. The
-// server writes each stream message as an output of its own, with the raw text.
-func humanOutputs(outs []map[string]any) []map[string]any {
-	if outs == nil {
-		return nil
-	}
-	res := make([]map[string]any, 0, len(outs))
-	for _, o := range outs {
-		o = cloneOutput(o)
-		if o["output_type"] == "stream" {
-			text := streamText(o["text"])
-			if n := len(res); n > 0 && res[n-1]["output_type"] == "stream" && res[n-1]["name"] == o["name"] {
-				res[n-1]["text"] = res[n-1]["text"].(string) + text
-				continue
-			}
-			o["text"] = text
-		}
-		res = append(res, o)
-	}
-	for _, o := range res {
-		if o["output_type"] == "stream" {
-			o["text"] = processText(o["text"].(string))
-		}
-	}
-	return res
-}
-
-// streamText reads a stream output's text (a string, or nbformat's list of strings).
-func streamText(v any) string {
-	switch t := v.(type) {
-	case string:
-		return t
-	case []any:
-		var b strings.Builder
-		for _, s := range t {
-			if s, ok := s.(string); ok {
-				b.WriteString(s)
-			}
-		}
-		return b.String()
-	}
-	return ""
 }

@@ -50,6 +50,16 @@ type editRun struct {
 	since  *Since   // the version guard (first run only)
 }
 
+// beginEdit opens an agent's edit: it refuses a document of another kind than the edit's
+// (ErrWrongKind), and marks the transaction undoable.
+func (tx *Txn) beginEdit(kind Kind) error {
+	if tx.Kind() != kind {
+		return ErrWrongKind
+	}
+	tx.Undoable()
+	return nil
+}
+
 // Proposal is an edit handed to a Session.
 type Proposal struct {
 	Edit Edit

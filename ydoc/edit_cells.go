@@ -55,10 +55,9 @@ func (e InsertCells) run(tx *Txn, r editRun) (Outcome, error) {
 	if err := e.check(); err != nil {
 		return Outcome{}, err
 	}
-	if tx.Kind() != KindNotebook {
-		return Outcome{}, ErrWrongKind
+	if err := tx.beginEdit(KindNotebook); err != nil {
+		return Outcome{}, err
 	}
-	tx.Undoable()
 	cells := slices.Clone(e.Cells) // the value is shared with later runs: ids go into the copy
 	for i := range cells {
 		switch {
@@ -249,10 +248,9 @@ func (e UpdateCells) run(tx *Txn, r editRun) (Outcome, error) {
 	if err != nil {
 		return Outcome{}, err
 	}
-	if tx.Kind() != KindNotebook {
-		return Outcome{}, ErrWrongKind
+	if err := tx.beginEdit(KindNotebook); err != nil {
+		return Outcome{}, err
 	}
-	tx.Undoable()
 	var out Outcome
 	var indices []int
 	var ids []string
@@ -374,10 +372,9 @@ type DeleteCells struct {
 func (e DeleteCells) Durable() bool { return true }
 
 func (e DeleteCells) run(tx *Txn, r editRun) (Outcome, error) {
-	if tx.Kind() != KindNotebook {
-		return Outcome{}, ErrWrongKind
+	if err := tx.beginEdit(KindNotebook); err != nil {
+		return Outcome{}, err
 	}
-	tx.Undoable()
 	var out Outcome
 	var indices []int
 	var ids []string
@@ -459,10 +456,9 @@ func (e MoveCells) run(tx *Txn, r editRun) (Outcome, error) {
 	if err := e.check(); err != nil {
 		return Outcome{}, err
 	}
-	if tx.Kind() != KindNotebook {
-		return Outcome{}, ErrWrongKind
+	if err := tx.beginEdit(KindNotebook); err != nil {
+		return Outcome{}, err
 	}
-	tx.Undoable()
 	var out Outcome
 	current := tx.CellIDs()
 	var indices []int
@@ -586,10 +582,9 @@ type ClearOutputs struct {
 func (e ClearOutputs) Durable() bool { return true }
 
 func (e ClearOutputs) run(tx *Txn, r editRun) (Outcome, error) {
-	if tx.Kind() != KindNotebook {
-		return Outcome{}, ErrWrongKind
+	if err := tx.beginEdit(KindNotebook); err != nil {
+		return Outcome{}, err
 	}
-	tx.Undoable()
 	var out Outcome
 	current := tx.CellIDs()
 	var indices []int

@@ -32,10 +32,9 @@ var ErrTextMoved = errors.New("ydoc: the text changed before the edit could run 
 func (e EditText) Durable() bool { return false }
 
 func (e EditText) run(tx *Txn, r editRun) (Outcome, error) {
-	if tx.Kind() != KindText {
-		return Outcome{}, ErrWrongKind
+	if err := tx.beginEdit(KindText); err != nil {
+		return Outcome{}, err
 	}
-	tx.Undoable()
 	text, err := tx.Text()
 	if err != nil {
 		return Outcome{}, err

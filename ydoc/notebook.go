@@ -1,12 +1,11 @@
 package ydoc
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
 
+	"github.com/google/uuid"
 	y "github.com/skyterra/y-crdt"
 )
 
@@ -54,14 +53,7 @@ var (
 )
 
 // NewCellID returns a fresh cell id in the form JupyterLab uses (a uuid4).
-func NewCellID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
-}
+func NewCellID() string { return uuid.NewString() }
 
 // Notebook returns a copy of the whole notebook.
 func (d *Doc) Notebook() (Notebook, error) {

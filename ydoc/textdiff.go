@@ -43,13 +43,8 @@ func diffText(old, new string) []textEdit {
 		return []textEdit{{Pos: base, Del: utf16Len(oldMid), Ins: newMid}}
 	}
 	var edits []textEdit
-	pos := base // UTF-16 position in old of the current line
-	for _, h := range lineHunks(a, b) {
-		for _, l := range a[h.eqStart:h.aStart] {
-			pos += utf16Len(l)
-		}
-		oldBlock := strings.Join(a[h.aStart:h.aEnd], "")
-		newBlock := strings.Join(b[h.bStart:h.bEnd], "")
+	// Positions in UTF-16 code units.
+	changedBlocks(a, b, base, utf16Len, func(pos int, oldBlock, newBlock string) {
 		bp := commonPrefix(oldBlock, newBlock)
 		bs := commonSuffix(oldBlock[bp:], newBlock[bp:])
 		edits = append(edits, textEdit{
@@ -57,9 +52,23 @@ func diffText(old, new string) []textEdit {
 			Del: utf16Len(oldBlock[bp : len(oldBlock)-bs]),
 			Ins: newBlock[bp : len(newBlock)-bs],
 		})
-		pos += utf16Len(oldBlock)
-	}
+	})
 	return edits
+}
+
+// changedBlocks calls fn with each changed block of the line diff of a and b (lineHunks): the
+// old and the new lines of the block, joined, and the block's position in the old text — base
+// plus the width of every old line before it.
+func changedBlocks(a, b []string, base int, width func(string) int, fn func(pos int, oldBlock, newBlock string)) {
+	pos := base
+	for _, h := range lineHunks(a, b) {
+		for _, l := range a[h.eqStart:h.aStart] {
+			pos += width(l)
+		}
+		oldBlock := strings.Join(a[h.aStart:h.aEnd], "")
+		fn(pos, oldBlock, strings.Join(b[h.bStart:h.bEnd], ""))
+		pos += width(oldBlock)
+	}
 }
 
 // diffTextWords is diffText for concurrent restores (the crash rescue): the changed blocks are
@@ -83,19 +92,13 @@ func diffTextWords(old, new string) []textEdit {
 	} else if a, b := splitLines(oldMid), splitLines(newMid); len(a)*len(b) > lcsCellCap {
 		edits = []byteEdit{{start: p, end: p + len(oldMid), ins: newMid}}
 	} else {
-		pos := p // byte position in old of the current line
-		for _, h := range lineHunks(a, b) {
-			for _, l := range a[h.eqStart:h.aStart] {
-				pos += len(l)
-			}
-			oldBlock := strings.Join(a[h.aStart:h.aEnd], "")
-			newBlock := strings.Join(b[h.bStart:h.bEnd], "")
+		// Positions in bytes.
+		changedBlocks(a, b, p, func(s string) int { return len(s) }, func(pos int, oldBlock, newBlock string) {
 			bp := commonPrefix(oldBlock, newBlock)
 			bs := commonSuffix(oldBlock[bp:], newBlock[bp:])
 			trimmed := byteEdit{start: pos + bp, end: pos + len(oldBlock) - bs, ins: newBlock[bp : len(newBlock)-bs]}
 			edits = append(edits, blockEdits(oldBlock, newBlock, pos, trimmed)...)
-			pos += len(oldBlock)
-		}
+		})
 	}
 	out := make([]textEdit, len(edits))
 	lo := 0

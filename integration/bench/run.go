@@ -225,11 +225,7 @@ func (r *Runner) edits(ctx context.Context) {
 		{"edit-lost", "edits that never reached the peer", "edits", "lower"},
 	}
 	r.op(ctx, "edits", rows, func(ctx context.Context, t *Target, put func(string, float64)) error {
-		path, err := r.smallNotebook(ctx, t, "edit", "bench-edit", "x = 0")
-		if err != nil {
-			return err
-		}
-		p, err := r.peer(ctx, path)
+		path, p, err := r.smallNotebookPeer(ctx, t, "edit", "bench-edit", "x = 0")
 		if err != nil {
 			return err
 		}
@@ -277,11 +273,7 @@ func (r *Runner) sustained(ctx context.Context) {
 		{"sustained-missed", "  … of which the peer never saw", "edits", "lower"},
 	}
 	r.op(ctx, "sustained", rows, func(ctx context.Context, t *Target, put func(string, float64)) error {
-		path, err := r.smallNotebook(ctx, t, "sustained", "bench-sustained", "x = 0")
-		if err != nil {
-			return err
-		}
-		p, err := r.peer(ctx, path)
+		path, p, err := r.smallNotebookPeer(ctx, t, "sustained", "bench-sustained", "x = 0")
 		if err != nil {
 			return err
 		}
@@ -349,11 +341,7 @@ func (r *Runner) inserts(ctx context.Context) {
 		var callMs, peerMs []float64
 		calls := 0
 		for b := 0; b < r.Cfg.InsertBatches; b++ {
-			path, err := r.smallNotebook(ctx, t, "insert", "bench-first", "# first")
-			if err != nil {
-				return err
-			}
-			p, err := r.peer(ctx, path)
+			path, p, err := r.smallNotebookPeer(ctx, t, "insert", "bench-first", "# first")
 			if err != nil {
 				return err
 			}
@@ -699,6 +687,20 @@ func (r *Runner) smallNotebook(ctx context.Context, t *Target, what, cellID, sou
 		return "", err
 	}
 	return path, r.openSmall(ctx, t, path)
+}
+
+// smallNotebookPeer is smallNotebook with an independent peer joined to it (the caller closes
+// the peer).
+func (r *Runner) smallNotebookPeer(ctx context.Context, t *Target, what, cellID, source string) (string, *integration.Peer, error) {
+	path, err := r.smallNotebook(ctx, t, what, cellID, source)
+	if err != nil {
+		return "", nil, err
+	}
+	p, err := r.peer(ctx, path)
+	if err != nil {
+		return "", nil, err
+	}
+	return path, p, nil
 }
 
 func (r *Runner) openSmall(ctx context.Context, t *Target, path string) error {
