@@ -76,31 +76,19 @@ func TestClearOutputs(t *testing.T) {
 		t.Errorf("the peer has cells %v with sources %q", ids, sources)
 	}
 
-	// The file on disk, once the server saved it.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		b, err := shared.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
+	// The file on disk, once the server saved it (waitDisk: a file the server is still writing
+	// is "not yet", not an error).
+	waitDisk(t, shared, name, "the four cells with no outputs and no execution counts", func(disk ydoc.Notebook) bool {
+		if len(disk.Cells) != 4 {
+			return false
 		}
-		disk, err := ydoc.ParseNBFormat(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		done := len(disk.Cells) == 4
 		for _, c := range disk.Cells {
 			if c.Type == ydoc.CellCode && (len(c.Outputs) != 0 || c.ExecutionCount != nil) {
-				done = false
+				return false
 			}
 		}
-		if done {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the file on disk still has outputs 30 s after the clear:\n%s", b)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return true
+	})
 }
 
 func clearedIDs(out map[string]any) []string {

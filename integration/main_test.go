@@ -141,22 +141,33 @@ func uniqueName(t testing.TB, ext string) string {
 	return fmt.Sprintf("%s_%d%s", base, nameSeq, ext)
 }
 
-// waitDisk polls the file until cond holds (the server autosaves about 1 s after the last change).
+// waitDisk polls the file until cond holds (the server autosaves about 1 s after the last change;
+// a file has no event to await). A file that cannot be read or parsed yet — missing, or caught
+// while the server is writing it — is "not yet", like one whose content does not hold yet; the
+// failure after 20 s says which it last was.
 func waitDisk(t testing.TB, s *JupyterServer, path string, what string, cond func(ydoc.Notebook) bool) ydoc.Notebook {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	var nb ydoc.Notebook
+	var last error // why the last read was not a notebook (nil: it was, and cond did not hold)
 	for time.Now().Before(deadline) {
 		b, err := s.ReadFile(path)
 		if err == nil {
-			if parsed, perr := ydoc.ParseNBFormat(b); perr == nil {
+			var parsed ydoc.Notebook
+			if parsed, err = ydoc.ParseNBFormat(b); err == nil {
 				nb = parsed
 				if cond(nb) {
 					return nb
 				}
+			} else {
+				err = fmt.Errorf("parse the %d bytes read: %w", len(b), err)
 			}
 		}
+		last = err
 		time.Sleep(100 * time.Millisecond)
+	}
+	if last != nil {
+		t.Fatalf("file %s on disk never showed %s; the last read: %v", path, what, last)
 	}
 	dump, _ := json.MarshalIndent(nb.JSON(), "", " ")
 	t.Fatalf("file %s on disk never showed %s; last:\n%s", path, what, dump)

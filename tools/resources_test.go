@@ -626,6 +626,43 @@ func testSubscriptions(t *testing.T, proto string) {
 	}
 }
 
+// A change made after a client subscribed is notified even when Run's goroutine had not yet
+// started following room events (as right after startup): the subscription opened the stream,
+// and the change waited in it. (The scheduling order is forced here: Run starts after the edit.)
+func TestSubscriptionSeesChangeMadeBeforeRunStarted(t *testing.T) {
+	e := newEnv(t, []bridgetest.File{nbFile("a.ipynb", sanitiseNotebook())})
+	c, err := client.NewInProcessClient(e.ts.MCP())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if err := c.Start(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = "2025-11-25"
+	init.Params.ClientInfo = mcp.Implementation{Name: "subscriber", Version: "1"}
+	if _, err := c.Initialize(ctxT(t), init); err != nil {
+		t.Fatal(err)
+	}
+	n := collectNotifications(c)
+	cell := "jupyter://notebooks/" + e.fileIDOf("jupyter://notebooks", "notebooks", "a.ipynb") + "/cells/c2"
+	req := mcp.SubscribeRequest{}
+	req.Params.URI = cell
+	//lint:ignore SA1019 protocol 2025-11-25 clients subscribe this way
+	if err := c.Subscribe(ctxT(t), req); err != nil {
+		t.Fatalf("subscribe %s: %v", cell, err)
+	}
+	_, mark := n.updated(0)
+	e.humanEdit("a.ipynb", ydoc.KindNotebook, func(tx *ydoc.Txn) error { return setSourceByID(tx, "c2", "x = 20") })
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = e.ts.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	n.waitFor(t, mark, "update of "+cell+" (changed after the subscription, before Run started)", isUpdate(cell))
+}
+
 func setSourceByID(tx *ydoc.Txn, id, src string) error {
 	i := tx.CellIndex(id)
 	if i < 0 {

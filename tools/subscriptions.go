@@ -33,6 +33,12 @@ import (
 // that arrives while that URI is being read makes it read again when done. Should the event
 // buffer ever overflow anyway, every followed document is treated as changed: a "this changed"
 // signal is never lost.
+//
+// A subscriber misses no change made after its subscription was acknowledged: the stream of room
+// events is opened by whichever comes first, Run or the first subscription (so a change made
+// before Run's goroutine is scheduled waits in the buffer), and every new subscription marks what
+// it follows as changed, so a change that landed between its first read and its registration is
+// read again and notified.
 
 const (
 	subscribeQuiet    = 250 * time.Millisecond // debounce: no notification sooner after a change
@@ -72,6 +78,10 @@ type subscriptions struct {
 	reading    map[string]bool // URIs being read right now (by readJob.key)
 	again      map[string]bool // …and changed again meanwhile: read once more when done
 	joining    map[docKey]bool // subscribed documents being joined (maintainPins)
+	// events is the stream of room events Run consumes, opened by roomEvents; ended is set
+	// once Run has returned (no stream is opened again).
+	events *bridge.Subscription
+	ended  bool
 }
 
 type listenSink struct {
@@ -133,7 +143,12 @@ func hashRead(r resourceRead) [32]byte {
 
 // subscribe starts following uri for a session, from its content now. A URI that cannot be read
 // is not followed (mcp-go has already acknowledged the subscription; the log says why).
+//
+// Changes are followed from before the first read: the event stream is open (roomEvents), and
+// what the URI depends on is marked changed once it is registered, so a change between the read
+// and the registration is read again (and notified only if the content really differs).
 func (s *Server) subscribe(ctx context.Context, session, uri string) {
+	s.roomEvents()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), subscribeReadWait)
 	defer cancel()
 	r, err := s.readURI(ctx, session, uri)
@@ -141,6 +156,8 @@ func (s *Server) subscribe(ctx context.Context, session, uri string) {
 		s.log.Info().Str(logfield.URI, uri).Err(err).Msg("subscription to an unreadable resource: not followed")
 		return
 	}
+	doc, list, _, follows := s.depends(session, uri)
+	now := time.Now()
 	s.subs.mu.Lock()
 	defer s.subs.mu.Unlock()
 	m := s.subs.sessions[session]
@@ -150,6 +167,26 @@ func (s *Server) subscribe(ctx context.Context, session, uri string) {
 	}
 	m[uri] = hashRead(r)
 	s.subs.callers[session] = callerOf(ctx)
+	switch {
+	case !follows: // jobs are polled while they run; other URIs are not followed
+	case strings.HasSuffix(uri, "/current"):
+		s.subs.current[session] = true
+	case doc.path != "":
+		s.subs.dirty[doc] = markNow(s.subs.dirty[doc], now)
+	default:
+		s.subs.lists[list] = markNow(s.subs.lists[list], now)
+	}
+}
+
+// roomEvents returns the stream of room events Run consumes, opening it on first use (by Run or
+// by the first subscription, whichever comes first); nil once Run has returned.
+func (s *Server) roomEvents() *bridge.Subscription {
+	s.subs.mu.Lock()
+	defer s.subs.mu.Unlock()
+	if s.subs.events == nil && !s.subs.ended {
+		s.subs.events = s.opts.Manager.Subscribe(4096)
+	}
+	return s.subs.events
 }
 
 func (s *Server) unsubscribe(session, uri string) {
@@ -274,9 +311,20 @@ func (s *Server) notifyUpdated(key, uri string) error {
 // Run follows room events for subscriptions and the per-room entries of resources/list, until
 // ctx ends. Without it resources still read; nothing is notified. The reads and joins it starts
 // have ended when it returns.
+//
+// Changes made after a client's subscription are followed even if Run's goroutine starts later
+// (subscribe opens the event stream); Run is called once per Server.
 func (s *Server) Run(ctx context.Context) error {
-	events := s.opts.Manager.Subscribe(4096)
-	defer events.Close()
+	events := s.roomEvents()
+	if events == nil {
+		return errors.New("tools: Run called again after it returned")
+	}
+	defer func() {
+		s.subs.mu.Lock()
+		s.subs.ended, s.subs.events = true, nil
+		s.subs.mu.Unlock()
+		events.Close()
+	}()
 	return s.follow(ctx, events)
 }
 
