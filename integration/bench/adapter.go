@@ -44,6 +44,39 @@ func Connect(ctx context.Context, s *Server) (*Client, error) {
 	return &Client{mcp: c, Version: r.Server.Version}, nil
 }
 
+// ConnectWith is Connect with a query added to the server's URL (the sidecar's ?toolsets=).
+func ConnectWith(ctx context.Context, s *Server, query string) (*Client, error) {
+	u := *s
+	u.URL = s.URL + "?" + query
+	return Connect(ctx, &u)
+}
+
+// ToolDefinitions returns what a client puts into every model request for this server's tools:
+// each tool's name, description and input schema (and, apart, its output schema), as JSON.
+func (c *Client) ToolDefinitions(ctx context.Context) (defs []string, outputSchemas []string, err error) {
+	var r struct {
+		Tools []map[string]any `json:"tools"`
+	}
+	if err := c.mcp.Call(ctx, "listTools", map[string]any{}, &r); err != nil {
+		return nil, nil, fmt.Errorf("tools/list: %w", err)
+	}
+	for _, t := range r.Tools {
+		b, err := json.Marshal(map[string]any{"name": t["name"], "description": t["description"], "inputSchema": t["inputSchema"]})
+		if err != nil {
+			return nil, nil, err
+		}
+		defs = append(defs, string(b))
+		if schema, ok := t["outputSchema"]; ok {
+			b, err := json.Marshal(schema)
+			if err != nil {
+				return nil, nil, err
+			}
+			outputSchemas = append(outputSchemas, string(b))
+		}
+	}
+	return defs, outputSchemas, nil
+}
+
 // Close stops the client process.
 func (c *Client) Close() error { return c.mcp.Close() }
 

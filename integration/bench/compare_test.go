@@ -103,6 +103,15 @@ func TestCompareSmoke(t *testing.T) {
 			}
 		}
 	}
+	// Issue 21's budgets for what a client sends on every turn, measured as the client lists them.
+	for key, limit := range map[string]float64{"defs-default-tools": 20, "defs-default-tokens": 4000, "defs-all-tokens": 9000} {
+		if m := res.Get(key); m == nil || m.Values[Sidecar] <= 0 || m.Values[Sidecar] > limit {
+			t.Errorf("%s %s: want 1..%v, got %+v", Sidecar, key, limit, m)
+		}
+	}
+	if m := res.Get("defs-all-tokens"); m == nil || m.Values[JupyterMCP] <= 0 {
+		t.Errorf("%s tool definitions not measured: %+v", JupyterMCP, m)
+	}
 	if m := res.Get("read-md-tokens"); m == nil || m.Values[Sidecar] <= 0 || m.NA[JupyterMCP] == "" {
 		t.Errorf("markdown read: want a sidecar value and n/a for jupyter-mcp-server, got %+v", m)
 	}

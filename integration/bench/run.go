@@ -154,6 +154,7 @@ func (r *Runner) Run(ctx context.Context) *Results {
 		r.res.Servers = append(r.res.Servers, t.Server.Name)
 	}
 	r.memory("start")
+	r.definitions(ctx)
 	r.edits(ctx)
 	r.sustained(ctx)
 	r.inserts(ctx)
@@ -419,6 +420,7 @@ func (r *Runner) reads(ctx context.Context) {
 		{"read-out-ms", fmt.Sprintf("read %d-cell notebook with outputs (p50)", r.Cfg.ReadCells), "ms", "lower"},
 		{"read-out-calls", "  … tool calls", "calls", "lower"},
 		{"read-out-tokens", "  … tokens returned (o200k_base)", "tokens", "lower"},
+		{"read-out-struct-tokens", "  … its structuredContent, tokens (what Codex hands the model instead)", "tokens", "lower"},
 		{"read-out-images", "  … image items returned", "images", ""},
 		{"read-out-image-tokens", "  … their tokens (estimate: w×h/750)", "tokens", "lower"},
 		{"read-md-ms", "read it with outputs, format markdown (p50)", "ms", "lower"},
@@ -473,10 +475,14 @@ func (r *Runner) reads(ctx context.Context) {
 				}
 				times = append(times, ms(time.Since(start)))
 			}
-			var texts []string
+			var texts, structured []string
 			images, imageTok := 0, 0
 			for _, rep := range first {
 				texts = append(texts, rep.Text)
+				if rep.Structured != nil {
+					b, _ := json.Marshal(rep.Structured)
+					structured = append(structured, string(b))
+				}
 				images += rep.Images
 				imageTok += rep.ImageTokens
 			}
@@ -491,8 +497,66 @@ func (r *Runner) reads(ctx context.Context) {
 			put(prefix+"calls", float64(len(first)))
 			put(prefix+"tokens", float64(tokens))
 			if prefix == "read-out-" {
+				stok, err := CountTokens(ctx, r.Counter, strings.Join(structured, "\n"))
+				if err != nil {
+					return fmt.Errorf("count tokens: %w", err)
+				}
+				if len(structured) == 0 {
+					r.res.Get(prefix + "struct-tokens").NA[t.Server.Name] = "no structuredContent"
+				} else {
+					put(prefix+"struct-tokens", float64(stok))
+				}
 				put(prefix+"images", float64(images))
 				put(prefix+"image-tokens", float64(imageTok))
+			}
+		}
+		return nil
+	})
+}
+
+// definitions: what a client puts into every model request before the agent does anything —
+// each tool's name, description and inputSchema as tools/list gives them (Cursor, VS Code, Codex
+// and the API connectors send them on every turn). The sidecar's default toolset and all of
+// them (chosen per connection with ?toolsets=); jupyter-mcp-server has one list. Output schemas,
+// which some clients also send, apart.
+func (r *Runner) definitions(ctx context.Context) {
+	rows := []row{
+		{"defs-default-tokens", "tool definitions per turn, default tools (o200k_base)", "tokens", "lower"},
+		{"defs-default-tools", "  … tools listed", "tools", "lower"},
+		{"defs-all-tokens", "tool definitions per turn, every tool", "tokens", "lower"},
+		{"defs-all-tools", "  … tools listed", "tools", "lower"},
+		{"defs-all-output-tokens", "  … plus their outputSchemas", "tokens", "lower"},
+	}
+	r.op(ctx, "tool definitions", rows, func(ctx context.Context, t *Target, put func(string, float64)) error {
+		sets := []struct{ key, query string }{{"default", ""}, {"all", ""}}
+		if t.Server.Name == Sidecar {
+			sets[0].query, sets[1].query = "toolsets=default", "toolsets=all"
+		}
+		for _, set := range sets {
+			c := t.Client
+			if set.query != "" {
+				var err error
+				if c, err = ConnectWith(ctx, t.Server, set.query); err != nil {
+					return err
+				}
+				defer c.Close()
+			}
+			defs, outs, err := c.ToolDefinitions(ctx)
+			if err != nil {
+				return err
+			}
+			tok, err := CountTokens(ctx, r.Counter, strings.Join(defs, "\n"))
+			if err != nil {
+				return fmt.Errorf("count tokens: %w", err)
+			}
+			put("defs-"+set.key+"-tokens", float64(tok))
+			put("defs-"+set.key+"-tools", float64(len(defs)))
+			if set.key == "all" {
+				otok, err := CountTokens(ctx, r.Counter, strings.Join(outs, "\n"))
+				if err != nil {
+					return fmt.Errorf("count tokens: %w", err)
+				}
+				put("defs-all-output-tokens", float64(tok+otok))
 			}
 		}
 		return nil
