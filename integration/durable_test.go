@@ -172,7 +172,10 @@ func TestIdleRoomsCauseNoSaves(t *testing.T) {
 		t.Errorf("%d save requests for idle rooms", got-asked)
 	}
 	for i, n := range names {
-		if st := stampOf(t, shared, n); st != stamps[i] {
+		// Where the server saves by itself (jupyter-server-documents) the sidecar asks no save
+		// at all (above); when the server writes the file is its own cadence, not ours: in one
+		// of four full matrix runs jsd wrote one of these notebooks again after the quiet began.
+		if st := stampOf(t, shared, n); st != stamps[i] && !shared.Engine.Documents() {
 			t.Errorf("%s was written while idle", n)
 		}
 		if i > 0 && rooms[i].Info().SavesAsked != 0 {
