@@ -98,25 +98,7 @@ func TestDeadDocumentsRoomIsLeftToBeFreed(t *testing.T) {
 	if !strings.Contains(srv.Log(), "Stopped YRoom '"+room.Info().RoomID) {
 		t.Errorf("the server never freed the dead room; its log:\n%s", tail(srv.Log(), 3000))
 	}
-	peer, err := integration.StartPeer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = peer.Close() })
-	if err := peer.Connect(ctx, srv, path, "notebook"); err != nil {
-		t.Fatal(err)
-	}
-	snap, err := peer.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var seen []string
-	for _, c := range snap.Cells {
-		seen = append(seen, c.ID)
-	}
-	if strings.Join(seen, ",") != strings.Join(want, ",") {
-		t.Errorf("the peer sees cells %v, want %v", seen, want)
-	}
+	peerSeesCells(t, ctx, srv, path, want)
 }
 
 // syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.

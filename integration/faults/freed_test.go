@@ -92,25 +92,7 @@ func TestFreedRoomRejoinedOnce(t *testing.T) {
 	}
 	want := []string{"one", "two", "three", "four"}
 	waitFile(ctx, t, srv, path, want...)
-	peer, err := integration.StartPeer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = peer.Close() })
-	if err := peer.Connect(ctx, srv, path, "notebook"); err != nil {
-		t.Fatal(err)
-	}
-	snap, err := peer.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var seen []string
-	for _, c := range snap.Cells {
-		seen = append(seen, c.ID)
-	}
-	if strings.Join(seen, ",") != strings.Join(want, ",") {
-		t.Errorf("the peer sees cells %v, want %v", seen, want)
-	}
+	peerSeesCells(t, ctx, srv, path, want)
 	var got []string
 	if err := room.View(ctx, func(d *ydoc.Doc) error {
 		n, err := d.Notebook()
@@ -172,4 +154,29 @@ func tail(s string, n int) string {
 		return s[len(s)-n:]
 	}
 	return s
+}
+
+// peerSeesCells joins path with the independent yjs peer and checks it holds exactly the cells
+// want, in that order.
+func peerSeesCells(t *testing.T, ctx context.Context, srv *integration.JupyterServer, path string, want []string) {
+	t.Helper()
+	peer, err := integration.StartPeer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = peer.Close() })
+	if err := peer.Connect(ctx, srv, path, "notebook"); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := peer.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	for _, c := range snap.Cells {
+		seen = append(seen, c.ID)
+	}
+	if strings.Join(seen, ",") != strings.Join(want, ",") {
+		t.Errorf("the peer sees cells %v, want %v", seen, want)
+	}
 }
