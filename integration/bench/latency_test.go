@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -43,6 +44,9 @@ func BenchmarkSidecarLatency(b *testing.B) {
 	}
 	defer c.Close()
 	cfg := Full()
+	if n, err := strconv.Atoi(os.Getenv("JCM_BENCH_EDITS")); err == nil && n > 0 { // longer runs to profile
+		cfg.Edits = n
+	}
 	r := &Runner{Cfg: cfg, JS: js, Counter: c, Logf: b.Logf,
 		Targets: []*Target{{Server: sc, Client: c, Adapter: SidecarAdapter{C: c}}}}
 	r.res = &Results{Config: cfg, Started: time.Now(), Servers: []string{Sidecar}}
