@@ -37,6 +37,13 @@ type ClientOptions struct {
 	// room could not take (it is reconnecting) is taken back and written again with what came
 	// since. The run goes on meanwhile either way.
 	WriteWait time.Duration
+	// CheckIdleKernel: a kernel kept from an earlier job is checked with the server (GET
+	// /api/kernels/{id}, which the job's first request waits for) only when it has been idle at
+	// least this long (3s; negative: before every job). jupyter-server's restarter looks at its
+	// kernels every 3 s (KernelRestarter.time_to_dead), so of a death more recent than that the
+	// server knows nothing either: the check could not tell, and the run's own heartbeat
+	// (Heartbeat) follows a kernel that died. Back-to-back runs skip that round trip.
+	CheckIdleKernel time.Duration
 	// Now is the clock (time.Now).
 	Now func() time.Time
 }
@@ -98,6 +105,9 @@ func NewClientEngine(opts ClientOptions) (*ClientEngine, error) {
 	}
 	if opts.WriteWait <= 0 {
 		opts.WriteWait = defaultWriteWait
+	}
+	if opts.CheckIdleKernel == 0 {
+		opts.CheckIdleKernel = 3 * time.Second
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

@@ -44,8 +44,9 @@ func (x *ClientEngine) runJob(cj *trackedJob, room *bridge.Room, opts RunOptions
 		return
 	}
 	j.Update(func(s *JobState) { s.Status, s.Note, s.KernelID = JobRunning, note, k.session.KernelID })
-	// A channel kept from an earlier job is checked with the server while the first cell's reset
-	// is written; that cell's request waits for the answer (kernelCheck).
+	// A channel kept from an earlier job (idle for ClientOptions.CheckIdleKernel) is checked
+	// with the server while the first cell's reset is written; that cell's request waits for the
+	// answer (kernelCheck).
 	var check *kernelCheck
 	if reused {
 		check = &kernelCheck{alive: x.probeAsync(ctx, k)}

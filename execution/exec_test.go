@@ -561,7 +561,7 @@ func TestExecDeadKernelIsReplacedBetweenJobs(t *testing.T) {
 		"dead, quiet":          {Quiet: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			e := newExecEnv(t, oneNotebook(codeCell("c1", "print:1")), nil)
+			e := newExecEnv(t, oneNotebook(codeCell("c1", "print:1")), checkEveryJob)
 			v1 := e.run(execPath, []string{"c1"}, execution.RunOptions{})
 			k1 := kernelOf(t, e.ks, execPath)
 			if v1.Note != "" || v1.KernelID != k1 {
@@ -595,7 +595,7 @@ func TestExecDeadKernelIsReplacedBetweenJobs(t *testing.T) {
 // reset is written: the reset reaches the room during the check, and the request waits for the
 // answer (the dead kernels above are replaced on it).
 func TestExecKernelCheckOverlapsTheReset(t *testing.T) {
-	e := newExecEnv(t, oneNotebook(codeCell("c1", "print:1")), nil)
+	e := newExecEnv(t, oneNotebook(codeCell("c1", "print:1")), checkEveryJob)
 	e.run(execPath, []string{"c1"}, execution.RunOptions{})
 	k := kernelOf(t, e.ks, execPath)
 	received := e.ks.Received(k)
@@ -612,6 +612,38 @@ func TestExecKernelCheckOverlapsTheReset(t *testing.T) {
 	v := awaitJob(t, j)
 	if v.Status != execution.JobCompleted || v.Note != "" || v.KernelID != k || !countIs(cellRun(t, v, "c1").ExecutionCount, 2) {
 		t.Errorf("job after the check %s", describeJob(v))
+	}
+}
+
+// checkEveryJob makes the engine check a kept kernel with the server before every job, however
+// recently it was used (the tests above are about what that check finds).
+func checkEveryJob(o *execution.ClientOptions) { o.CheckIdleKernel = -1 }
+
+// A kernel used moments ago is not checked with the server before the next job (the server's
+// restarter would not know of a death that recent either); one idle for CheckIdleKernel is.
+func TestExecKernelCheckedOnlyWhenIdle(t *testing.T) {
+	// A long heartbeat: only the check before the job can ask the server, not a silent run.
+	quiet := func(o *execution.ClientOptions) { o.Heartbeat = time.Minute }
+	e := newExecEnv(t, oneNotebook(codeCell("c1", "print:1")), quiet) // CheckIdleKernel: the default, 3 s
+	e.run(execPath, []string{"c1"}, execution.RunOptions{})
+	before := e.ks.KernelStateCalls()
+	if v := e.run(execPath, []string{"c1"}, execution.RunOptions{}); v.Status != execution.JobCompleted || v.Note != "" {
+		t.Errorf("second job %s", describeJob(v))
+	}
+	if n := e.ks.KernelStateCalls() - before; n != 0 {
+		t.Errorf("a job right after another asked the server about the kernel %d times, want 0", n)
+	}
+
+	const idle = 200 * time.Millisecond
+	e = newExecEnv(t, oneNotebook(codeCell("c1", "print:1")), func(o *execution.ClientOptions) { quiet(o); o.CheckIdleKernel = idle })
+	e.run(execPath, []string{"c1"}, execution.RunOptions{})
+	time.Sleep(idle + 50*time.Millisecond) // the idle time is what is tested
+	before = e.ks.KernelStateCalls()
+	if v := e.run(execPath, []string{"c1"}, execution.RunOptions{}); v.Status != execution.JobCompleted || v.Note != "" {
+		t.Errorf("job after %v idle %s", idle, describeJob(v))
+	}
+	if n := e.ks.KernelStateCalls() - before; n != 1 {
+		t.Errorf("a job after %v idle asked the server about the kernel %d times, want 1", idle, n)
 	}
 }
 

@@ -86,13 +86,20 @@ func (x *ClientEngine) closeIdleChannels() {
 // channel: the session a human's tab uses if there is one (so state is shared), a new kernel if
 // the old one died or was culled (the note says so). A channel kept from an earlier run is
 // checked with the server first (a kernel can die silently between jobs), unless the caller
-// does that itself, overlapped with other work (probeLater; reused then says it must).
+// does that itself, overlapped with other work (probeLater; reused then says it must). A kernel
+// that was in use moments ago (ClientOptions.CheckIdleKernel) is not checked.
 func (x *ClientEngine) acquire(ctx context.Context, room *bridge.Room, kernelName string, probeLater bool) (k *nbKernel, note string, reused bool, err error) {
 	k, note, err = x.acquireProbing(ctx, room, kernelName, !probeLater)
 	if err != nil {
 		return nil, "", false, err
 	}
-	return k, note, probeLater && k.reused, nil
+	return k, note, probeLater && k.reused && x.idleLongEnough(k), nil
+}
+
+// idleLongEnough reports whether the held kernel k has been idle long enough to be checked with
+// the server before use (ClientOptions.CheckIdleKernel).
+func (x *ClientEngine) idleLongEnough(k *nbKernel) bool {
+	return x.now().Sub(k.lastUsed) >= x.opts.CheckIdleKernel
 }
 
 func (x *ClientEngine) acquireProbing(ctx context.Context, room *bridge.Room, kernelName string, probe bool) (*nbKernel, string, error) {
@@ -107,7 +114,7 @@ func (x *ClientEngine) acquireProbing(ctx context.Context, room *bridge.Room, ke
 	if err := k.lock(ctx); err != nil {
 		return nil, "", err
 	}
-	note, err := x.ensureChannel(ctx, room, k, kernelName, probe)
+	note, err := x.ensureChannel(ctx, room, k, kernelName, probe && x.idleLongEnough(k))
 	if err != nil {
 		k.unlock(x.now())
 		return nil, "", err

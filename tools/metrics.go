@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,7 +22,7 @@ type metrics struct {
 }
 
 // metricLabelOutcomes: ok, error (the tool failed), denied (scope or path), invalid (arguments).
-func newMetrics(reg prometheus.Registerer, manager *bridge.Manager, events *eventStore) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, manager *bridge.Manager, events *eventStore, flush func(context.Context)) (*metrics, error) {
 	m := &metrics{
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jcm_tool_calls_total", Help: "MCP tool calls by tool and outcome (ok, error, denied, invalid).",
@@ -47,7 +48,7 @@ func newMetrics(reg prometheus.Registerer, manager *bridge.Manager, events *even
 	resume := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "jcm_http_resume_buffer_bytes", Help: "SSE events kept for HTTP clients to resume (bounded per session).",
 	}, func() float64 { return float64(events.size()) })
-	for _, c := range []prometheus.Collector{m.calls, m.latency, m.tokens, m.events, m.resources, m.rejected, resume, roomCollector{manager}} {
+	for _, c := range []prometheus.Collector{m.calls, m.latency, flushingCollector{flush, m.tokens}, m.events, m.resources, m.rejected, resume, roomCollector{manager}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

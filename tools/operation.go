@@ -219,20 +219,24 @@ func (s *Server) success(op *operation, res result, embed bool) *mcp.CallToolRes
 }
 
 // account records the tokens a model reads from a result.
+// It counts on the accountant's goroutine: the result is not changed after it is returned, and
+// saved belongs to the call.
 func (s *Server) account(op *operation, d doc, out *mcp.CallToolResult, saved map[string]int) {
-	n := 0
-	for _, c := range out.Content {
-		switch v := c.(type) {
-		case mcp.TextContent:
-			n += s.tokens.Count(v.Text)
-		case mcp.EmbeddedResource:
-			if r, ok := v.Resource.(mcp.TextResourceContents); ok {
-				n += s.tokens.Count(r.Text)
+	s.acct.do(func() {
+		n := 0
+		for _, c := range out.Content {
+			switch v := c.(type) {
+			case mcp.TextContent:
+				n += s.tokens.Count(v.Text)
+			case mcp.EmbeddedResource:
+				if r, ok := v.Resource.(mcp.TextResourceContents); ok {
+					n += s.tokens.Count(r.Text)
+				}
 			}
 		}
-	}
-	s.stats.record(op.Name, d.Path, n, saved)
-	s.metrics.served(op.Name, n)
+		s.stats.record(op.Name, d.Path, n, saved)
+		s.metrics.served(op.Name, n)
+	})
 }
 
 // failure is {"success": false, "error": ..., "details": [...]} with isError set and the tool's

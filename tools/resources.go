@@ -700,12 +700,14 @@ func (s *Server) registerContentResources() {
 
 // accountResource counts a resource read in the token statistics (as a pseudo tool).
 func (s *Server) accountResource(uri string, r resourceRead) {
-	n := s.tokens.Count(r.text)
-	for _, m := range r.more {
-		if t, ok := m.(mcp.TextResourceContents); ok {
-			n += s.tokens.Count(t.Text)
+	s.acct.do(func() {
+		n := s.tokens.Count(r.text)
+		for _, m := range r.more {
+			if t, ok := m.(mcp.TextResourceContents); ok {
+				n += s.tokens.Count(t.Text)
+			}
 		}
-	}
-	s.stats.record("resources/read", uri, n, nil)
-	s.metrics.served("resources/read", n)
+		s.stats.record("resources/read", uri, n, nil)
+		s.metrics.served("resources/read", n)
+	})
 }

@@ -58,6 +58,7 @@ type Server struct {
 	opsByName map[string]*operation
 	tokens    *tokenCounter
 	stats     *tokenStats
+	acct      *accountant     // counts served tokens off the request path (accountant.go)
 	current   currentDocs     // per client session: the documents …/current resources show
 	subs      *subscriptions  // resource subscriptions (subscriptions.go)
 	metrics   *metrics        // nil without Options.Metrics
@@ -94,10 +95,10 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, log: opts.Logger, opsByName: map[string]*operation{}, tokens: tc, stats: newTokenStats(), subs: newSubscriptions(),
+	s := &Server{opts: opts, log: opts.Logger, opsByName: map[string]*operation{}, tokens: tc, stats: newTokenStats(), acct: newAccountant(), subs: newSubscriptions(),
 		events: newEventStore(256<<10, 64), notices: newNoticeSessions(), tasks: newTaskTable(), requests: newRequestStore(time.Now)}
 	if opts.Metrics != nil {
-		if s.metrics, err = newMetrics(opts.Metrics, opts.Manager, s.events); err != nil {
+		if s.metrics, err = newMetrics(opts.Metrics, opts.Manager, s.events, s.acct.flush); err != nil {
 			return nil, fmt.Errorf("tools: register metrics: %w", err)
 		}
 	}

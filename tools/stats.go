@@ -111,6 +111,7 @@ func (s *Server) registerStatsResources() {
 		mcp.WithResourceDescription("Tokens served per tool and per document since the server started, and tokens saved by lean responses, caps and change-aware reads."),
 		mcp.WithMIMEType("application/json"),
 	), func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+		s.acct.flush(ctx) // every call answered before this read is counted
 		b, _ := json.Marshal(s.stats.snapshot(func(p string) bool { return allowed(ctx, p) }))
 		return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: "application/json", Text: string(b)}}, nil
 	})

@@ -308,8 +308,9 @@ func (s *Server) notifyUpdated(key, uri string) error {
 	}
 }
 
-// Run follows room events for subscriptions and the per-room entries of resources/list, until
-// ctx ends. Without it resources still read; nothing is notified. The reads and joins it starts
+// Run follows room events for subscriptions and the per-room entries of resources/list, and
+// counts served tokens (accountant.go), until ctx ends. Without it resources still read and
+// tokens are counted on the request path; nothing is notified. The reads and joins it starts
 // have ended when it returns.
 //
 // Changes made after a client's subscription are followed even if Run's goroutine starts later
@@ -319,7 +320,15 @@ func (s *Server) Run(ctx context.Context) error {
 	if events == nil {
 		return errors.New("tools: Run called again after it returned")
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	acctDone := make(chan struct{})
+	go func() { // token accounting (accountant.go), for as long as Run runs
+		defer close(acctDone)
+		s.acct.run(ctx)
+	}()
 	defer func() {
+		cancel()
+		<-acctDone
 		s.subs.mu.Lock()
 		s.subs.ended, s.subs.events = true, nil
 		s.subs.mu.Unlock()

@@ -42,6 +42,7 @@ type Kernels struct {
 	stateN       int
 	stateGate    chan struct{} // non-nil: KernelState waits until it is closed
 	stateWaiting int           // KernelState calls waiting at the gate
+	stateCalls   int           // KernelState calls made
 	changed      chan struct{}
 }
 
@@ -154,6 +155,7 @@ func (ks *Kernels) KernelState(ctx context.Context, id string) (string, error) {
 		return "", err
 	}
 	ks.mu.Lock()
+	ks.stateCalls++
 	if gate := ks.stateGate; gate != nil {
 		ks.stateWaiting++
 		ks.bumpLocked()
@@ -379,6 +381,13 @@ func (ks *Kernels) ReleaseKernelState() {
 }
 
 // KernelStateWaiting returns how many KernelState calls wait at HoldKernelState's gate.
+// KernelStateCalls returns how many times KernelState was called.
+func (ks *Kernels) KernelStateCalls() int {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	return ks.stateCalls
+}
+
 func (ks *Kernels) KernelStateWaiting() int {
 	ks.mu.Lock()
 	defer ks.mu.Unlock()

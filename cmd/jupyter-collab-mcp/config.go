@@ -60,6 +60,7 @@ type Config struct {
 	MaxConcurrent     int // requests in flight per MCP session
 	MaxBodyMB         int
 	Metrics           bool
+	PprofListen       string // loopback address of the profiling endpoint; empty: none
 	ConfigFile        string
 	ShowVersion       bool
 	tokenFromFlag     bool // --mcp-token was used (warn: visible in ps)
@@ -164,6 +165,7 @@ func options() []option {
 		{"max-concurrent", "MCP_MAX_CONCURRENT", "8", "requests one MCP session may have in flight (429 beyond)", "int", false, integer(func(c *Config) *int { return &c.MaxConcurrent })},
 		{"max-body-mb", "MCP_MAX_BODY_MB", "16", "largest HTTP request body in MiB (413 beyond)", "int", false, integer(func(c *Config) *int { return &c.MaxBodyMB })},
 		{"metrics", "MCP_METRICS", "true", "serve Prometheus metrics on /metrics (behind the same authentication as /mcp)", "bool", false, boolean(func(c *Config) *bool { return &c.Metrics })},
+		{"pprof-listen", "PPROF_LISTEN", "", "serve Go's profiler (net/http/pprof, /debug/pprof/) on this loopback address, without authentication (e.g. 127.0.0.1:6060); empty: off", "string", false, str(func(c *Config) *string { return &c.PprofListen })},
 		{"log-level", "LOG_LEVEL", "info", "debug, info, warn or error", "string", false, str(func(c *Config) *string { return &c.LogLevel })},
 		{"log-format", "LOG_FORMAT", "auto", "json, console, or auto (console when stderr is a terminal)", "string", false, str(func(c *Config) *string { return &c.LogFormat })},
 		{"agent-name", "AGENT_NAME", "AI Agent", "name collaborators see for the agent", "string", false, str(func(c *Config) *string { return &c.AgentName })},
@@ -475,6 +477,15 @@ func (c Config) validate() error {
 	if c.TLSCert != "" {
 		if _, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey); err != nil {
 			return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+	}
+	if c.PprofListen != "" {
+		host, _, err := net.SplitHostPort(c.PprofListen)
+		if err != nil {
+			return fmt.Errorf("--pprof-listen %q: %w", c.PprofListen, err)
+		}
+		if !isLoopback(host) {
+			return fmt.Errorf("--pprof-listen is unauthenticated and only allowed on a loopback address, not %q", host)
 		}
 	}
 	if c.PublicURL != "" {

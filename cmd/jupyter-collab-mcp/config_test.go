@@ -100,6 +100,13 @@ func TestLoadConfig(t *testing.T) {
 		{name: "tls unreadable", args: []string{"--tls-cert", "/c.pem", "--tls-key", "/k.pem"}, wantErr: "--tls-cert/--tls-key"},
 		{name: "bad public url", args: []string{"--public-url", "ftp://x"}, wantErr: "--public-url"},
 		{name: "negative rate", env: map[string]string{"MCP_RATE_LIMIT": "-1"}, wantErr: "MCP_RATE_LIMIT"},
+		{name: "pprof on loopback", args: []string{"--pprof-listen", "127.0.0.1:6060"}, check: func(t *testing.T, c Config) {
+			if c.PprofListen != "127.0.0.1:6060" {
+				t.Errorf("%+v", c)
+			}
+		}},
+		{name: "pprof refused off loopback", env: map[string]string{"PPROF_LISTEN": "0.0.0.0:6060"}, wantErr: "only allowed on a loopback"},
+		{name: "pprof without a port", args: []string{"--pprof-listen", "localhost"}, wantErr: "--pprof-listen"},
 		{name: "missing token file", args: []string{"--mcp-token-file", "/nope"}, wantErr: "read MCP token file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -143,6 +143,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		defer close(subsDone)
 		_ = mcpServer.Run(subsCtx)
 	}()
+	pprofCtx, stopPprof := context.WithCancel(ctx)
+	pprofDone := make(chan struct{})
+	go func() { // the profiler, for as long as the transport serves
+		defer close(pprofDone)
+		if cfg.PprofListen == "" {
+			return
+		}
+		log.Warn().Str(logfield.Addr, cfg.PprofListen).Msg("serving the Go profiler without authentication (--pprof-listen)")
+		if err := servePprof(pprofCtx, cfg.PprofListen); err != nil {
+			log.Error().Err(err).Msg("profiler stopped")
+		}
+	}()
 	g.Go(func() error {
 		if cfg.Listen == "" {
 			log.Info().Str(logfield.Jupyter, client.BaseURL()).Msg("serving MCP over stdio")
@@ -161,6 +173,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return mcpServer.ServeStreamableHTTP(gctx, opts)
 	})
 	err = g.Wait()
+	stopPprof()
+	<-pprofDone
 	stopSubs()
 	<-subsDone
 	clientEngine.Close() // runs end before their rooms close

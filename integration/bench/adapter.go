@@ -15,6 +15,8 @@ import (
 	"maps"
 	"regexp"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/integration"
 )
@@ -23,7 +25,14 @@ import (
 type Client struct {
 	mcp     *integration.MCPClient
 	Version string // the server's serverInfo.version
+	// inClient is the time the client library took for this client's tool calls, from callTool
+	// to its result, timed inside the client process: what an agent host, which calls the SDK
+	// in its own process, waits. The driver's pipe to the client process is not in it.
+	inClient atomic.Int64 // nanoseconds
 }
+
+// InClient returns the total in-client time of the tool calls so far (see Client.inClient).
+func (c *Client) InClient() time.Duration { return time.Duration(c.inClient.Load()) }
 
 // Connect starts a client process and connects it to s over Streamable HTTP.
 func Connect(ctx context.Context, s *Server) (*Client, error) {
@@ -106,11 +115,13 @@ func imageTokens(b64 string) int {
 func (c *Client) Tool(ctx context.Context, name string, args map[string]any) (Reply, error) {
 	var r struct {
 		Result integration.ToolResult `json:"result"`
+		TookMs float64                `json:"tookMs"`
 	}
 	// The SDK's default request timeout is 60 s; a slow server must fail on our deadline instead.
 	if err := c.mcp.Call(ctx, "call", map[string]any{"name": name, "arguments": args, "timeoutMs": 600000}, &r); err != nil {
 		return Reply{}, fmt.Errorf("%s: %w", name, err)
 	}
+	c.inClient.Add(int64(r.TookMs * float64(time.Millisecond)))
 	var rep Reply
 	var texts []string
 	for _, item := range r.Result.Content {

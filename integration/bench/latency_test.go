@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -17,6 +18,10 @@ import (
 // jupyter-mcp-server): a quick way to see the tool round trips users wait for.
 //
 //	go test -tags integration -run '^$' -bench SidecarLatency -benchtime 1x ./integration/bench/
+//
+// To profile the sidecar under this load: JCM_BENCH_PPROF=127.0.0.1:6060 (its --pprof-listen)
+// and JCM_BENCH_EDITS=3000 (a longer edit loop), then
+// `go tool pprof 'http://127.0.0.1:6060/debug/pprof/profile?seconds=10'` while it runs.
 func BenchmarkSidecarLatency(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -43,6 +48,9 @@ func BenchmarkSidecarLatency(b *testing.B) {
 	}
 	defer c.Close()
 	cfg := Full()
+	if n, err := strconv.Atoi(os.Getenv("JCM_BENCH_EDITS")); err == nil && n > 0 { // longer runs to profile
+		cfg.Edits = n
+	}
 	r := &Runner{Cfg: cfg, JS: js, Counter: c, Logf: b.Logf,
 		Targets: []*Target{{Server: sc, Client: c, Adapter: SidecarAdapter{C: c}}}}
 	r.res = &Results{Config: cfg, Started: time.Now(), Servers: []string{Sidecar}}
@@ -53,7 +61,7 @@ func BenchmarkSidecarLatency(b *testing.B) {
 	if f := r.res.Failures(); len(f) > 0 {
 		b.Fatalf("failures: %v", f)
 	}
-	for _, key := range []string{"edit-rt-p50", "edit-rt-p99", "edit-peer-p50", "edit-peer-p99", "exec-p50", "exec-p99"} {
+	for _, key := range []string{"edit-rt-p50", "edit-rt-p99", "edit-drv-p99", "edit-peer-p50", "edit-peer-p99", "exec-p50", "exec-p99"} {
 		b.ReportMetric(r.res.Get(key).Values[Sidecar], key+"-ms")
 	}
 }

@@ -219,8 +219,10 @@ func jsString(s string) string {
 // independent peer holds the new source.
 func (r *Runner) edits(ctx context.Context) {
 	rows := []row{
-		{"edit-rt-p50", "single-cell edit, tool round trip p50", "ms", "lower"},
-		{"edit-rt-p99", "single-cell edit, tool round trip p99", "ms", "lower"},
+		{"edit-rt-p50", "single-cell edit, tool round trip p50 (in the client)", "ms", "lower"},
+		{"edit-rt-p99", "single-cell edit, tool round trip p99 (in the client)", "ms", "lower"},
+		{"edit-drv-p50", "  … p50 as the driver sees it (+ its pipe to the client process)", "ms", "lower"},
+		{"edit-drv-p99", "  … p99 as the driver sees it", "ms", "lower"},
 		{"edit-peer-p50", "edit → visible in independent yjs peer p50", "ms", "lower"},
 		{"edit-peer-p99", "edit → visible in independent yjs peer p99", "ms", "lower"},
 		{"edit-lost", "edits that never reached the peer", "edits", "lower"},
@@ -231,12 +233,13 @@ func (r *Runner) edits(ctx context.Context) {
 			return err
 		}
 		defer p.Close()
-		var rt, seen []float64
+		var rt, drv, seen []float64
 		lost := 0
 		for i := 0; i < r.Cfg.Edits; i++ {
 			src := fmt.Sprintf("x = %d  # edit %d", i+1, i)
 			done := make(chan error, 1)
 			var peerAt time.Time
+			before := t.Client.InClient()
 			start := time.Now()
 			go func() {
 				_, err := p.WaitFor(ctx, "nb.cells[0] && nb.cells[0].source === "+jsString(src), int(r.Cfg.PeerTimeout.Milliseconds()))
@@ -247,7 +250,8 @@ func (r *Runner) edits(ctx context.Context) {
 				<-done
 				return fmt.Errorf("edit %d: %w", i, err)
 			}
-			rt = append(rt, ms(time.Since(start)))
+			drv = append(drv, ms(time.Since(start)))
+			rt = append(rt, ms(t.Client.InClient()-before))
 			if err := <-done; err != nil {
 				lost++
 				if lost >= r.Cfg.MaxLostEdits {
@@ -259,6 +263,7 @@ func (r *Runner) edits(ctx context.Context) {
 			seen = append(seen, ms(peerAt.Sub(start)))
 		}
 		putPercentiles(put, "edit-rt", rt)
+		putPercentiles(put, "edit-drv", drv)
 		put("edit-lost", float64(lost))
 		if len(seen) > 0 {
 			putPercentiles(put, "edit-peer", seen)
@@ -567,16 +572,18 @@ func (r *Runner) definitions(ctx context.Context) {
 // must see the output written into the notebook.
 func (r *Runner) executes(ctx context.Context) {
 	rows := []row{
-		{"exec-p50", "execute a trivial cell p50", "ms", "lower"},
-		{"exec-p99", "execute a trivial cell p99", "ms", "lower"},
+		{"exec-p50", "execute a trivial cell p50 (in the client)", "ms", "lower"},
+		{"exec-p99", "execute a trivial cell p99 (in the client)", "ms", "lower"},
+		{"exec-drv-p50", "  … p50 as the driver sees it", "ms", "lower"},
 	}
 	r.op(ctx, "executes", rows, func(ctx context.Context, t *Target, put func(string, float64)) error {
 		path, err := r.smallNotebook(ctx, t, "exec", "bench-exec", "1 + 1")
 		if err != nil {
 			return err
 		}
-		var times []float64
+		var times, drv []float64
 		for i := 0; i < r.Cfg.Executions+1; i++ { // the first one starts the kernel: not timed
+			before := t.Client.InClient()
 			start := time.Now()
 			rep, err := t.Adapter.Execute(ctx, path, 0, "bench-exec")
 			if err != nil {
@@ -586,7 +593,8 @@ func (r *Runner) executes(ctx context.Context) {
 				return fmt.Errorf("execution %d: the answer does not carry the result 2: %s", i, truncate(rep.Text, 300))
 			}
 			if i > 0 {
-				times = append(times, ms(time.Since(start)))
+				drv = append(drv, ms(time.Since(start)))
+				times = append(times, ms(t.Client.InClient()-before))
 			}
 		}
 		p, err := r.peer(ctx, path)
@@ -598,6 +606,7 @@ func (r *Runner) executes(ctx context.Context) {
 			return fmt.Errorf("the peer never saw the output 2 in the notebook: %w", err)
 		}
 		putPercentiles(put, "exec", times)
+		put("exec-drv-p50", pct(drv, .5))
 		return nil
 	})
 }

@@ -107,7 +107,11 @@ func StartSidecar(ctx context.Context, js *integration.JupyterServer, bin string
 		return nil, fmt.Errorf("bench: sidecar state dir: %w", err)
 	}
 	s := &Server{Name: Sidecar, URL: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), Token: integration.RandomToken()}
-	cmd := exec.Command(bin, "--listen", "127.0.0.1:"+strconv.Itoa(port), "--state-dir", stateDir)
+	args := []string{"--listen", "127.0.0.1:" + strconv.Itoa(port), "--state-dir", stateDir}
+	if addr := os.Getenv("JCM_BENCH_PPROF"); addr != "" { // profile the sidecar while the bench drives it
+		args = append(args, "--pprof-listen", addr)
+	}
+	cmd := exec.Command(bin, args...)
 	// MCP_RATE_LIMIT=0: the default per-token limit (50 requests/s) would cap the sustained-edit
 	// run, and jupyter-mcp-server has no such limit.
 	cmd.Env = append(os.Environ(), "JUPYTER_URL="+js.URL, "JUPYTER_TOKEN="+js.Token, "MCP_TOKEN="+s.Token, "MCP_RATE_LIMIT=0",

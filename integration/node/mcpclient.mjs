@@ -66,8 +66,11 @@ const ops = {
   call: async (req) => {
     const opts = req.timeoutMs ? { timeout: req.timeoutMs } : undefined
     const onprogress = req.progress ? (p) => progress.push(p) : undefined
+    // tookMs: the call as the client library sees it, timed in this process (what an agent host
+    // that calls the SDK in its own process waits; the driver's pipe to us is not in it)
+    const start = performance.now()
     const res = await client.callTool({ name: req.name, arguments: req.arguments ?? {} }, undefined, { ...opts, onprogress })
-    return { result: res }
+    return { result: res, tookMs: performance.now() - start }
   },
   listResources: async () => ({ resources: (await client.listResources()).resources }),
   listTemplates: async () => ({ templates: (await client.listResourceTemplates()).resourceTemplates }),
