@@ -380,7 +380,6 @@ func (ks *Kernels) ReleaseKernelState() {
 	})
 }
 
-// KernelStateWaiting returns how many KernelState calls wait at HoldKernelState's gate.
 // KernelStateCalls returns how many times KernelState was called.
 func (ks *Kernels) KernelStateCalls() int {
 	ks.mu.Lock()
@@ -388,6 +387,7 @@ func (ks *Kernels) KernelStateCalls() int {
 	return ks.stateCalls
 }
 
+// KernelStateWaiting returns how many KernelState calls wait at HoldKernelState's gate.
 func (ks *Kernels) KernelStateWaiting() int {
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
