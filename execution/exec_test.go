@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -620,11 +621,14 @@ func TestExecKernelCheckOverlapsTheReset(t *testing.T) {
 func checkEveryJob(o *execution.ClientOptions) { o.CheckIdleKernel = -1 }
 
 // A kernel used moments ago is not checked with the server before the next job (the server's
-// restarter would not know of a death that recent either); one idle for CheckIdleKernel is.
+// restarter would not know of a death that recent either); one idle for CheckIdleKernel (the
+// default, 3 s, passed on the engine's clock) is.
 func TestExecKernelCheckedOnlyWhenIdle(t *testing.T) {
-	// A long heartbeat: only the check before the job can ask the server, not a silent run.
-	quiet := func(o *execution.ClientOptions) { o.Heartbeat = time.Minute }
-	e := newExecEnv(t, oneNotebook(codeCell("c1", "print:1")), quiet) // CheckIdleKernel: the default, 3 s
+	var ahead atomic.Int64 // how far the engine's clock is ahead of the wall clock
+	e := newExecEnv(t, oneNotebook(codeCell("c1", "print:1")), func(o *execution.ClientOptions) {
+		o.Heartbeat = time.Minute // only the check before a job can ask the server, not a silent run
+		o.Now = func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+	})
 	e.run(execPath, []string{"c1"}, execution.RunOptions{})
 	before := e.ks.KernelStateCalls()
 	if v := e.run(execPath, []string{"c1"}, execution.RunOptions{}); v.Status != execution.JobCompleted || v.Note != "" {
@@ -634,16 +638,13 @@ func TestExecKernelCheckedOnlyWhenIdle(t *testing.T) {
 		t.Errorf("a job right after another asked the server about the kernel %d times, want 0", n)
 	}
 
-	const idle = 200 * time.Millisecond
-	e = newExecEnv(t, oneNotebook(codeCell("c1", "print:1")), func(o *execution.ClientOptions) { quiet(o); o.CheckIdleKernel = idle })
-	e.run(execPath, []string{"c1"}, execution.RunOptions{})
-	time.Sleep(idle + 50*time.Millisecond) // the idle time is what is tested
+	ahead.Add(int64(3 * time.Second))
 	before = e.ks.KernelStateCalls()
 	if v := e.run(execPath, []string{"c1"}, execution.RunOptions{}); v.Status != execution.JobCompleted || v.Note != "" {
-		t.Errorf("job after %v idle %s", idle, describeJob(v))
+		t.Errorf("job after 3 s idle %s", describeJob(v))
 	}
 	if n := e.ks.KernelStateCalls() - before; n != 1 {
-		t.Errorf("a job after %v idle asked the server about the kernel %d times, want 1", idle, n)
+		t.Errorf("a job after 3 s idle asked the server about the kernel %d times, want 1", n)
 	}
 }
 

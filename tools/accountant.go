@@ -42,34 +42,39 @@ func (a *accountant) do(fn func()) {
 	fn()
 }
 
-// run counts until ctx ends, then counts what is queued and returns.
-func (a *accountant) run(ctx context.Context) {
+// start marks the accountant running and starts its goroutine, which counts until ctx ends,
+// then counts what is queued and exits; the returned channel is closed then. Calls made after
+// start returns are counted off their path.
+func (a *accountant) start(ctx context.Context) <-chan struct{} {
 	stopped := make(chan struct{})
 	a.mu.Lock()
 	a.running, a.stopped = true, stopped
 	a.mu.Unlock()
-	defer func() {
-		a.mu.Lock()
-		a.running = false // do counts inline from now on: nothing more is queued
-		a.mu.Unlock()
+	go func() {
+		defer func() {
+			a.mu.Lock()
+			a.running = false // do counts inline from now on: nothing more is queued
+			a.mu.Unlock()
+			for {
+				select {
+				case fn := <-a.jobs:
+					fn()
+				default:
+					close(stopped)
+					return
+				}
+			}
+		}()
 		for {
 			select {
 			case fn := <-a.jobs:
 				fn()
-			default:
-				close(stopped)
+			case <-ctx.Done():
 				return
 			}
 		}
 	}()
-	for {
-		select {
-		case fn := <-a.jobs:
-			fn()
-		case <-ctx.Done():
-			return
-		}
-	}
+	return stopped
 }
 
 // flush returns once everything queued before it is counted (or ctx ends first).

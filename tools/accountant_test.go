@@ -19,21 +19,7 @@ func TestAccountantCountsOffThePathAndFlushes(t *testing.T) {
 	a.flush(context.Background()) // nothing running: returns at once
 
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); a.run(ctx) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for { // run marks itself running before it takes jobs
-		a.mu.Lock()
-		running := a.running
-		a.mu.Unlock()
-		if running {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the accountant never started")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	done := a.start(ctx)
 	gate := make(chan struct{})
 	a.do(func() { <-gate; n.Add(1) }) // queued: the caller does not wait for it
 	for i := 0; i < 10; i++ {

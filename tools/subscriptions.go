@@ -321,11 +321,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return errors.New("tools: Run called again after it returned")
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	acctDone := make(chan struct{})
-	go func() { // token accounting (accountant.go), for as long as Run runs
-		defer close(acctDone)
-		s.acct.run(ctx)
-	}()
+	acctDone := s.acct.start(ctx) // token accounting (accountant.go), for as long as Run runs
 	defer func() {
 		cancel()
 		<-acctDone
