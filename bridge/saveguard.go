@@ -333,6 +333,13 @@ func (l *roomLoop) readHashAfterSave(sentAt time.Time) {
 			if gen != l.guard.hashGen {
 				return // a published hash came meanwhile: it is at least as new
 			}
+			if fc.Hash == emptyFileHash {
+				// Caught mid-write (the server truncated the file and has not written it yet): no
+				// document is empty, so this is not what the save wrote. Taking it as the saved
+				// hash would make the next rescue think the file changed behind our back.
+				l.log.Debug().Msg("read the file's hash after a save while the server was writing it (empty): ignored")
+				return
+			}
 			if l.guard.inflight == 0 {
 				l.guard.unverified = false
 			}
@@ -353,6 +360,9 @@ func (l *roomLoop) readHashAfterSave(sentAt time.Time) {
 		})
 	}()
 }
+
+// emptyFileHash is jupyter-server's hash (sha256, hex) of a file with no bytes.
+const emptyFileHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 func (l *roomLoop) publishSaveInfo() {
 	l.r.mu.Lock()
