@@ -34,6 +34,7 @@ type docKernels struct {
 	refuse   []error // returned by the next ExecuteCells calls, in order
 	queued   chan string
 	sessions int
+	ours     string // the cell the test cancels: its own running mark is no one else's
 }
 
 func newDocKernels(srv *bridgetest.Server) *docKernels {
@@ -87,8 +88,20 @@ func (k *docKernels) KernelState(context.Context, string) (string, error) {
 	return k.state, nil
 }
 
-func (k *docKernels) Interrupt(context.Context, string) error { k.log("interrupt"); return nil }
-func (k *docKernels) Restart(context.Context, string) error   { k.log("restart"); return nil }
+// Interrupt records the interrupt and which other cells the server's document shows running at
+// that moment: an interrupt sent while someone else's cell runs would stop their cell.
+func (k *docKernels) Interrupt(context.Context, string) error {
+	k.log("interrupt")
+	if nb, err := k.srv.Notebook(k.path); err == nil {
+		for _, c := range nb.Cells {
+			if c.ExecutionState == "running" && c.ID != k.ours {
+				k.log("interrupt while " + c.ID + " ran")
+			}
+		}
+	}
+	return nil
+}
+func (k *docKernels) Restart(context.Context, string) error { k.log("restart"); return nil }
 
 func (k *docKernels) AttachSession(context.Context, execution.KernelSession) error {
 	k.log("attach")
@@ -295,7 +308,8 @@ func TestServerEngineSendsAgainAfterA409AndAttachesAFreedRoom(t *testing.T) {
 // human's cell the server runs first, nothing is interrupted.
 func TestServerEngineCancelInterruptsOnlyOurRun(t *testing.T) {
 	e := newServerEnv(t, codeCell("human", "sleep"), codeCell("ours", "loop"), codeCell("after", "1"))
-	_, err := e.x.Start(ctxT(t), execPath, []string{"human"}, execution.RunOptions{}) // an earlier job on the notebook
+	e.k.ours = "ours"
+	first, err := e.x.Start(ctxT(t), execPath, []string{"human"}, execution.RunOptions{}) // an earlier job on the notebook
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,25 +317,24 @@ func TestServerEngineCancelInterruptsOnlyOurRun(t *testing.T) {
 	e.k.setState("busy")
 	j := e.start(t, []string{"ours", "after"}, execution.RunOptions{})
 	// The first job holds the notebook: ours waits in the engine, and is cancelled there.
-	time.Sleep(10 * heartbeat)
 	if _, err := e.x.Cancel(ctxT(t), j.ID); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(10 * heartbeat)
-	if n := e.k.called("interrupt"); n != 0 {
-		t.Fatalf("%d interrupts while our cell waited behind another run", n)
-	}
 	e.k.write(t, "human", nil, intp(1))
+	waitJob(t, first)
 	v := waitJob(t, j)
 	if v.Status != execution.JobCancelled || v.Cells[0].Status != execution.CellCancelled || v.Cells[1].Status != execution.CellCancelled {
 		t.Errorf("cancelled before it was sent: %+v", v)
 	}
-	if e.k.called("execute ours") != 0 {
-		t.Errorf("a cancelled job's cell was sent: %v", e.k.calls)
+	if e.k.called("execute ours") != 0 || e.k.called("interrupt") != 0 {
+		t.Errorf("a job cancelled while it waited was sent or interrupted: %v", e.k.calls)
 	}
 
 	// Sent and queued behind a cell the server runs for someone else (marked running in the
-	// document): no interrupt until that cell ends, then ours is interrupted.
+	// document): no interrupt until that cell ends, then ours is interrupted. The server's
+	// running mark of the other cell reaches the sidecar only after ours was sent (held back
+	// here), as it can when the server queued the other cell just before ours.
+	e.srv.HoldEchoes()
 	if err := e.srv.EditDoc(execPath, func(tx *ydoc.Txn) error { return tx.SetExecutionState(tx.CellIndex("human"), "running") }); err != nil {
 		t.Fatal(err)
 	}
@@ -329,12 +342,17 @@ func TestServerEngineCancelInterruptsOnlyOurRun(t *testing.T) {
 	if id := e.k.next(t); id != "ours" {
 		t.Fatalf("sent %s", id)
 	}
+	e.srv.ReleaseEchoes()
 	if _, err := e.x.Cancel(ctxT(t), j.ID); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(10 * heartbeat)
-	if n := e.k.called("interrupt"); n != 0 {
-		t.Fatalf("%d interrupts while the kernel ran someone else's cell", n)
+	// The engine has taken the cancel and decided to wait (it says so in the job) before the
+	// other cell ends.
+	eventually(t, "the cancel to wait for the cell queued before ours", func() bool {
+		return strings.HasPrefix(j.View().Cells[0].Note, "cancelling") || e.k.called("interrupt") > 0
+	})
+	if n := e.k.called("interrupt while human ran"); n != 0 {
+		t.Fatalf("%d interrupts while the kernel ran someone else's cell: %v", n, e.k.calls)
 	}
 	e.k.write(t, "human", nil, intp(2))
 	eventually(t, "an interrupt once our cell runs", func() bool { return e.k.called("interrupt") > 0 })
@@ -342,6 +360,9 @@ func TestServerEngineCancelInterruptsOnlyOurRun(t *testing.T) {
 	v = waitJob(t, j)
 	if v.Status != execution.JobCancelled || v.Cells[0].Status != execution.CellCancelled {
 		t.Errorf("cancelled while running: %+v", v)
+	}
+	if n := e.k.called("interrupt while human ran"); n != 0 {
+		t.Fatalf("%d interrupts while the kernel ran someone else's cell: %v", n, e.k.calls)
 	}
 }
 
