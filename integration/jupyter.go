@@ -302,7 +302,7 @@ func (s *JupyterServer) start(ctx context.Context) error {
 		w = io.MultiWriter(s.log, s.opts.Log)
 	}
 	cmd.Stdout, cmd.Stderr = w, w
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // kernels die with the server
+	cmd.SysProcAttr = ChildProcAttr() // kernels die with the server, the server with the test
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start jupyter-server: %w", err)
 	}

@@ -115,6 +115,7 @@ func StartHTTPSidecar(ctx context.Context, srv *JupyterServer, extraEnv ...strin
 	p.cmd.Env = append(os.Environ(), "JUPYTER_URL="+srv.URL, "JUPYTER_TOKEN="+srv.Token, "MCP_TOKEN="+p.Token)
 	p.cmd.Env = append(p.cmd.Env, extraEnv...)
 	p.cmd.Stdout, p.cmd.Stderr = p.Log, p.Log
+	p.cmd.SysProcAttr = ChildProcAttr()
 	if err := p.cmd.Start(); err != nil {
 		return nil, err
 	}

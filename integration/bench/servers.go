@@ -166,7 +166,7 @@ func StartJupyterMCP(ctx context.Context, js *integration.JupyterServer) (*Serve
 func (s *Server) start(ctx context.Context, cmd *exec.Cmd, port int) error {
 	s.cmd, s.exit, s.log = cmd, make(chan struct{}), &capBuffer{}
 	cmd.Stdout, cmd.Stderr = s.log, s.log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = integration.ChildProcAttr()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("bench: start %s: %w", s.Name, err)
 	}

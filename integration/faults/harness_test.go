@@ -52,6 +52,7 @@ func startSidecar(ctx context.Context, jupyterURL, jupyterToken, logPath string,
 	p.cmd.Env = append(os.Environ(), "JUPYTER_URL="+jupyterURL, "JUPYTER_TOKEN="+jupyterToken, "MCP_TOKEN="+p.Token)
 	p.cmd.Env = append(p.cmd.Env, env...)
 	p.cmd.Stdout, p.cmd.Stderr = lf, lf
+	p.cmd.SysProcAttr = integration.ChildProcAttr()
 	if err := p.cmd.Start(); err != nil {
 		lf.Close()
 		return nil, fmt.Errorf("start sidecar: %w", err)
