@@ -100,6 +100,29 @@ func TestAllListsEveryToolButTheDiscoveryTool(t *testing.T) {
 	}
 }
 
+// A client that refuses more than 40 tools per server (Cursor) gets at most 40 from the default
+// set and from CursorToolsets, which offers every tool but the text-file ones; all offers more.
+func TestCursorToolsetsFitFortyTools(t *testing.T) {
+	all := listTools(t, newXEnv(t, nil, toolsets("all")).env)
+	for _, spec := range []string{"default", tools.CursorToolsets} {
+		got := listTools(t, newXEnv(t, nil, toolsets(spec)).env)
+		t.Logf("%s: %d tools (all: %d)", spec, len(got), len(all))
+		if len(got) > 40 {
+			t.Errorf("%s lists %d tools, over Cursor's 40", spec, len(got))
+		}
+		if spec == "default" {
+			continue
+		}
+		for name := range all {
+			_, listed := got[name]
+			text := slices.Contains([]string{"list_documents", "get_document", "create_document_session", "batch_update_document", "batch_insert_text", "batch_delete_text"}, name)
+			if listed == text {
+				t.Errorf("%s: %s listed %v", spec, name, listed)
+			}
+		}
+	}
+}
+
 func TestUnknownToolsetIsRefusedAtStart(t *testing.T) {
 	srv := bridgetest.New()
 	m, err := bridge.NewManager(bridge.ManagerOptions{Jupyter: srv})
