@@ -1,9 +1,7 @@
 package tools_test
 
 import (
-	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"slices"
 	"sort"
@@ -235,15 +233,7 @@ func TestEngineHidesWhatItCannotSupport(t *testing.T) {
 // toolsets; a name that is no set or tool is refused with 400 before MCP sees the request.
 func TestToolsetsPerHTTPRequest(t *testing.T) {
 	e := newEnv(t, nil, toolsets())
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.ts.ServeStreamableHTTP(ctx, tools.HTTPOptions{Listener: l}) }()
-	t.Cleanup(func() { cancel(); <-done })
-	base := "http://" + l.Addr().String() + "/mcp"
+	base := serveHTTP(t, e.ts, tools.HTTPOptions{})
 	list := func(url string, headers map[string]string) []string {
 		t.Helper()
 		c, err := client.NewStreamableHttpClient(url, transport.WithHTTPHeaders(headers))
