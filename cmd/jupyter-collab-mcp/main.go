@@ -269,7 +269,7 @@ func httpOptions(cfg Config, client *jupyter.Client, mcpServer *tools.Server, re
 		opts.Routes["/metrics"] = authenticate(promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
 	}
 	if authn != nil {
-		md := auth.MetadataHandler(cfg.PublicURL, nil, "https://github.com/jupyter-collab-mcp/jupyter-collab-mcp#permissions")
+		md := auth.MetadataHandler(cfg.PublicURL, nil, "https://github.com/jupyter-collab-mcp/jupyter-collab-mcp/blob/main/docs/security.md#tokens-and-scopes")
 		opts.Routes[auth.ProtectedResourceMetadataPath] = md
 		opts.Routes[auth.ProtectedResourceMetadataPath+"/"] = md // /…/mcp, and below a public URL's path
 	}
