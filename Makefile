@@ -172,14 +172,11 @@ bench: deps bench-deps
 docs:
 	$(GO) test -count=1 -run '^TestGeneratedDocs$$' ./tools/ ./cmd/jupyter-collab-mcp/ -args -update
 
-# The README's picture: a real JupyterLab with the agent in the notebook (integration/e2e),
-# shrunk to a 128-colour PNG with ImageMagick.
+# The README's picture: a real JupyterLab with the agent in the notebook (integration/e2e).
 README_PICTURE := docs/img/human-and-agent.png
 readme-picture: deps e2e-deps
-	JCM_README_PICTURE=$(CURDIR)/$(README_PICTURE).full.png $(GO) test -count=1 -tags integration \
+	JCM_README_PICTURE=$(CURDIR)/$(README_PICTURE) $(GO) test -count=1 -tags integration \
 	  -run '^TestReadmePicture$$' ./integration/e2e/
-	convert $(README_PICTURE).full.png -resize 1100x -colors 128 -strip $(README_PICTURE)
-	rm -f $(README_PICTURE).full.png
 
 run: deps build
 	$(GO) build -o bin/devrun ./integration/cmd/devrun

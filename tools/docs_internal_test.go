@@ -96,9 +96,13 @@ func (s *Server) toolsetsDoc(link string) string {
 func (s *Server) referenceDoc() string {
 	var b strings.Builder
 	sets := append([]toolset{}, toolsets...)
-	sets = append(sets, toolset{discoveryCategory, "turn on more tools in a session"})
+	sets = append(sets, toolset{discoveryCategory, "turn on more tools in a session; listed while a set is off"})
 	for _, set := range sets {
-		fmt.Fprintf(&b, "\n### The %s toolset\n\n%s.\n", set.Name, upperFirst(set.About))
+		heading := "The " + set.Name + " toolset"
+		if set.Name == discoveryCategory {
+			heading = "Turning toolsets on"
+		}
+		fmt.Fprintf(&b, "\n### %s\n\n%s.\n", heading, upperFirst(set.About))
 		for _, op := range s.ops {
 			if op.Category == set.Name {
 				b.WriteString(operationDoc(op))
