@@ -14,7 +14,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOTESTFLAGS ?=
 FUZZTIME ?= 15s
 
-.PHONY: all build deps venv node e2e-deps chromium bench-deps lint unit integration test bench fuzz run clean wheel image
+.PHONY: all build deps venv node e2e-deps chromium bench-deps lint unit integration test bench fuzz run clean wheel image docs readme-picture
 
 all: build
 
@@ -165,6 +165,18 @@ fuzz:
 bench: deps bench-deps
 	$(GO) test -tags integration -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./integration/...
 	$(MAKE) bench-compare
+
+# docs/tools.md and docs/configuration.md: their generated sections are written from the code
+# (the operations in tools/, the options table in cmd/jupyter-collab-mcp/config.go); `go test
+# ./...` fails when they differ.
+docs:
+	$(GO) test -count=1 -run '^TestGeneratedDocs$$' ./tools/ ./cmd/jupyter-collab-mcp/ -args -update
+
+# The README's picture: a real JupyterLab with the agent in the notebook (integration/e2e).
+README_PICTURE := docs/img/human-and-agent.png
+readme-picture: deps e2e-deps
+	JCM_README_PICTURE=$(CURDIR)/$(README_PICTURE) $(GO) test -count=1 -tags integration \
+	  -run '^TestReadmePicture$$' ./integration/e2e/
 
 run: deps build
 	$(GO) build -o bin/devrun ./integration/cmd/devrun

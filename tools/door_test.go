@@ -9,7 +9,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -77,25 +76,18 @@ func newDoorEnv(t *testing.T) *doorEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	url := serveHTTP(t, e.ts, tools.HTTPOptions{Protect: func(h http.Handler) http.Handler {
+		p, err := auth.Bearer(auth.BearerOptions{Entries: entries}, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}})
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- e.ts.ServeStreamableHTTP(ctx, tools.HTTPOptions{Listener: l, Protect: func(h http.Handler) http.Handler {
-			p, err := auth.Bearer(auth.BearerOptions{Entries: entries}, h)
-			if err != nil {
-				panic(err)
-			}
-			return p
-		}})
-	}()
 	runDone := make(chan struct{})
 	go func() { defer close(runDone); _ = e.ts.Run(ctx) }() // subscriptions, resources/list entries
-	t.Cleanup(func() { cancel(); <-done; <-runDone })
-	d := &doorEnv{xenv: e, url: "http://" + l.Addr().String() + "/mcp"}
+	t.Cleanup(func() { cancel(); <-runDone })
+	d := &doorEnv{xenv: e, url: url}
 	d.full = d.connect("full-token-0123456789")
 	d.limited = d.connect("limited-token-0123456789")
 

@@ -34,14 +34,14 @@ var allTools = []string{
 	"batch_insert_notebook_cells", "batch_update_notebook_cells", "batch_delete_notebook_cells", "move_notebook_cells", "clear_outputs",
 	"list_documents", "get_document", "create_document_session",
 	"batch_update_document", "batch_insert_text", "batch_delete_text",
-	"get_online_users", "set_user_presence", "get_user_cursors", "update_cursor_position",
+	"get_online_users", "get_user_presence", "set_user_presence", "broadcast_user_activity", "get_user_cursors", "update_cursor_position",
 	"get_user_activity", "get_active_sessions", "join_session", "leave_session",
 	"fork_document", "list_forks", "diff_fork", "merge_document_fork", "discard_document_fork",
 	"get_document_history", "restore_document_version", "undo_last_edit", "redo_edit", "count_tokens",
 }
 
 var readTools = []string{"list_notebooks", "get_notebook", "search_notebook", "list_documents", "get_document",
-	"get_online_users", "get_user_cursors", "get_user_activity", "get_active_sessions",
+	"get_online_users", "get_user_presence", "get_user_cursors", "get_user_activity", "get_active_sessions",
 	"list_forks", "diff_fork", "get_document_history", "count_tokens"}
 
 // fastRoom are room timings small enough for tests (as bridge/helpers_test.go's fastOptions).

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
@@ -23,6 +24,8 @@ func (s *Server) registerNotebookTools() {
 		Name:     "list_notebooks",
 		Title:    "List notebooks",
 		Category: "notebooks",
+		Default:  true,
+		Scope:    auth.ScopeRead,
 		Description: "List the notebooks under a folder or path prefix, with whether each is open and who is in it. " +
 			"To find text inside notebooks, use search_notebook.",
 		Input: object(
@@ -31,12 +34,14 @@ func (s *Server) registerNotebookTools() {
 		),
 		Example:  map[string]any{"path_prefix": "analysis/", "max_results": 20},
 		ReadOnly: true, Idempotent: true, Budgeted: true,
-		Run: handle(listNotebooksArgs{MaxResults: 50}, s.listNotebooks, renderListing[listNotebooksArgs]("notebooks", "path_prefix")),
+		Run: handle(s.listNotebooks, renderListing[listNotebooksArgs]("notebooks", "path_prefix")),
 	})
 	s.register(&operation{
 		Name:     "get_notebook",
 		Title:    "Read a notebook",
 		Category: "notebooks",
+		Default:  true,
+		Scope:    auth.ScopeRead,
 		Description: "Read a notebook as it is now: each cell's handle, source and capped outputs, and the version to " +
 			"pass to edits. Read less with cell_range or since_version (only what changed since a read); format " +
 			"outline gives one line per cell, json and markdown other shapes.",
@@ -57,12 +62,14 @@ func (s *Server) registerNotebookTools() {
 		Example:  map[string]any{"path": "analysis/report.ipynb", "cell_range": map[string]any{"start": 0, "end": 9}},
 		ReadOnly: true, Idempotent: true, Forkable: true, Budgeted: true,
 		Doc: docRef{Arg: "path", Ref: refNotebook, Open: true},
-		Run: handle(defaultNotebookRead, s.readNotebookCells, s.renderNotebook),
+		Run: handle(s.readNotebookCells, s.renderNotebook),
 	})
 	s.register(&operation{
 		Name:     "create_notebook_session",
 		Title:    "Create or open a notebook",
 		Category: "notebooks",
+		Default:  true,
+		Scope:    auth.ScopeWrite,
 		Description: "Create a notebook (create_if_missing, optionally from a template) or join one ahead of use; the " +
 			"other tools join a notebook on first use, so this is only needed to create one.",
 		Input: object(
@@ -74,7 +81,7 @@ func (s *Server) registerNotebookTools() {
 		Idempotent:  true,
 		Destructive: false,
 		Doc:         docRef{Arg: "path", Ref: refNotebook},
-		Run:         handle(sessionArgs{}, s.createNotebookSession, renderSession),
+		Run:         handle(s.createNotebookSession, renderSession),
 	})
 }
 
@@ -268,14 +275,22 @@ type getNotebookArgs struct {
 	Hashes           bool       `json:"hashes"`
 	SinceVersion     string     `json:"since_version"`
 	Format           string     `json:"format"`
-	IncludeOutputs   *bool      `json:"include_outputs"`
-	IncludeCollab    *bool      `json:"include_collaboration_state"`
+	IncludeOutputs   bool       `json:"include_outputs"`
+	IncludeCollab    bool       `json:"include_collaboration_state"`
 	MaxContentLength int        `json:"max_content_length"`
-	MaxOutputChars   *int       `json:"max_output_chars"`
+	MaxOutputChars   int        `json:"max_output_chars"`
 	CellRange        *cellRange `json:"cell_range"`
 }
 
-var defaultNotebookRead = getNotebookArgs{Format: "text", MaxContentLength: 100000}
+// notebookReadDefaults are get_notebook's arguments when a call gives none but the path: its
+// schema's defaults (for the resources and prompts that read a notebook as it does).
+func (s *Server) notebookReadDefaults() getNotebookArgs {
+	var a getNotebookArgs
+	if err := decodeArgs(s.opsByName["get_notebook"].Input.withDefaults(map[string]any{}).(map[string]any), &a); err != nil {
+		panic(err) // a programming error: the schema's defaults do not fit its arguments
+	}
+	return a
+}
 
 // notebookRead is a notebook as read for get_notebook: its cells now, and which of them to show.
 type notebookRead struct {
@@ -310,7 +325,7 @@ func (s *Server) readNotebookCells(ctx context.Context, c *call, a getNotebookAr
 	if r.first, r.last, err = resolveRange(a.CellRange, len(r.nb.Cells)); err != nil {
 		return notebookRead{}, err
 	}
-	if boolOr(a.IncludeCollab, true) {
+	if a.IncludeCollab {
 		cs := collabOf(c.Room.Info())
 		r.collab = &cs
 	}
@@ -350,11 +365,7 @@ func (s *Server) readNotebookCells(ctx context.Context, c *call, a getNotebookAr
 // budget (characters, tokens) is spent, never cutting inside a cell unless the first alone is
 // too big.
 func (s *Server) renderNotebook(c *call, a getNotebookArgs, r notebookRead) result {
-	maxOut := 2000
-	if a.MaxOutputChars != nil {
-		maxOut = *a.MaxOutputChars
-	}
-	opts := viewOpts{outputs: boolOr(a.IncludeOutputs, true), maxChars: maxOut}
+	opts := viewOpts{outputs: a.IncludeOutputs, maxChars: a.MaxOutputChars}
 	out := map[string]any{"path": r.path, "version": r.version, "cell_count": len(r.nb.Cells)}
 	if r.collab != nil {
 		out["collaboration"] = *r.collab
@@ -565,13 +576,6 @@ func resolveRange(r *cellRange, n int) (int, int, error) {
 	return first, last, nil
 }
 
-func boolOr(b *bool, def bool) bool {
-	if b == nil {
-		return def
-	}
-	return *b
-}
-
 type sessionArgs struct {
 	CreateIfMissing bool   `json:"create_if_missing"`
 	FileType        string `json:"file_type"`
@@ -665,7 +669,7 @@ func renderSession(_ *call, _ sessionArgs, o sessionOpened) result {
 func cellWeight(c ydoc.Cell) int {
 	n := len(c.Source) + 80
 	for _, o := range c.Outputs {
-		n += min(len(outputText(o)), 2000) // reads cap outputs
+		n += min(len(outputText(o)), defaultOutputChars) // reads cap outputs
 	}
 	return n / 4
 }

@@ -26,6 +26,13 @@ type operation struct {
 	Title       string
 	Category    string // the toolset that holds the tool (toolsets.go)
 	Description string
+	// Default tools are in the default set: the daily loop of an agent in a notebook (toolsets.go).
+	Default bool
+	// Scope is what a caller needs to call the tool (scope.go): read (reads), write (edits,
+	// presence, forks, restores), execute (runs code), admin (kernel restarts and interrupts).
+	Scope auth.Scope
+	// Task tools may run as MCP tasks (tasks.go).
+	Task        bool
 	Input       *schema
 	Example     map[string]any
 	ReadOnly    bool
@@ -41,8 +48,6 @@ type operation struct {
 	// Doc declares the argument that names the document the tool works on: the door resolves,
 	// checks and opens it before Run (door.go).
 	Doc docRef
-	// Scope is what a caller needs (scope.go); derived in register when empty.
-	Scope auth.Scope
 	// Run is the tool's body, usually made by handle (handler.go) from an action and a renderer.
 	Run runner
 }
@@ -77,11 +82,12 @@ func invalid(path []any, format string, args ...any) *toolError {
 // includeSchemaField is accepted by every tool.
 var includeSchemaField = unlisted("includeSchema", boolean("Embed this tool's input schema in the result (it is always embedded when a call fails).").def(false))
 
-// register adds a tool. A tool that names a document without declaring it is a programming
-// error: register panics, so a new tool cannot forget the door.
+// register adds a tool. A tool that names a document without declaring it, or declares no
+// scope, is a programming error: register panics, so a new tool cannot forget the door or its
+// permission.
 func (s *Server) register(op *operation) {
-	if op.Scope == "" {
-		op.Scope = scopeOf(op)
+	if op.Scope == "" || (op.ReadOnly && op.Scope != auth.ScopeRead) {
+		panic(fmt.Sprintf("tool %s: scope %q (every tool declares one; read-only tools need read)", op.Name, op.Scope)) // a programming error
 	}
 	if !isToolset(op.Category) && op.Category != discoveryCategory {
 		panic(fmt.Sprintf("tool %s: category %q is no toolset (toolsets.go)", op.Name, op.Category)) // a programming error
@@ -152,6 +158,7 @@ func (s *Server) handler(op *operation) server.ToolHandlerFunc {
 			outcome = "invalid"
 			return s.failure(op, &toolError{Message: msg, Details: details}), nil
 		}
+		args = op.Input.withDefaults(args).(map[string]any) // the schema's defaults are the tool's
 		d, err := s.admit(ctx, op, args)
 		if err != nil {
 			var te *toolError

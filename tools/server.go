@@ -7,7 +7,6 @@ import (
 	"io"
 	"log"
 	"log/slog"
-	"net"
 	"net/http"
 	"time"
 
@@ -176,9 +175,8 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	return err
 }
 
-// HTTPOptions configure the Streamable HTTP transport.
+// HTTPOptions configure the Streamable HTTP endpoint.
 type HTTPOptions struct {
-	Listener net.Listener
 	// Protect wraps the MCP handler (authentication, rate and concurrency limits); nil serves it
 	// open (cmd allows that only on loopback with an explicit flag).
 	Protect func(http.Handler) http.Handler
@@ -191,16 +189,19 @@ type HTTPOptions struct {
 	SessionIdleTTL time.Duration
 	// MaxBodyBytes bounds a request body (default 16 MiB); larger ones get 413.
 	MaxBodyBytes int64
-	// TLSCertFile and TLSKeyFile serve HTTPS instead of HTTP.
-	TLSCertFile, TLSKeyFile string
 }
 
-// ServeStreamableHTTP serves MCP over Streamable HTTP on /mcp until ctx ends, then shuts down
-// gracefully. (It is not an http.Handler: it owns the listener and the http.Server.)
-func (s *Server) ServeStreamableHTTP(ctx context.Context, opts HTTPOptions) error {
-	if opts.Listener == nil {
-		return errors.New("tools: a listener is required")
-	}
+// HTTPHandler is the Streamable HTTP endpoint: MCP on /mcp, /healthz, and the routes of its
+// options, behind their Guard. Whoever serves it owns the http.Server (cmd) and calls Shutdown
+// when it stops serving.
+type HTTPHandler struct {
+	root http.Handler
+	mcp  *server.StreamableHTTPServer
+}
+
+// HTTPHandler builds the Streamable HTTP endpoint. It starts mcp-go's sweeper of idle
+// sessions, which Shutdown stops.
+func (s *Server) HTTPHandler(opts HTTPOptions) *HTTPHandler {
 	if opts.SessionIdleTTL <= 0 {
 		opts.SessionIdleTTL = 30 * time.Minute
 	}
@@ -241,33 +242,12 @@ func (s *Server) ServeStreamableHTTP(ctx context.Context, opts HTTPOptions) erro
 	if opts.Guard != nil {
 		root = opts.Guard(root)
 	}
-	srv := &http.Server{
-		Handler:           root,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          log.New(hlog, "", 0),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-	}
-	errc := make(chan error, 1)
-	scheme := "http"
-	if opts.TLSCertFile != "" {
-		scheme = "https"
-		go func() { errc <- srv.ServeTLS(opts.Listener, opts.TLSCertFile, opts.TLSKeyFile) }()
-	} else {
-		go func() { errc <- srv.Serve(opts.Listener) }()
-	}
-	hlog.Info().Str(logfield.Addr, opts.Listener.Addr().String()).Str(logfield.Scheme, scheme).Msg("serving MCP over Streamable HTTP on /mcp")
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve http: %w", err)
-	case <-ctx.Done():
-	}
-	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	_ = mcpHTTP.Shutdown(shutdown) // ends streaming sessions, which http.Server.Shutdown ignores
-	err := srv.Shutdown(shutdown)
-	<-errc
-	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("shutdown http: %w", err)
-	}
-	return nil
+	return &HTTPHandler{root: root, mcp: mcpHTTP}
 }
+
+func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.root.ServeHTTP(w, r) }
+
+// Shutdown ends the MCP sessions, whose notification streams http.Server.Shutdown would wait
+// for to the end of its context, and stops the idle-session sweeper. Call it before the
+// http.Server's Shutdown.
+func (h *HTTPHandler) Shutdown(ctx context.Context) error { return h.mcp.Shutdown(ctx) }

@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 )
 
 // Toolsets: which tools a session is offered. Most clients put every listed tool's definition into
@@ -22,7 +24,8 @@ import (
 // holds it and how to turn it on. An engine that cannot support a tool hides it the same way,
 // saying why (engineLimits).
 //
-// A tool's set is its operation's Category; register refuses a category that is no set.
+// A tool's set is its operation's Category, and whether it is in the default set its Default;
+// register refuses a category that is no set.
 
 // toolset is a named group of tools.
 type toolset struct {
@@ -46,15 +49,9 @@ var toolsets = []toolset{
 // discoveryCategory is the category of enable_toolset: offered whenever a set is still off.
 const discoveryCategory = "toolsets"
 
-// defaultTools are the daily loop: what a session gets when nothing is configured.
-var defaultTools = map[string]bool{
-	"list_notebooks": true, "get_notebook": true, "search_notebook": true, "create_notebook_session": true,
-	"batch_insert_notebook_cells": true, "batch_update_notebook_cells": true, "batch_delete_notebook_cells": true,
-	"move_notebook_cells": true, "clear_outputs": true,
-	"execute_notebook_cell": true, "batch_execute_notebook_cells": true, "get_execution": true,
-	"cancel_execution": true, "execute_code": true,
-	"get_online_users": true,
-}
+// CursorToolsets is the selection for clients that refuse more than 40 tools per server
+// (Cursor): every set but documents (such a client edits text files itself). all lists more.
+const CursorToolsets = "notebooks,execution,presence,forks,history,kernels,admin"
 
 // ToolsetHeader is the HTTP request header that chooses a session's toolsets (as --toolsets).
 const ToolsetHeader = "X-MCP-Toolsets"
@@ -83,9 +80,9 @@ type selection struct {
 	tools map[string]bool
 }
 
-// has reports whether the selection offers a tool of the given set.
-func (sel selection) has(name, set string) bool {
-	return sel.all || set == discoveryCategory || sel.sets[set] || sel.tools[name] || sel.def && defaultTools[name]
+// has reports whether the selection offers a tool.
+func (sel selection) has(op *operation) bool {
+	return sel.all || op.Category == discoveryCategory || sel.sets[op.Category] || sel.tools[op.Name] || sel.def && op.Default
 }
 
 // union adds sets turned on later.
@@ -256,7 +253,7 @@ func (s *Server) offered(ctx context.Context, op *operation) *toolError {
 	if why, ok := s.engineLimits(ctx)[op.Name]; ok {
 		return failf("%s is not available here: %s", op.Name, why)
 	}
-	if s.selectionOf(ctx).has(op.Name, op.Category) {
+	if s.selectionOf(ctx).has(op) {
 		return nil
 	}
 	return failf("%s is in the %q toolset, which this session has not turned on. Turn it on with "+
@@ -272,7 +269,7 @@ func (s *Server) listFilter(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	limits := s.engineLimits(ctx)
 	offPending := false // some set the engine supports is still off: offer enable_toolset
 	for _, op := range s.ops {
-		if op.Category != discoveryCategory && limits[op.Name] == "" && !sel.has(op.Name, op.Category) {
+		if op.Category != discoveryCategory && limits[op.Name] == "" && !sel.has(op) {
 			offPending = true
 			break
 		}
@@ -287,7 +284,7 @@ func (s *Server) listFilter(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 			if offPending {
 				out = append(out, t)
 			}
-		case sel.has(op.Name, op.Category):
+		case sel.has(op):
 			out = append(out, t)
 		}
 	}
@@ -306,12 +303,13 @@ func (s *Server) registerToolsetTools() {
 		Name:     "enable_toolset",
 		Title:    "Turn on a toolset",
 		Category: discoveryCategory,
+		Scope:    auth.ScopeRead,
 		Description: "Turn on more tools for this session (the server instructions say what each set holds); your " +
 			"tool list then refreshes.",
 		Input:    object(brief("toolset", str("The set to turn on.").enum(names...))).required("toolset"),
 		Example:  map[string]any{"toolset": "history"},
 		ReadOnly: true, Idempotent: true,
-		Run: handle(enableArgs{}, s.enableToolset, renderEnabled),
+		Run: handle(s.enableToolset, renderEnabled),
 	})
 }
 
@@ -338,7 +336,7 @@ func (s *Server) enableToolset(ctx context.Context, _ *call, a enableArgs) (tool
 			out.unavailable[op.Name] = why
 			continue
 		}
-		if !before.has(op.Name, op.Category) {
+		if !before.has(op) {
 			out.tools = append(out.tools, op)
 		}
 	}

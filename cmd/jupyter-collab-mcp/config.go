@@ -17,6 +17,7 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/jupyter"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/tools"
 )
 
 // Config is everything the binary needs. Precedence: flags, then environment, then defaults.
@@ -142,7 +143,7 @@ func options() []option {
 		{"", "JUPYTER_TOKEN", "", "Jupyter token (environment only; or --jupyter-token-file)", "string", true, str(func(c *Config) *string { return &c.JupyterToken })},
 		{"jupyter-token-file", "JUPYTER_TOKEN_FILE", "", "file holding the Jupyter token", "string", false, str(func(c *Config) *string { return &c.jupyterTokenFile })},
 		{"jupyter-timeout", "JUPYTER_TIMEOUT", "30s", "timeout of each jupyter-server request", "duration", false, duration(func(c *Config) *time.Duration { return &c.JupyterTimeout })},
-		{"engine", "JUPYTER_ENGINE", "auto", "the server's collaboration engine: auto (ask the server), collaboration (jupyter-collaboration) or documents (jupyter-server-documents)", "string", false, func(c *Config, v string) error {
+		{"engine", "JUPYTER_ENGINE", "auto", "the server's collaboration engine: auto (ask the server on first use), collaboration (jupyter-collaboration 4.4/5.0) or documents (jupyter-server-documents 0.3); see docs/engines.md", "string", false, func(c *Config, v string) error {
 			e, err := jupyter.ParseEngine(v)
 			c.Engine = e
 			return err
@@ -173,7 +174,7 @@ func options() []option {
 		{"agent-initials", "AGENT_INITIALS", "AI", "initials shown in JupyterLab's collaborator list", "string", false, str(func(c *Config) *string { return &c.AgentInitials })},
 		{"agent-color", "AGENT_COLOR", "#7c3aed", "cursor and avatar colour", "string", false, str(func(c *Config) *string { return &c.AgentColor })},
 		{"no-global-awareness", "NO_GLOBAL_AWARENESS", "false", "do not join JupyterLab's global awareness room (the agent then does not appear in the collaborators panel)", "bool", false, boolean(func(c *Config) *bool { return &c.NoGlobalAwareness })},
-		{"no-autosave", "NO_AUTOSAVE", "false", "do not ask the server to autosave (by default the agent asks, so edits reach the file)", "bool", false, boolean(func(c *Config) *bool { return &c.NoAutosave })},
+		{"no-autosave", "NO_AUTOSAVE", "false", "do not ask the server to autosave (by default the agent asks, so edits reach the file even with no human connected); also turns the save guard (--save-interval) off", "bool", false, boolean(func(c *Config) *bool { return &c.NoAutosave })},
 		{"save-interval", "SAVE_INTERVAL", "5s", "while a document holds changes jupyter-server has not saved, ask it to save at least this often (0: leave saving to the server, which waits for a second without changes)", "duration", false, func(c *Config, v string) error {
 			d, err := time.ParseDuration(v)
 			if err != nil || d < 0 {
@@ -187,10 +188,10 @@ func options() []option {
 		{"session-idle-ttl", "MCP_SESSION_IDLE_TTL", "30m", "free HTTP MCP sessions idle for this long", "duration", false, duration(func(c *Config) *time.Duration { return &c.SessionIdleTTL })},
 		{"call-timeout", "MCP_CALL_TIMEOUT", "2m", "upper bound of one tool call", "duration", false, duration(func(c *Config) *time.Duration { return &c.CallTimeout })},
 		{"state-dir", "STATE_DIR", "", "directory for state that should survive restarts (document histories); empty: memory only", "string", false, str(func(c *Config) *string { return &c.StateDir })},
-		{"history-budget-mb", "HISTORY_BUDGET_MB", "32", "megabytes of restorable versions kept per document", "int", false, integer(func(c *Config) *int { return &c.HistoryBudgetMB })},
-		{"max-response-tokens", "MAX_RESPONSE_TOKENS", "20000", "default max_tokens of content tools and the cap of resources (some clients reject results over 25000 tokens)", "int", false, integer(func(c *Config) *int { return &c.MaxResponseTokens })},
-		{"tokenizer", "TOKENIZER", "o200k_base", "token encoding for counts and budgets: o200k_base or cl100k_base", "string", false, str(func(c *Config) *string { return &c.Tokenizer })},
-		{"toolsets", "MCP_TOOLSETS", "default", "comma-separated toolsets (notebooks, execution, presence, documents, forks, history, kernels, admin), tool names, default (the daily loop) and all; over HTTP a request may choose its own (X-MCP-Toolsets header or ?toolsets=)", "list", false, list(func(c *Config) *[]string { return &c.Toolsets })},
+		{"history-budget-mb", "HISTORY_BUDGET_MB", "32", "megabytes of restorable versions kept per document (the oldest go first)", "int", false, integer(func(c *Config) *int { return &c.HistoryBudgetMB })},
+		{"max-response-tokens", "MAX_RESPONSE_TOKENS", strconv.Itoa(tools.DefaultMaxResponseTokens), "default max_tokens of content tools and the cap of resources (some clients reject results over 25000 tokens)", "int", false, integer(func(c *Config) *int { return &c.MaxResponseTokens })},
+		{"tokenizer", "TOKENIZER", "o200k_base", "token encoding for counts and budgets: o200k_base or cl100k_base (both compiled in)", "string", false, str(func(c *Config) *string { return &c.Tokenizer })},
+		{"toolsets", "MCP_TOOLSETS", "default", "the tools sessions are offered, comma-separated: toolsets (" + strings.Join(tools.ToolsetNames(), ", ") + "; default is the daily loop, all every tool) and tool names; over HTTP a request may choose its own (" + tools.ToolsetHeader + " header or ?" + tools.ToolsetQuery + "=)", "list", false, list(func(c *Config) *[]string { return &c.Toolsets })},
 		{"always-embed-schema", "ALWAYS_EMBED_SCHEMA", "false", "embed each tool's input schema in every result (by default only in failures and when a call passes includeSchema)", "bool", false, boolean(func(c *Config) *bool { return &c.AlwaysEmbedSchema })},
 	}
 }

@@ -165,23 +165,6 @@ func goList() (string, error) {
 	return string(b), err
 }
 
-// The README's configuration table must list every flag and environment variable.
-func TestReadmeDocumentsEveryOption(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Skip("README not found:", err)
-	}
-	readme := string(b)
-	for _, o := range options() {
-		if o.flag != "" && !strings.Contains(readme, "`--"+o.flag+"`") {
-			t.Errorf("README does not document --%s", o.flag)
-		}
-		if o.env != "" && !strings.Contains(readme, "`"+o.env+"`") {
-			t.Errorf("README does not document %s", o.env)
-		}
-	}
-}
-
 // A pasted JupyterLab (or Notebook, or JupyterHub) URL becomes the base URL and the token.
 func TestJupyterURLWithToken(t *testing.T) {
 	const tok = "f00dfeed0123456789abcdef"

@@ -169,8 +169,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			_ = l.Close()
 			return err
 		}
-		opts.Listener = l
-		return mcpServer.ServeStreamableHTTP(gctx, opts)
+		return serveHTTP(gctx, l, mcpServer.HTTPHandler(opts), cfg.TLSCert, cfg.TLSKey, log)
 	})
 	err = g.Wait()
 	stopPprof()
@@ -248,8 +247,6 @@ func httpOptions(cfg Config, client *jupyter.Client, mcpServer *tools.Server, re
 	opts := tools.HTTPOptions{
 		SessionIdleTTL: cfg.SessionIdleTTL,
 		MaxBodyBytes:   int64(cfg.MaxBodyMB) << 20,
-		TLSCertFile:    cfg.TLSCert,
-		TLSKeyFile:     cfg.TLSKey,
 		Routes:         map[string]http.Handler{},
 		Protect: func(h http.Handler) http.Handler {
 			h = auth.SessionConcurrency(cfg.MaxConcurrent, func() { mcpServer.CountRejected("concurrency") }, h)
@@ -272,7 +269,7 @@ func httpOptions(cfg Config, client *jupyter.Client, mcpServer *tools.Server, re
 		opts.Routes["/metrics"] = authenticate(promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
 	}
 	if authn != nil {
-		md := auth.MetadataHandler(cfg.PublicURL, nil, "https://github.com/jupyter-collab-mcp/jupyter-collab-mcp#permissions")
+		md := auth.MetadataHandler(cfg.PublicURL, nil, "https://github.com/jupyter-collab-mcp/jupyter-collab-mcp/blob/main/docs/security.md#tokens-and-scopes")
 		opts.Routes[auth.ProtectedResourceMetadataPath] = md
 		opts.Routes[auth.ProtectedResourceMetadataPath+"/"] = md // /…/mcp, and below a public URL's path
 	}
