@@ -757,6 +757,31 @@ func (m *Manager) GlobalPeers(ctx context.Context) ([]PeerView, error) {
 	return g.Peers(wctx)
 }
 
+// SyncedGlobalPeers waits (as long as ctx allows) until the global awareness room is in sync
+// with the server and returns its collaborators. joined is false, with no error, when the
+// sidecar is not in that room (GlobalAwareness off). Complete at the sync only on engines that
+// send a room's awareness states to a joining client before the sync completes
+// (jupyter-server-documents); elsewhere a collaborator appears at their next renewal (GlobalWarm).
+func (m *Manager) SyncedGlobalPeers(ctx context.Context) (peers []PeerView, joined bool, err error) {
+	if !m.opts.GlobalAwareness {
+		return nil, false, nil
+	}
+	m.mu.Lock()
+	g := m.global
+	m.mu.Unlock()
+	if g == nil {
+		return nil, true, errors.New("the global awareness room is not joined yet")
+	}
+	if err := g.WaitSynced(ctx); err != nil {
+		return nil, true, fmt.Errorf("global awareness: %w", err)
+	}
+	if st := g.Info().Status; st != StatusSynced {
+		return nil, true, fmt.Errorf("global awareness is %s, not in sync", st)
+	}
+	peers, err = g.Peers(ctx)
+	return peers, true, err
+}
+
 // Close leaves every room and stops the manager; Open fails afterwards.
 func (m *Manager) Close() {
 	m.mu.Lock()

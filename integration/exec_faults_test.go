@@ -67,19 +67,9 @@ func TestExecuteKernelRestartedDuringARun(t *testing.T) {
 	kernelAnswers(t, ctx, a, name, 30)
 }
 
-// kernelAnswers checks that the notebook's kernel runs code: scratch code, or on
-// jupyter-server-documents (which runs code only as cells) a cell of its own.
+// kernelAnswers checks that the notebook's kernel runs scratch code.
 func kernelAnswers(t *testing.T, ctx context.Context, a *agent, name string, timeout int) {
 	t.Helper()
-	if runsOnServer(shared) {
-		id := fmt.Sprintf("answer-%d", time.Now().UnixNano())
-		a.ok(ctx, "batch_insert_notebook_cells", map[string]any{"path": name, "start_position": 0, "exec": false, "cells": []any{map[string]any{"id": id, "content": "6 * 7"}}})
-		out := a.ok(ctx, "execute_notebook_cell", map[string]any{"path": name, "cell_id": id, "timeout": timeout})
-		if !strings.Contains(fmt.Sprint(cellResults(out)[0]["outputs"]), "42") {
-			t.Errorf("a cell after the kernel's trouble: %v", out)
-		}
-		return
-	}
 	res := a.ok(ctx, "execute_code", map[string]any{"path": name, "code": "6 * 7", "timeout": timeout})
 	if !strings.Contains(fmt.Sprint(res["result"]), "42") {
 		t.Errorf("scratch code after the kernel's trouble: %v", res)

@@ -33,6 +33,17 @@ func newAgent(t testing.TB, s *JupyterServer) *agent {
 // newAgentWith is newAgent with changed manager and tool options.
 func newAgentWith(t testing.TB, s *JupyterServer, manager func(*bridge.ManagerOptions), server func(*tools.Options)) *agent {
 	t.Helper()
+	if s.Engine.Documents() {
+		// As cmd does by default: on jupyter-server-documents scratch code runs only when the
+		// sidecar can see in JupyterLab's global awareness that no tab holds the kernel.
+		mod := manager
+		manager = func(o *bridge.ManagerOptions) {
+			o.GlobalAwareness = true
+			if mod != nil {
+				mod(o)
+			}
+		}
+	}
 	sc := newSidecar(t, s, manager)
 	// As cmd wires it: the sidecar is the kernel's client on jupyter-collaboration; the server
 	// runs the cells on jupyter-server-documents.
@@ -43,7 +54,7 @@ func newAgentWith(t testing.TB, s *JupyterServer, manager func(*bridge.ManagerOp
 	}
 	var err error
 	if s.Engine.Documents() {
-		x, err = execution.NewServerEngine(execution.ServerOptions{Manager: sc.manager, Kernels: kernels, Logger: testLogger(t), ScratchRefusal: jupyterserver.ScratchRefusal})
+		x, err = execution.NewServerEngine(execution.ServerOptions{Manager: sc.manager, Kernels: kernels, Logger: testLogger(t)})
 	} else {
 		x, err = execution.NewClientEngine(execution.ClientOptions{Manager: sc.manager, Kernels: kernels, Logger: testLogger(t), Username: "jupyter-collab-mcp"})
 	}
