@@ -55,20 +55,30 @@ func (a LiveAdapter) SetSource(ctx context.Context, path string, index int, _, s
 	return err
 }
 
-// AppendCells is one script calling add_code_cell once per cell (there is no batch insert): one
-// MCP tool call, len(sources) tool calls inside the sandbox.
+// liveMaxToolCalls is how many call_tool() calls one Code Mode script may make: fastmcp's CodeMode
+// default (code_mode.py :: CodeMode, max_tool_calls=50), which jupyter-mcp-live keeps.
+const liveMaxToolCalls = 50
+
+// AppendCells is a script calling add_code_cell once per cell (there is no batch insert), as few
+// scripts as the sandbox's tool-call limit allows: 100 cells take two MCP tool calls, with 100
+// tool calls inside the sandbox.
 func (a LiveAdapter) AppendCells(ctx context.Context, path string, sources []string) (int, error) {
-	r, err := a.script(ctx, fmt.Sprintf(`p = %s
+	calls := 0
+	for start := 0; start < len(sources); start += liveMaxToolCalls {
+		chunk := sources[start:min(start+liveMaxToolCalls, len(sources))]
+		calls++
+		r, err := a.script(ctx, fmt.Sprintf(`p = %s
 for s in %s:
     await call_tool("add_code_cell", {"notebook_path": p, "source": s, "execute": False})
-return %d`, pyLit(path), pyLit(sources), len(sources)))
-	if err != nil {
-		return 1, err
+return %d`, pyLit(path), pyLit(chunk), len(chunk)))
+		if err != nil {
+			return calls, fmt.Errorf("cells %d–%d: %w", start, start+len(chunk)-1, err)
+		}
+		if strings.TrimSpace(r.Text) != strconv.Itoa(len(chunk)) {
+			return calls, fmt.Errorf("insert script answered %q", truncate(r.Text, 300))
+		}
 	}
-	if strings.TrimSpace(r.Text) != strconv.Itoa(len(sources)) {
-		return 1, fmt.Errorf("insert script answered %q", truncate(r.Text, 300))
-	}
-	return 1, nil
+	return calls, nil
 }
 
 // ReadAll returns view_notebook's answer (every cell with its outputs) or, for sources only,
