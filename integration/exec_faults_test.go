@@ -39,7 +39,7 @@ func TestExecuteKernelRestartedDuringARun(t *testing.T) {
 	if err := shared.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {
 		t.Fatal(err)
 	}
-	a := newAgent(t, shared)
+	a := newScratchAgent(t, shared) // kernelAnswers runs scratch code
 	insertNoExec(t, a, name, map[string]any{"id": "long", "content": "import time\nprint('go', flush=True)\ntime.sleep(30)\n'never'"})
 	p := newPeer(t)
 	if err := p.Connect(ctx, shared, name, "notebook"); err != nil {
@@ -91,7 +91,7 @@ func TestExecuteCellThatKillsItsKernelRunsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	marker := filepath.Join(t.TempDir(), "ran")
-	a := newAgent(t, shared)
+	a := newScratchAgent(t, shared) // kernelAnswers runs scratch code
 	insertNoExec(t, a, name, map[string]any{"id": "suicide", "content": fmt.Sprintf(
 		"import os, signal\nwith open(%q, 'a') as f:\n    f.write('x')\nos.kill(os.getpid(), signal.SIGKILL)", marker)})
 	for i := 1; i <= 2; i++ {

@@ -30,20 +30,17 @@ func newAgent(t testing.TB, s *JupyterServer) *agent {
 	return newAgentWith(t, s, nil, nil)
 }
 
+// newScratchAgent is newAgent in JupyterLab's global awareness, as cmd runs it by default: on
+// jupyter-server-documents scratch code (execute_code) runs only when the sidecar can see there
+// that no tab holds the kernel (execution/scratch_server.go).
+func newScratchAgent(t testing.TB, s *JupyterServer) *agent {
+	t.Helper()
+	return newAgentWith(t, s, func(o *bridge.ManagerOptions) { o.GlobalAwareness = true }, nil)
+}
+
 // newAgentWith is newAgent with changed manager and tool options.
 func newAgentWith(t testing.TB, s *JupyterServer, manager func(*bridge.ManagerOptions), server func(*tools.Options)) *agent {
 	t.Helper()
-	if s.Engine.Documents() {
-		// As cmd does by default: on jupyter-server-documents scratch code runs only when the
-		// sidecar can see in JupyterLab's global awareness that no tab holds the kernel.
-		mod := manager
-		manager = func(o *bridge.ManagerOptions) {
-			o.GlobalAwareness = true
-			if mod != nil {
-				mod(o)
-			}
-		}
-	}
 	sc := newSidecar(t, s, manager)
 	// As cmd wires it: the sidecar is the kernel's client on jupyter-collaboration; the server
 	// runs the cells on jupyter-server-documents.

@@ -418,7 +418,7 @@ func TestExecuteCodeAndKernelControl(t *testing.T) {
 	if err := shared.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {
 		t.Fatal(err)
 	}
-	a := newAgent(t, shared)
+	a := newScratchAgent(t, shared)
 	a.ok(ctx, "batch_insert_notebook_cells", map[string]any{"path": name, "start_position": 0, "exec": false, "cells": []any{
 		map[string]any{"id": "def", "content": "secret = 'shared state'"},
 		map[string]any{"id": "probe", "content": "'secret' in globals()"},

@@ -32,7 +32,7 @@ func TestScratchCodeSparesTheHumansKernelConnection(t *testing.T) {
 	if err := shared.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {
 		t.Fatal(err)
 	}
-	a := newAgent(t, shared)
+	a := newScratchAgent(t, shared)
 	a.ok(ctx, "batch_insert_notebook_cells", map[string]any{"path": name, "start_position": 0, "exec": false, "cells": []any{
 		map[string]any{"id": "def", "content": "secret = 41"},
 		map[string]any{"id": "again", "content": "secret"},
