@@ -75,8 +75,11 @@ $(E2E)/node_modules/.installed: $(E2E)/package.json $(E2E)/package-lock.json
 
 # --- comparison benchmarks (integration/bench) ---------------------------------------------
 # BENCH-SECTION (owned by the bench work)
-# Datalayer's jupyter-mcp-server, pinned (with all its dependencies) in its own virtualenv so it
-# cannot move the pinned jupyter-server of .venv. The stamp is remade when the pins change.
+# The two servers compared with the sidecar, pinned (with all their dependencies) in their own
+# virtualenv so they cannot move the pinned jupyter-server of .venv: Datalayer's jupyter-mcp-server
+# (its own process) and jupyter-mcp-live (a jupyter-server extension: the bench's jupyter-server
+# runs from this virtualenv, same jupyter-server and jupyter-collaboration as .venv). The stamp
+# is remade when the pins change.
 BENCH_VENV := .venv-bench
 BENCH_REQ := integration/bench/requirements.txt integration/bench/constraints.txt
 

@@ -72,6 +72,9 @@ type Manager struct {
 	warm   atomic.Bool
 	first  chan struct{}
 	global *Room // the global awareness room, when joined
+	// globalNamed is closed once global is first set (Run starts joining the room).
+	globalNamed     chan struct{}
+	globalNamedOnce sync.Once
 	// forkBases holds, for each fork this sidecar created, the document's state vector at the
 	// time: a merge is refused when the document no longer contains it (it was rebuilt).
 	forkBases map[string]ydoc.StateVector
@@ -113,7 +116,7 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 	}
 	life, finish := context.WithCancel(context.Background())
 	return &Manager{opts: opts, log: opts.Logger, hub: newHub(), rooms: map[roomKey]*Room{}, life: life, finish: finish,
-		first: make(chan struct{}, 1), saves: NewSaves(opts.SaveConcurrency)}, nil
+		first: make(chan struct{}, 1), saves: NewSaves(opts.SaveConcurrency), globalNamed: make(chan struct{})}, nil
 }
 
 // SaveStats counts the save requests the rooms made (saveguard.go).
@@ -508,6 +511,7 @@ func (m *Manager) startGlobal() {
 			m.mu.Lock()
 			m.global, m.shown = room, ""
 			m.mu.Unlock()
+			m.globalNamedOnce.Do(func() { close(m.globalNamed) })
 			m.wg.Add(1)
 			go func() { // room.Run below serves it
 				defer m.wg.Done()
@@ -755,6 +759,35 @@ func (m *Manager) GlobalPeers(ctx context.Context) ([]PeerView, error) {
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	return g.Peers(wctx)
+}
+
+// SyncedGlobalPeers waits (as long as ctx allows) until the global awareness room is in sync
+// with the server and returns its collaborators. joined is false, with no error, when the
+// sidecar is not in that room (GlobalAwareness off). Complete at the sync only on engines that
+// send a room's awareness states to a joining client before the sync completes
+// (jupyter-server-documents); elsewhere a collaborator appears at their next renewal (GlobalWarm).
+func (m *Manager) SyncedGlobalPeers(ctx context.Context) (peers []PeerView, joined bool, err error) {
+	if !m.opts.GlobalAwareness {
+		return nil, false, nil
+	}
+	select { // Run names the room at its start
+	case <-m.globalNamed:
+	case <-m.life.Done():
+		return nil, true, errors.New("the manager is closed")
+	case <-ctx.Done():
+		return nil, true, fmt.Errorf("the global awareness room is not joined yet: %w", ctx.Err())
+	}
+	m.mu.Lock()
+	g := m.global
+	m.mu.Unlock()
+	if err := g.WaitSynced(ctx); err != nil {
+		return nil, true, fmt.Errorf("global awareness: %w", err)
+	}
+	if st := g.Info().Status; st != StatusSynced {
+		return nil, true, fmt.Errorf("global awareness is %s, not in sync", st)
+	}
+	peers, err = g.Peers(ctx)
+	return peers, true, err
 }
 
 // Close leaves every room and stops the manager; Open fails afterwards.

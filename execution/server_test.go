@@ -35,10 +35,34 @@ type docKernels struct {
 	queued   chan string
 	sessions int
 	ours     string // the cell the test cancels: its own running mark is no one else's
+	console  bool   // a console session uses the kernel too
+
+	// scratch is the kernel ConnectScratch connects to (a fake kernel that runs scripts).
+	scratch   *bridgetest.Kernels
+	scratchID string
 }
 
 func newDocKernels(srv *bridgetest.Server) *docKernels {
-	return &docKernels{srv: srv, path: execPath, state: "idle", queued: make(chan string, 16)}
+	return &docKernels{srv: srv, path: execPath, state: "idle", queued: make(chan string, 16), scratch: bridgetest.NewKernels()}
+}
+
+// ConnectScratch connects to a fake kernel of its own (started at the first call): scratch
+// code runs there, the document's cells run through ExecuteCells.
+func (k *docKernels) ConnectScratch(ctx context.Context, _ string) (execution.KernelChannel, error) {
+	k.log("connect scratch")
+	k.mu.Lock()
+	id := k.scratchID
+	k.mu.Unlock()
+	if id == "" {
+		s, err := k.scratch.StartSession(ctx, "scratch-kernel", "")
+		if err != nil {
+			return nil, err
+		}
+		k.mu.Lock()
+		k.scratchID, id = s.KernelID, s.KernelID
+		k.mu.Unlock()
+	}
+	return k.scratch.Connect(ctx, id)
 }
 
 func (k *docKernels) log(s string) {
@@ -71,7 +95,11 @@ func (k *docKernels) Sessions(context.Context) ([]execution.KernelSession, error
 	if k.sessions == 0 {
 		return nil, nil
 	}
-	return []execution.KernelSession{{ID: "s1", Path: k.path, KernelID: "k1", KernelName: "python3", State: k.state}}, nil
+	out := []execution.KernelSession{{ID: "s1", Path: k.path, KernelID: "k1", KernelName: "python3", State: k.state, Type: "notebook"}}
+	if k.console {
+		out = append(out, execution.KernelSession{ID: "s2", Path: "console-1-x", KernelID: "k1", KernelName: "python3", State: k.state, Type: "console"})
+	}
+	return out, nil
 }
 
 func (k *docKernels) StartSession(_ context.Context, path, _ string) (execution.KernelSession, error) {
@@ -184,6 +212,7 @@ func stream(text string) map[string]any {
 func intp(n int) *int { return &n }
 
 type serverEnv struct {
+	m   *bridge.Manager
 	srv *bridgetest.Server
 	sub *bridge.Subscription // the manager's events, from the start
 	k   *docKernels
@@ -207,13 +236,18 @@ func (e *serverEnv) notices() []string {
 
 func newServerEnv(t *testing.T, cells ...ydoc.Cell) *serverEnv {
 	t.Helper()
+	return newServerEnvWith(t, nil, cells...)
+}
+
+func newServerEnvWith(t *testing.T, manager func(*bridge.ManagerOptions), cells ...ydoc.Cell) *serverEnv {
+	t.Helper()
 	srv := bridgetest.New(oneNotebook(cells...)...)
-	m := newManager(t, srv, nil)
+	m := newManager(t, srv, manager)
 	k := newDocKernels(srv)
 	sub := m.Subscribe(4096)
 	t.Cleanup(sub.Close)
 	x, err := execution.NewServerEngine(execution.ServerOptions{Manager: m, Kernels: k, Logger: zerolog.Nop(),
-		Heartbeat: heartbeat, EndGrace: 100 * time.Millisecond, ScratchRefusal: "no scratch here"})
+		Heartbeat: heartbeat, EndGrace: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +255,7 @@ func newServerEnv(t *testing.T, cells ...ydoc.Cell) *serverEnv {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = x.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return &serverEnv{srv: srv, sub: sub, k: k, x: x}
+	return &serverEnv{srv: srv, sub: sub, k: k, x: x, m: m}
 }
 
 func (e *serverEnv) start(t *testing.T, ids []string, opts execution.RunOptions) *execution.Job {
@@ -397,8 +431,8 @@ func TestServerEngineLostRuns(t *testing.T) {
 	}
 }
 
-// An empty cell is cleared, not sent; a deleted cell ends its run; scratch code and forks are
-// refused with the reason.
+// An empty cell is cleared, not sent; a deleted cell ends its run; scratch code (without
+// global awareness) and forks are refused with the reason.
 func TestServerEngineEmptyDeletedScratch(t *testing.T) {
 	e := newServerEnv(t, staleCell("empty", "  "), codeCell("a", "1"), textCell("md", ydoc.CellMarkdown, "# x"))
 	v := waitJob(t, e.start(t, []string{"empty", "md"}, execution.RunOptions{}))
@@ -418,7 +452,9 @@ func TestServerEngineEmptyDeletedScratch(t *testing.T) {
 	if c := v.Cells[0]; c.Status != execution.CellAborted || c.Index != -1 || !strings.Contains(c.Note, "deleted") {
 		t.Errorf("deleted while running: %+v", v)
 	}
-	if _, _, err := e.x.RunCode(ctxT(t), execPath, "1", ""); !errors.Is(err, execution.ErrScratchUnsupported) || !strings.Contains(err.Error(), "no scratch here") {
+	// Without global awareness the sidecar cannot tell whether a tab holds the kernel.
+	if _, _, err := e.x.RunCode(ctxT(t), execPath, "1", ""); !errors.Is(err, execution.ErrScratchRefused) || !strings.Contains(err.Error(), "global awareness") ||
+		!strings.Contains(err.Error(), "execute_notebook_cell") || e.k.called("connect scratch") != 0 {
 		t.Errorf("RunCode: %v", err)
 	}
 	if _, err := e.x.Start(ctxT(t), execPath, []string{"a"}, execution.RunOptions{ForkID: "f"}); err == nil {

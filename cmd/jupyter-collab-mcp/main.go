@@ -103,7 +103,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return err
 	}
 	serverEngine, err := execution.NewServerEngine(execution.ServerOptions{
-		Manager: manager, Kernels: kernels, Logger: log, ScratchRefusal: jupyterserver.ScratchRefusal,
+		Manager: manager, Kernels: kernels, Logger: log,
 	})
 	if err != nil {
 		return err
