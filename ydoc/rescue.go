@@ -3,6 +3,8 @@ package ydoc
 import (
 	"fmt"
 	"strings"
+
+	"github.com/rs/zerolog"
 )
 
 // Snapshot is a document's content at one moment: a notebook, or a text file's text.
@@ -121,4 +123,21 @@ func firstLine(s string) string {
 		return "empty"
 	}
 	return fmt.Sprintf("%q", s)
+}
+
+// lostReplica is the replica a lost server room held, kept until the next sync decides what
+// becomes of it: its CRDT state (a Doc that is read, never written) and its content.
+type lostReplica struct {
+	doc  *Doc
+	snap Snapshot
+}
+
+// scratchClientID is the client id of documents that are only ever read (a lost replica adopted
+// from its state, a history replayed from a log): they never create an item, so their id never
+// reaches a peer.
+const scratchClientID = 0xffffffff
+
+// newScratchDoc creates an empty read-only document (see scratchClientID).
+func newScratchDoc(kind Kind, log zerolog.Logger) (*Doc, error) {
+	return NewDoc(kind, scratchClientID, log)
 }

@@ -120,7 +120,7 @@ type Session struct {
 	// the next sync decides what to do with it: rescueFile (the file the room was rebuilt from,
 	// holding exactly the server's last save) asks for a three-way merge back to it; without it
 	// only the edits are re-run and noRescue says why.
-	lost       *Snapshot
+	lost       *lostReplica
 	rescueFile *Snapshot
 	noRescue   string
 	// everSynced: the replica received the server's state since the last reset (a replica
@@ -197,7 +197,9 @@ func (s *Session) reset(clientID uint32, serverLost bool) error {
 		if err != nil {
 			s.log.Warn().Err(err).Msg("could not keep the replica the server lost")
 		} else {
-			s.lost, s.rescueFile, s.noRescue = &snap, nil, ""
+			// The replica itself is kept, as CRDT state: its items, with their ids, are what a
+			// restore by id brings back (rescue_ids.go). It is read, never written, from here on.
+			s.lost, s.rescueFile, s.noRescue = &lostReplica{doc: s.doc, snap: snap}, nil, ""
 		}
 	}
 	doc, err := NewDoc(s.kind, clientID, s.log)
@@ -225,6 +227,56 @@ func (s *Session) reset(clientID uint32, serverLost bool) error {
 	s.serverSV = StateVector{}
 	s.serverDeletes = IDSet{}
 	return nil
+}
+
+// AdoptLost installs a replica the sidecar held before it restarted (its whole state, one Yjs
+// update, as a write-ahead log replays it) as the one the server lost: the next sync treats it
+// exactly as after ResetServerLost (RescueFrom, FileWins or NoRescue decide what becomes of it).
+// It must be called on a session that has not synced yet. An empty state installs nothing. An
+// invalid or incomplete state (structs whose dependencies it lacks) is refused and changes
+// nothing.
+func (s *Session) AdoptLost(state []byte) error {
+	if s.synced || s.everSynced {
+		return errors.New("adopt lost replica: the session has already synced")
+	}
+	meta, err := ParseUpdate(state)
+	if err != nil {
+		return fmt.Errorf("adopt lost replica: %w", err)
+	}
+	if meta.Empty() {
+		return nil
+	}
+	doc, err := newScratchDoc(s.kind, s.log)
+	if err != nil {
+		return fmt.Errorf("adopt lost replica: %w", err)
+	}
+	if _, _, err := doc.Apply(state); err != nil {
+		return fmt.Errorf("adopt lost replica: %w", err)
+	}
+	if doc.HasPending() {
+		return errors.New("adopt lost replica: the state is incomplete (it holds items whose dependencies it lacks)")
+	}
+	snap, err := doc.Snapshot()
+	if err != nil {
+		return fmt.Errorf("adopt lost replica: %w", err)
+	}
+	s.lost, s.rescueFile, s.noRescue = &lostReplica{doc: doc, snap: snap}, nil, ""
+	return nil
+}
+
+// LostState returns the encoded state of the replica the server lost while it waits for the next
+// sync (after ResetServerLost or AdoptLost), or nil when none waits: what a write-ahead log keeps
+// when the room cannot be rescued now.
+func (s *Session) LostState() []byte {
+	if s.lost == nil {
+		return nil
+	}
+	b, err := s.lost.doc.EncodeStateAsUpdate(nil)
+	if err != nil {
+		s.log.Warn().Err(err).Msg("could not encode the lost replica")
+		return nil
+	}
+	return b
 }
 
 // RescueFrom says that the file the server rebuilds the lost room from holds exactly what the
@@ -389,7 +441,7 @@ func (s *Session) afterSync() Output {
 	rescued := false
 	if lost != nil && file != nil {
 		var res Output
-		res, rescued = s.rescue(*lost, *file, replay)
+		res, rescued = s.rescue(lost.snap, *file, replay)
 		out.merge(res)
 		if !rescued {
 			why = res.Rescue.Reason
@@ -422,7 +474,7 @@ func (s *Session) afterSync() Output {
 		}
 	}
 	if report != nil {
-		report.compare(*lost, s.doc)
+		report.compare(lost.snap, s.doc)
 		out.Rescue = report
 	}
 	queued := s.queued
