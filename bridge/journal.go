@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
@@ -73,6 +74,8 @@ type LogHistory struct {
 	Updates [][]byte
 	Seqs    []uint64
 	Saves   []uint64
+	// SaveHashes are the file hashes the server published with those saves ("" unknown).
+	SaveHashes []string
 }
 
 // LogInfo describes a document's log.
@@ -215,8 +218,10 @@ func (l *roomLoop) logSaved(before uint64) {
 	l.wal.log.Saved(covers, h)
 }
 
-// afterOutput keeps the in-flight mark and writes a base when one is due.
+// afterOutput keeps the in-flight mark, writes a base when one is due and publishes whether
+// work is at risk.
 func (l *roomLoop) afterOutput() {
+	l.publishRisk()
 	if l.wal.log == nil {
 		return
 	}
@@ -277,3 +282,113 @@ func (l *roomLoop) closeWAL() {
 }
 
 func isEmptyUpdate(b []byte) bool { return len(b) == 2 && b[0] == 0 && b[1] == 0 }
+
+// adopt installs a lineage held before the room opened (the sidecar restarted with work the
+// server may not have saved) as the replica the server lost: its latest state is rebuilt from
+// the log and handed to the session (ydoc.Session.AdoptLost); the first connection then reads
+// the file before joining and the rescue decides, as after a server loss. It runs before the
+// room serves anything.
+func (l *roomLoop) adopt(ctx context.Context, lineage uint64) {
+	h, err := l.wal.log.History(ctx, lineage, false)
+	if err == nil {
+		var state []byte
+		if state, err = l.replay(h); err == nil {
+			err = l.sess.AdoptLost(state)
+		}
+	}
+	if err != nil {
+		l.log.Error().Err(err).Uint64("lineage", lineage).Msg("the journal holds work the server may not have saved, but it cannot be read back")
+		l.wal.log.Decided(lineage, "unreadable: "+err.Error())
+		now := l.r.opts.Now()
+		l.r.emit(Event{Path: l.r.opts.Path, Kind: EventNotice, Time: now, Notice: &Notice{
+			Time: now, Path: l.r.opts.Path, Kind: "not_restored",
+			Message: fmt.Sprintf("the sidecar restarted with changes to %s the server may not have saved, but its journal could not be read back (%v): they are not restored", l.r.opts.Path, err),
+		}})
+		return
+	}
+	l.wal.adopted, l.adoptPending = lineage, true
+	for _, hash := range h.SaveHashes {
+		if hash != "" {
+			l.fileHash = hash // the file as the server last reported it saved
+		}
+	}
+	l.log.Info().Uint64("lineage", lineage).Int("updates", len(h.Updates)).Bool("base", h.Base != nil).
+		Msg("the journal holds work the server may not have saved: adopted as the lost replica, to be rescued at the first sync")
+}
+
+// replay rebuilds a lineage's state (one Yjs update) from its history.
+func (l *roomLoop) replay(h LogHistory) ([]byte, error) {
+	doc, err := ydoc.NewDoc(l.r.opts.Kind, l.r.opts.NewClientID(), l.log)
+	if err != nil {
+		return nil, err
+	}
+	if h.Base != nil {
+		if _, _, err := doc.Apply(h.Base); err != nil {
+			return nil, fmt.Errorf("replay the journal's base: %w", err)
+		}
+	}
+	for i, u := range h.Updates {
+		if _, _, err := doc.Apply(u); err != nil {
+			return nil, fmt.Errorf("replay the journal's update %d: %w", h.Seqs[i], err)
+		}
+	}
+	return doc.EncodeStateAsUpdate(nil)
+}
+
+// lostKept tells the agents that a room failed for good while a lost replica waited for its
+// rescue: the replica stays in the journal (the log is kept), for the room's next start.
+func (l *roomLoop) lostKept(cause error) {
+	where := "in the sidecar's memory (no --state-dir), until the sidecar stops"
+	if info := l.r.logInfo(); info != nil && info.Durable {
+		where = "in the sidecar's journal on disk"
+	}
+	now := l.r.opts.Now()
+	l.log.Warn().Err(cause).Msg("the room failed while a lost replica waited for its rescue: it is kept in the journal")
+	l.r.emit(Event{Path: l.r.opts.Path, Kind: EventNotice, Time: now, Notice: &Notice{
+		Time: now, Path: l.r.opts.Path, Kind: "rescue_kept",
+		Message: fmt.Sprintf("the server lost %s with changes it had not saved, and the room then failed (%v): those changes are kept %s and are brought back when the document is opened again", l.r.opts.Path, cause, where),
+	}})
+}
+
+// setLog publishes the log for LogInfo.
+func (r *Room) setLog(dl DocLog) {
+	r.mu.Lock()
+	r.wal = dl
+	r.mu.Unlock()
+}
+
+// LogInfo describes the room's write-ahead log (nil: the room keeps none). It may wait briefly
+// for the journal's writer.
+func (r *Room) LogInfo() *LogInfo {
+	r.mu.Lock()
+	dl := r.wal
+	r.mu.Unlock()
+	if dl == nil {
+		return nil
+	}
+	info := dl.Info()
+	return &info
+}
+
+func (r *Room) logInfo() *LogInfo { return r.LogInfo() }
+
+// AtRisk reports whether the room holds work the server may not have saved: unsaved changes,
+// unconfirmed edits, or a lost replica waiting for its rescue. Such a room is never closed as
+// idle.
+func (r *Room) AtRisk() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.atRisk
+}
+
+// publishRisk records whether work is at risk (for AtRisk).
+func (l *roomLoop) publishRisk() {
+	risk := l.workAtRisk() || l.walPending() || l.adoptPending
+	if risk == l.riskShown {
+		return
+	}
+	l.riskShown = risk
+	l.r.mu.Lock()
+	l.r.atRisk = risk
+	l.r.mu.Unlock()
+}

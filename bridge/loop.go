@@ -178,6 +178,8 @@ func (l *roomLoop) receive(in inbound) error {
 
 // handle carries out a session output.
 func (l *roomLoop) handle(out ydoc.Output) {
+	logged := l.logLocal(out) // the log has every update before the replica's next one
+	defer l.afterOutput()
 	for _, f := range out.Frames {
 		l.send(f)
 	}
@@ -200,8 +202,13 @@ func (l *roomLoop) handle(out ydoc.Output) {
 		l.r.emit(Event{Path: l.r.opts.Path, Kind: EventChanged, Time: now, Change: c, Authors: authors, Version: l.hist.versionAt(seq)})
 	}
 	l.noteChanges(out, now) // before the sync below marks the replica ready: a load is no change
+	if out.Saved {
+		l.logSaved(logged)
+	}
 	if out.Rescue != nil {
 		l.onRescue(out.Rescue, now)
+	} else if out.Synced && l.walPending() {
+		l.walDecided("nothing to rescue") // the lost replica had never synced
 	}
 	for _, d := range out.Done {
 		if !l.finishEdit(d) && d.Err != nil && out.Rescue == nil { // a rescue report lists its failures
@@ -379,14 +386,15 @@ func (l *roomLoop) requestResetServerLost(reason string) {
 // after the next sync; views wait for it.
 func (l *roomLoop) reset() error {
 	id := l.r.opts.NewClientID()
-	reset := l.sess.Reset
-	if l.serverLost {
+	reset, lost := l.sess.Reset, l.serverLost
+	if lost {
 		reset = l.sess.ResetServerLost
 	}
 	l.serverLost = false
 	if err := reset(id); err != nil {
 		return err
 	}
+	l.walReset(l.needReset, lost)
 	if bye := l.aw.Goodbye(); bye != nil {
 		l.send(ydoc.EncodeAwarenessFrame(bye)) // the old client id (and its cursor) goes now
 	}

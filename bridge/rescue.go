@@ -126,6 +126,7 @@ func (l *roomLoop) decideRescue(file *FileContent, ferr error) {
 		l.sess.RescueFrom(*file.Doc)
 	}
 	l.guard.unverified = false
+	l.adoptPending = false
 	if file != nil && ferr == nil {
 		l.fileHash = file.Hash
 	}
@@ -158,6 +159,11 @@ func (l *roomLoop) noteSavedHash() {
 
 // onRescue reports what the session did with a lost replica.
 func (l *roomLoop) onRescue(rep *ydoc.RescueReport, now time.Time) {
+	outcome := "restored"
+	if !rep.Restored {
+		outcome = "not restored: " + rep.Reason
+	}
+	l.walDecided(outcome)
 	l.r.mu.Lock()
 	l.r.info.LastRescue, l.r.info.LastRescueAt = rep, now
 	l.r.mu.Unlock()

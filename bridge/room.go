@@ -92,6 +92,9 @@ type RoomOptions struct {
 	// set, keeps them on disk across restarts.
 	HistoryBudget int
 	HistoryDir    string
+	// Journal keeps the write-ahead log of the document's replica (journal.go); nil: none.
+	// Document rooms only (not forks, not awareness-only rooms).
+	Journal Journal
 	// LoadWait bounds how long a read waits for the server to finish loading a notebook it
 	// streams in progressively (jupyter-collaboration 5.0; outputs.go) (60s).
 	LoadWait time.Duration
@@ -269,6 +272,8 @@ type Room struct {
 
 	mu       sync.Mutex
 	info     RoomInfo
+	wal      DocLog    // the document's log while the room holds it (journal.go)
+	atRisk   bool      // the replica holds work the server may not have saved (journal.go)
 	sizes    RoomSizes // recorded by the loop (measure)
 	err      error     // set when the room failed or closed
 	cancel   context.CancelFunc
@@ -408,6 +413,7 @@ func (r *Room) Run(ctx context.Context) error {
 		close(saved)
 	}
 	l.life = ctx
+	l.openWAL(ctx)
 	err = l.run(ctx)
 	if ctx.Err() != nil && !isPermanent(err) {
 		err = nil
@@ -416,6 +422,10 @@ func (r *Room) Run(ctx context.Context) error {
 	l.stopSaving()
 	cancel() // helpers end with the room
 	l.helpers.Wait()
+	if err != nil && l.walPending() {
+		l.lostKept(err)
+	}
+	l.closeWAL()
 	if l.saveCh != nil {
 		l.queueSave()
 		close(l.saveCh)
@@ -503,6 +513,11 @@ type roomLoop struct {
 
 	guard    saveGuard // saves of the document by the server (saveguard.go)
 	fileHash string    // the file's hash as last known (rescue.go); "" unknown
+	wal      walState  // the document's write-ahead log (journal.go)
+	// adoptPending: a replica held before the sidecar restarted was adopted as lost (journal.go):
+	// the first connection reads the file before joining and decides its rescue.
+	adoptPending bool
+	riskShown    bool // what AtRisk says
 
 	// life is Run's context; helpers are the short-lived goroutines the loop starts (a hash read),
 	// waited for before Run returns.
@@ -567,7 +582,7 @@ func (l *roomLoop) dial(ctx context.Context) (DocSession, Conn, *FileContent, er
 	// What to read of the file (rescue.go): its content when the server may have lost the room
 	// (a 1003 close, or a new session id), so a rescue can be checked and merged; its hash when
 	// none is known yet. Read before joining: the room may be rebuilt by our join.
-	reader, lostPending, prevSession, hashKnown := l.fileReader(), l.serverLost, l.ds.SessionID, l.fileHash != ""
+	reader, lostPending, prevSession, hashKnown := l.fileReader(), l.serverLost || l.adoptPending, l.ds.SessionID, l.fileHash != ""
 	kind, path := l.r.opts.Kind, l.r.opts.Path
 	go func() {
 		if id := l.r.opts.Fork; id != "" {
@@ -738,6 +753,8 @@ func (l *roomLoop) connectAndServe(ctx context.Context) error {
 		if lost {
 			l.decideRescue(file, ferr)
 		}
+	} else if l.adoptPending {
+		l.decideRescue(file, ferr)
 	} else if file != nil && l.fileHash == "" {
 		l.fileHash = file.Hash // the file as the room was (first) joined
 	}

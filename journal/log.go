@@ -264,6 +264,8 @@ type History struct {
 	// and Seqs the seq of each update (parallel to Updates).
 	Saves []uint64
 	Seqs  []uint64
+	// SaveHashes are the file hashes the server published with those saves ("" unknown).
+	SaveHashes []string
 }
 
 // ErrNoLineage is returned by History for a lineage the log does not hold (any more).
@@ -322,7 +324,9 @@ func (l *Log) History(ctx context.Context, lineage uint64, latest bool) (History
 			h.Updates = append(h.Updates, rec.Data[1:])
 			h.Seqs = append(h.Seqs, e.seq)
 		case e.typ == TypeSaved:
-			h.Saves = append(h.Saves, e.arg)
+			var m savedMeta
+			_ = json.Unmarshal(rec.Data, &m)
+			h.Saves, h.SaveHashes = append(h.Saves, e.arg), append(h.SaveHashes, m.Hash)
 		}
 	}
 	l.mu.Lock()

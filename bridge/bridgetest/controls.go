@@ -85,6 +85,9 @@ func (s *Server) WriteFile(f File) {
 	})
 }
 
+// RemoveFile deletes a file outside the server (rooms are not told).
+func (s *Server) RemoveFile(p string) { s.set(func() { delete(s.files, p) }) }
+
 // File returns a copy of a file as it is on "disk".
 func (s *Server) File(p string) (File, bool) {
 	s.mu.Lock()
