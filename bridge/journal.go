@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/logfield"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -297,7 +298,7 @@ func (l *roomLoop) adopt(ctx context.Context, lineage uint64) {
 		}
 	}
 	if err != nil {
-		l.log.Error().Err(err).Uint64("lineage", lineage).Msg("the journal holds work the server may not have saved, but it cannot be read back")
+		l.log.Error().Err(err).Uint64(logfield.Lineage, lineage).Msg("the journal holds work the server may not have saved, but it cannot be read back")
 		l.wal.log.Decided(lineage, "unreadable: "+err.Error())
 		now := l.r.opts.Now()
 		l.r.emit(Event{Path: l.r.opts.Path, Kind: EventNotice, Time: now, Notice: &Notice{
@@ -312,7 +313,7 @@ func (l *roomLoop) adopt(ctx context.Context, lineage uint64) {
 			l.fileHash = hash // the file as the server last reported it saved
 		}
 	}
-	l.log.Info().Uint64("lineage", lineage).Int("updates", len(h.Updates)).Bool("base", h.Base != nil).
+	l.log.Info().Uint64(logfield.Lineage, lineage).Int("updates", len(h.Updates)).Bool("base", h.Base != nil).
 		Msg("the journal holds work the server may not have saved: adopted as the lost replica, to be rescued at the first sync")
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,6 +93,9 @@ type RoomOptions struct {
 	// set, keeps them on disk across restarts.
 	HistoryBudget int
 	HistoryDir    string
+	// HistoryLegacyDir is where an older layout kept histories (the state directory itself,
+	// before it was divided per server): read when HistoryDir holds none of the document.
+	HistoryLegacyDir string
 	// Journal keeps the write-ahead log of the document's replica (journal.go); nil: none.
 	// Document rooms only (not forks, not awareness-only rooms).
 	Journal Journal
@@ -547,7 +551,13 @@ func newRoomLoop(r *Room) (*roomLoop, error) {
 		l.snaps = newSnapshotStore(r.opts.Kind, r.opts.HistoryBudget)
 		if r.opts.HistoryDir != "" {
 			l.snapFile = snapshotPath(r.opts.HistoryDir, r.opts.Path, r.opts.Kind)
-			loaded, err := loadSnapshots(l.snapFile, r.opts.Path, r.opts.Kind, r.opts.HistoryBudget)
+			from := l.snapFile
+			if legacy := r.opts.HistoryLegacyDir; legacy != "" {
+				if _, err := os.Stat(from); errors.Is(err, os.ErrNotExist) {
+					from = snapshotPath(legacy, r.opts.Path, r.opts.Kind) // saved to the new place from now on
+				}
+			}
+			loaded, err := loadSnapshots(from, r.opts.Path, r.opts.Kind, r.opts.HistoryBudget)
 			if err != nil {
 				r.log.Warn().Err(err).Msg("saved history not loaded; starting a new one")
 			} else {

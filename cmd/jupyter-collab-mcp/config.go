@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -45,7 +46,8 @@ type Config struct {
 	AlwaysEmbedSchema bool
 	Toolsets          []string // toolsets and tools offered (tools/toolsets.go)
 	NoGlobalAwareness bool
-	StateDir          string
+	StateDir          string // "" memory only (resolved: never "auto" or "none" after loadConfig)
+	stateDirAuto      bool   // StateDir is the default location (not given): failing to use it is not fatal
 	HistoryBudgetMB   int
 	MaxResponseTokens int
 	Tokenizer         string
@@ -186,7 +188,7 @@ func options() []option {
 		{"dead-room-wait", "DEAD_ROOM_WAIT", "6m", "on jupyter-server-documents, stay away this long from a room that stopped answering, so the server frees it and loads it afresh (its defaults free a room 60s after its last activity, at a pass every 300s)", "duration", false, duration(func(c *Config) *time.Duration { return &c.DeadRoomWait })},
 		{"session-idle-ttl", "MCP_SESSION_IDLE_TTL", "30m", "free HTTP MCP sessions idle for this long", "duration", false, duration(func(c *Config) *time.Duration { return &c.SessionIdleTTL })},
 		{"call-timeout", "MCP_CALL_TIMEOUT", "2m", "upper bound of one tool call", "duration", false, duration(func(c *Config) *time.Duration { return &c.CallTimeout })},
-		{"state-dir", "STATE_DIR", "", "directory for state that should survive restarts (document histories); empty: memory only", "string", false, str(func(c *Config) *string { return &c.StateDir })},
+		{"state-dir", "STATE_DIR", "auto", "directory for state that survives restarts, per jupyter-server: the write-ahead log of the open documents (journal/) and their histories (history/); auto: $XDG_STATE_HOME/jupyter-collab-mcp, else ~/.local/state/jupyter-collab-mcp; none: memory only (the log is then kept in memory and lost with the process)", "string", false, str(func(c *Config) *string { return &c.StateDir })},
 		{"history-budget-mb", "HISTORY_BUDGET_MB", "32", "megabytes of restorable versions kept per document", "int", false, integer(func(c *Config) *int { return &c.HistoryBudgetMB })},
 		{"max-response-tokens", "MAX_RESPONSE_TOKENS", "20000", "default max_tokens of content tools and the cap of resources (some clients reject results over 25000 tokens)", "int", false, integer(func(c *Config) *int { return &c.MaxResponseTokens })},
 		{"tokenizer", "TOKENIZER", "o200k_base", "token encoding for counts and budgets: o200k_base or cl100k_base", "string", false, str(func(c *Config) *string { return &c.Tokenizer })},
@@ -293,6 +295,7 @@ func loadConfig(args []string, getenv func(string) string, readFile func(string)
 	if c.ShowVersion {
 		return c, nil
 	}
+	c.resolveStateDir(getenv)
 	if err := c.splitJupyterURL(); err != nil {
 		return c, err
 	}
@@ -367,6 +370,24 @@ scan:
 		return errors.New("JUPYTER_URL carries a token that differs from JUPYTER_TOKEN (or --jupyter-token-file): give it once, or make them agree")
 	}
 	return nil
+}
+
+// resolveStateDir turns the state directory's special values into a path: auto is the user's
+// state directory ($XDG_STATE_HOME, else ~/.local/state, as the XDG base directory
+// specification says), none is memory only. Without either variable auto is memory only too.
+func (c *Config) resolveStateDir(getenv func(string) string) {
+	switch c.StateDir {
+	case "none":
+		c.StateDir = ""
+	case "auto", "":
+		c.stateDirAuto = true
+		c.StateDir = ""
+		if x := getenv("XDG_STATE_HOME"); filepath.IsAbs(x) {
+			c.StateDir = filepath.Join(x, "jupyter-collab-mcp")
+		} else if h := getenv("HOME"); filepath.IsAbs(h) {
+			c.StateDir = filepath.Join(h, ".local", "state", "jupyter-collab-mcp")
+		}
+	}
 }
 
 // urlHasToken reports whether a URL carries a ?token= query.
