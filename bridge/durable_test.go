@@ -17,7 +17,7 @@ import (
 
 func guardOn(interval time.Duration, saves *bridge.Saves) func(*bridge.RoomOptions) {
 	return func(o *bridge.RoomOptions) {
-		o.SaveInterval, o.Saves = interval, saves
+		o.SaveInterval, o.Saves, o.SaveSpacing, o.AutosaveWait = interval, saves, interval, interval
 	}
 }
 
@@ -429,4 +429,76 @@ func slicesEqual(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// The server's own autosave comes a second after the last change: the room does not ask while
+// it may come (the changes paused for less than AutosaveWait), and not at all when the server
+// reported the save by itself; when it did not (autosave off, a save a keystroke cancelled), the
+// room asks once AutosaveWait has passed.
+func TestSaveGuardLeavesTheAutosaveToTheServer(t *testing.T) {
+	srv := newServer(t)
+	const wait = 150 * time.Millisecond
+	h := startSynced(t, srv, func(o *bridge.RoomOptions) {
+		o.SaveInterval, o.SaveSpacing, o.AutosaveWait = time.Hour, time.Millisecond, wait
+	})
+	ctx := ctxT(t)
+	// The server saves by itself (dirty turns false, as after its autosave): no request.
+	if _, err := h.room.Edit(ctx, insertCell("autosaved")); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.EditDoc(nbPath, func(tx *ydoc.Txn) error { return tx.SetState("dirty", false) }); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the server's save seen", func() bool { return h.room.Info().UnsavedSince.IsZero() })
+	awaitResyncs(t, srv, liveConn(t, srv), 2)
+	time.Sleep(2 * wait) // proving no request is sent needs time to pass
+	if n := h.room.Info().SavesAsked; n != 0 {
+		t.Fatalf("%d save requests although the server saved by itself", n)
+	}
+	// The server does not save: the room asks, but not before the changes paused for AutosaveWait.
+	changed := time.Now()
+	if _, err := h.room.Edit(ctx, insertCell("not-autosaved")); err != nil {
+		t.Fatal(err)
+	}
+	awaitServer(t, srv, "a save", func() bool { return srv.Saves(nbPath) == 1 })
+	if since := time.Since(changed); since < wait-5*time.Millisecond {
+		t.Errorf("asked %v after the change, before the server's autosave could come (%v)", since, wait)
+	}
+}
+
+// Saves are spaced by what they take: the next request comes no sooner than five times the last
+// save's duration after it (while a document keeps changing).
+func TestSaveGuardSpacesSavesByTheirDuration(t *testing.T) {
+	srv := newServer(t)
+	h := startSynced(t, srv, guardOn(5*time.Millisecond, nil))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // a keystroke every 2 ms: the document never pauses
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			typeInto(t, srv, nbPath, "cell-b", "k")
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+	srv.HoldSaves()
+	awaitServer(t, srv, "a save request held", func() bool { return srv.HeldSaves() == 1 })
+	time.Sleep(60 * time.Millisecond) // the save takes 60 ms
+	released := time.Now()
+	srv.ReleaseSaves()
+	eventually(t, "the answer", func() bool { return h.room.Info().LastSaveTook >= 60*time.Millisecond })
+	info := h.room.Info()
+	if info.SaveSpacing != 5*info.LastSaveTook {
+		t.Errorf("spacing %v after a save of %v", info.SaveSpacing, info.LastSaveTook)
+	}
+	before := srv.Saves(nbPath)
+	awaitServer(t, srv, "the next save", func() bool { return srv.Saves(nbPath) > before })
+	if gap := time.Since(released); gap < info.SaveSpacing {
+		t.Errorf("the next save came %v after the last ended, within its spacing %v", gap, info.SaveSpacing)
+	}
 }

@@ -102,13 +102,21 @@ type RoomOptions struct {
 	// LoadWait bounds how long a read waits for the server to finish loading a notebook it
 	// streams in progressively (jupyter-collaboration 5.0; outputs.go) (60s).
 	LoadWait time.Duration
-	// SaveInterval: while the document holds changes the server has not saved, ask it to save
-	// (Jupyter's RAW save message) once the oldest is this old, and then at most this often
-	// (saveguard.go). 0 leaves saving to the server: for engines without a save message, or that
-	// save by themselves. Saves (shared by a manager's rooms) bounds the requests in flight at
-	// once across rooms; nil: no bound. A request unanswered after SaveTimeout (30s) is given up.
+	// Saves of the document by the server (saveguard.go): they keep the file on disk current;
+	// the journal, not the file, is what keeps the work safe. While the document holds changes
+	// the server has not saved, the room asks for a save (Jupyter's RAW save message) once the
+	// changes paused for AutosaveWait (2s) without the server saving by itself (its own autosave
+	// comes a second after the last change: jupyter-collaboration's document_save_delay), or,
+	// for a document that never pauses, once its oldest unsaved change is SaveInterval old. One
+	// request at a time, the next no sooner than SaveSpacing (1s) or five times the last save's
+	// duration after it. SaveInterval 0 leaves saving to the server: for engines without a save
+	// message, or that save by themselves. Saves (shared by a manager's rooms) bounds the
+	// requests in flight at once across rooms; nil: no bound. A request unanswered after
+	// SaveTimeout (30s) is given up.
 	SaveInterval time.Duration
 	SaveTimeout  time.Duration
+	SaveSpacing  time.Duration
+	AutosaveWait time.Duration
 	Saves        *Saves
 
 	MinBackoff       time.Duration // first reconnect delay (250ms)
@@ -158,6 +166,8 @@ func (o *RoomOptions) defaults() error {
 	def(&o.WriteTimeout, 10*time.Second)
 	def(&o.TickInterval, time.Second)
 	def(&o.SaveTimeout, 30*time.Second)
+	def(&o.SaveSpacing, time.Second)
+	def(&o.AutosaveWait, 2*time.Second)
 	if err := checkPingInterval(o.Jupyter, o.PingInterval); err != nil {
 		return fmt.Errorf("room %s: %w", o.Path, err)
 	}
@@ -240,6 +250,11 @@ type RoomInfo struct {
 	LastSaveStatus string
 	SavesAsked     int
 	UnsavedSince   time.Time
+	// LastSaveTook is how long the last answered save request took; SaveSpacing the least time
+	// the room lets pass after a save before asking for the next (five times that, at least
+	// RoomOptions.SaveSpacing).
+	LastSaveTook time.Duration
+	SaveSpacing  time.Duration
 	// LastRescue says what happened the last time the server lost the room (rescue.go).
 	LastRescue   *ydoc.RescueReport
 	LastRescueAt time.Time

@@ -161,6 +161,8 @@ type Server struct {
 	held         []heldFrame
 	saveStatus   string
 	quietSaves   bool // saves write the file but publish nothing (as a save cancelled mid-write)
+	holdSaves    bool // save requests wait for ReleaseSaves (a save that takes time)
+	heldSaves    []heldSave
 	writeErr     error
 	stall        chan struct{} // non-nil: writes block until it is closed
 	onCloseNorm  func(*Conn)
@@ -185,6 +187,12 @@ type room struct {
 type heldFrame struct {
 	to    *Conn
 	frame []byte
+}
+
+type heldSave struct {
+	c  *Conn
+	r  *room
+	id uint64
 }
 
 // New returns a running fake holding files, or DefaultFiles when none are given.
@@ -558,13 +566,22 @@ func (s *Server) handle(c *Conn, data []byte) {
 		}
 	case ydoc.MsgRaw:
 		if f.Raw == "save" {
-			if s.saveStatus == "success" {
-				s.saveLocked(r)
+			if s.holdSaves {
+				s.heldSaves = append(s.heldSaves, heldSave{c: c, r: r, id: f.SaveID})
+				return
 			}
-			msg := fmt.Sprintf(`{"type":"save","responseTo":%d,"status":%q}`, f.SaveID, s.saveStatus)
-			c.pushLocked(ydoc.EncodeRaw(msg))
+			s.answerSaveLocked(c, r, f.SaveID)
 		}
 	}
+}
+
+// answerSaveLocked saves (when the save status says success) and answers the request.
+func (s *Server) answerSaveLocked(c *Conn, r *room, id uint64) {
+	if s.saveStatus == "success" {
+		s.saveLocked(r)
+	}
+	msg := fmt.Sprintf(`{"type":"save","responseTo":%d,"status":%q}`, id, s.saveStatus)
+	c.pushLocked(ydoc.EncodeRaw(msg))
 }
 
 // saveLocked writes the room's document to its file and publishes the save in the room's

@@ -205,6 +205,30 @@ func (s *Server) EchoAwarenessToSender(on bool) { s.set(func() { s.echoToSender 
 // jupyter-collaboration does when a change cancels a save during its (shielded) write.
 func (s *Server) QuietSaves(on bool) { s.set(func() { s.quietSaves = on }) }
 
+// HoldSaves makes save requests wait (nothing written, no answer) until ReleaseSaves, as a save
+// that takes that long.
+func (s *Server) HoldSaves() { s.set(func() { s.holdSaves = true }) }
+
+// ReleaseSaves carries out and answers the held save requests, and stops holding.
+func (s *Server) ReleaseSaves() {
+	s.set(func() {
+		s.holdSaves = false
+		for _, h := range s.heldSaves {
+			if !h.c.isClosed() {
+				s.answerSaveLocked(h.c, h.r, h.id)
+			}
+		}
+		s.heldSaves = nil
+	})
+}
+
+// HeldSaves returns how many save requests are held.
+func (s *Server) HeldSaves() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.heldSaves)
+}
+
 // SetSaveStatus sets the status save requests are answered with (success, skipped, failed).
 func (s *Server) SetSaveStatus(status string) { s.set(func() { s.saveStatus = status }) }
 

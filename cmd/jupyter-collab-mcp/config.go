@@ -176,10 +176,10 @@ func options() []option {
 		{"agent-color", "AGENT_COLOR", "#7c3aed", "cursor and avatar colour", "string", false, str(func(c *Config) *string { return &c.AgentColor })},
 		{"no-global-awareness", "NO_GLOBAL_AWARENESS", "false", "do not join JupyterLab's global awareness room (the agent then does not appear in the collaborators panel)", "bool", false, boolean(func(c *Config) *bool { return &c.NoGlobalAwareness })},
 		{"no-autosave", "NO_AUTOSAVE", "false", "do not ask the server to autosave (by default the agent asks, so edits reach the file)", "bool", false, boolean(func(c *Config) *bool { return &c.NoAutosave })},
-		{"save-interval", "SAVE_INTERVAL", "5s", "while a document holds changes jupyter-server has not saved, ask it to save at least this often (0: leave saving to the server, which waits for a second without changes)", "duration", false, func(c *Config, v string) error {
+		{"save-interval", "SAVE_INTERVAL", "60s", "how far the file on disk may lag behind a document that never pauses (jupyter-server saves by itself a second after the last change; the sidecar asks for a save when that did not happen, spaced by five times what a save takes; the write-ahead log, not the file, keeps changes safe); 0: leave saving to the server", "duration", false, func(c *Config, v string) error {
 			d, err := time.ParseDuration(v)
 			if err != nil || d < 0 {
-				return fmt.Errorf("not a duration of 0 or more (like 5s; 0 turns the save guard off): %q", v)
+				return fmt.Errorf("not a duration of 0 or more (like 60s; 0 turns the sidecar's save requests off): %q", v)
 			}
 			c.SaveInterval = d
 			return nil
