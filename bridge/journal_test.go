@@ -274,3 +274,57 @@ func TestLostReplicaKeptWhenTheRoomFails(t *testing.T) {
 		return err == nil && len(docs) == 1 && docs[0].Path == nbPath
 	})
 }
+
+// The file changes outside Jupyter while the server runs and the server reloads it over the room
+// (its own client rewrites the content, then dirty=false without a new hash): the agent's unsaved
+// cells the reload removed or rewrote are announced; a save (a new hash) announces nothing.
+func TestReloadOverUnsavedWorkAnnounced(t *testing.T) {
+	srv := newServer(t)
+	h := startSynced(t, srv, nil)
+	ctx := ctxT(t)
+	if _, err := h.room.Edit(ctx, insertCell("agent-x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.room.Edit(ctx, func(tx *ydoc.Txn, _ bool) error { return tx.SetSource(0, "agent's change") }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.room.Edit(ctx, insertCell("agent-kept")); err != nil {
+		t.Fatal(err)
+	}
+	// The reload: the file has neither the agent's first cell nor its change to cell-a.
+	if err := srv.EditDoc(nbPath, func(tx *ydoc.Txn) error {
+		if err := tx.DeleteCells(tx.CellIndex("agent-x"), 1); err != nil {
+			return err
+		}
+		return tx.SetSource(0, "from the file")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.EditDoc(nbPath, func(tx *ydoc.Txn) error { return tx.SetState("dirty", false) }); err != nil {
+		t.Fatal(err)
+	}
+	e := h.await("the notice", func(e bridge.Event) bool { return e.Kind == bridge.EventNotice })
+	if e.Notice.Kind != "outside_change" || !strings.Contains(e.Notice.Message, "changed outside Jupyter") ||
+		strings.Join(e.Notice.Details, "\n") != "cell agent-x: changed or removed by the reload\ncell cell-a: changed or removed by the reload" {
+		t.Fatalf("notice %+v %q", e.Notice, e.Notice.Details)
+	}
+	// A save afterwards (a new hash) is no reload.
+	if _, err := h.room.Edit(ctx, insertCell("later")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.room.Save(ctx); err != nil {
+		t.Fatal(err)
+	}
+	awaitResyncs(t, srv, liveConn(t, srv), 2)
+	for {
+		select {
+		case e := <-h.sub.C:
+			if e.Kind == bridge.EventNotice {
+				t.Fatalf("a notice after a plain save: %+v", e.Notice)
+			}
+			continue
+		default:
+		}
+		break
+	}
+}

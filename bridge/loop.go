@@ -190,6 +190,7 @@ func (l *roomLoop) handle(out ydoc.Output) {
 			l.r.prep.loaderWrote(now)
 		}
 		authors := l.authorsOf(c)
+		l.watchChange(c, now)
 		seq := l.hist.record(c, authors, now, !l.ready && !c.Local)
 		if c.EditID != 0 {
 			l.versions[c.EditID] = seq
@@ -204,6 +205,8 @@ func (l *roomLoop) handle(out ydoc.Output) {
 	l.noteChanges(out, now) // before the sync below marks the replica ready: a load is no change
 	if out.Saved {
 		l.logSaved(logged)
+		h, _ := l.sess.Doc().State()["hash"].(string)
+		l.watchSaved(h, now)
 	}
 	if out.Rescue != nil {
 		l.onRescue(out.Rescue, now)
@@ -225,6 +228,8 @@ func (l *roomLoop) handle(out ydoc.Output) {
 			l.r.prep.loaderWrote(now)
 		}
 		l.ready = true
+		h, _ := l.sess.Doc().State()["hash"].(string)
+		l.outside = outsideWatch{hash: h}
 		if l.snaps != nil {
 			if err := l.snaps.observe(l.sess.Doc(), ydoc.Change{}, l.hist.version(), nil, now, true); err != nil {
 				l.log.Warn().Err(err).Msg("could not record the joined version")

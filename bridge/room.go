@@ -530,9 +530,10 @@ type roomLoop struct {
 	sizedAt   time.Time     // when it was
 	sizeCost  time.Duration // how long the last measurement took
 
-	guard    saveGuard // saves of the document by the server (saveguard.go)
-	fileHash string    // the file's hash as last known (rescue.go); "" unknown
-	wal      walState  // the document's write-ahead log (journal.go)
+	guard    saveGuard    // saves of the document by the server (saveguard.go)
+	fileHash string       // the file's hash as last known (rescue.go); "" unknown
+	wal      walState     // the document's write-ahead log (journal.go)
+	outside  outsideWatch // reloads of the file over unsaved work (outside.go)
 	// adoptPending: a replica held before the sidecar restarted was adopted as lost (journal.go):
 	// the first connection reads the file before joining and decides its rescue.
 	adoptPending bool
