@@ -328,3 +328,35 @@ func TestReloadOverUnsavedWorkAnnounced(t *testing.T) {
 		break
 	}
 }
+
+// Text documents are kept the same way: the agent's unsaved text comes back from the journal
+// after the sidecar and the server restarted.
+func TestJournalRescuesTextAfterSidecarRestart(t *testing.T) {
+	srv := newServer(t)
+	dir := t.TempDir()
+	j, stopJournal := newJournal(t, dir)
+	h := startRoom(t, srv, bridgetest.TextPath, ydoc.KindText, withJournal(j, guardOn(5*time.Millisecond, nil)))
+	ctx := ctxT(t)
+	if err := h.room.WaitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.room.Edit(ctx, func(tx *ydoc.Txn, _ bool) error { return tx.InsertText(tx.TextLength(), "saved line\n") }); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a save", func() bool { return srv.Saves(bridgetest.TextPath) >= 1 && h.room.Info().UnsavedSince.IsZero() })
+	srv.SetSaveStatus("failed")
+	if _, err := h.room.Edit(ctx, func(tx *ydoc.Txn, _ bool) error { return tx.InsertText(tx.TextLength(), "unsaved line\n") }); err != nil {
+		t.Fatal(err)
+	}
+	h.room.Close()
+	stopJournal()
+	srv.Restart(bridgetest.RestartOptions{})
+	srv.SetSaveStatus("success")
+	j2, _ := newJournal(t, dir)
+	m := newManager(t, srv, func(o *bridge.ManagerOptions) { o.Journal = j2 })
+	runManager(t, m)
+	awaitServer(t, srv, "the text back", func() bool {
+		got, _ := srv.Text(bridgetest.TextPath)
+		return got == "first line\nsecond line\nsaved line\nunsaved line\n"
+	})
+}
