@@ -128,6 +128,9 @@ type Session struct {
 	// replica waits to be brought back (the sync is held until it is whole, a few times at most).
 	rescueWaits int
 
+	// history, when kept (KeepHistory), records every version of the replica's content.
+	history *History
+
 	serverSV      StateVector // inserts the server is known to hold
 	serverDeletes IDSet       // deletions the server is known to hold
 	// pendingAsked is the pending set we last asked the server to heal with a step 1: the same
@@ -212,6 +215,9 @@ func (s *Session) reset(clientID uint32, serverLost bool) error {
 			continue
 		}
 		again = append(again, e)
+	}
+	if s.history != nil {
+		s.history.rebind()
 	}
 	s.replay = append(s.replay, again...)
 	slices.SortStableFunc(s.replay, func(a, b *pendingEdit) int { return cmp.Compare(a.id, b.id) }) // in the order they were made
@@ -322,6 +328,37 @@ func (s *Session) NoRescue(reason string) {
 	s.plan = rescuePlan{kind: planNone, reason: reason}
 }
 
+// KeepHistory makes the session feed h with every version of the replica's content from now on
+// (and the current one), so that h can tell whether a file is one the replica held (see History,
+// RescueFrom, FileWins). h keeps what it recorded before, whether from another session or from
+// Apply (a replayed log; its own document is dropped then). h must be of the session's kind.
+func (s *Session) KeepHistory(h *History) error {
+	if h == nil {
+		s.history = nil
+		return nil
+	}
+	if h.kind != s.kind {
+		return fmt.Errorf("keep history: a %s history for a %s session", h.kind, s.kind)
+	}
+	h.doc = nil
+	h.bind()
+	s.history = h
+	if s.everSynced {
+		h.observe(s.doc, Change{})
+	}
+	return nil
+}
+
+// History returns the history the session feeds (nil when none).
+func (s *Session) History() *History { return s.history }
+
+// observe feeds the history a change of the replica.
+func (s *Session) observe(c Change) {
+	if s.history != nil && !c.Empty() {
+		s.history.observe(s.doc, c)
+	}
+}
+
 // Receive handles one sync frame from the server.
 func (s *Session) Receive(f Frame) (Output, error) {
 	var out Output
@@ -350,7 +387,11 @@ func (s *Session) Receive(f Frame) (Output, error) {
 			return out, fmt.Errorf("apply %s: %w", f.Sync, err)
 		}
 		s.learn(meta)
+		s.observe(change)
 		if s.synced && s.savedMarker(change) {
+			if s.history != nil {
+				s.history.saved(s.doc)
+			}
 			out.Saved = true
 			s.markers++
 			keep := s.unsaved[:0]
@@ -602,6 +643,7 @@ func (s *Session) apply(e *pendingEdit) Output {
 	})
 	oc.Replayed = e.replayed
 	change.EditID = e.id
+	s.observe(change)
 	e.since = nil // guards are for the first run
 	e.outcome, e.change = &oc, change
 	if err != nil && e.replayed {

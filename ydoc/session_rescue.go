@@ -125,6 +125,7 @@ func (s *Session) rescueByID(lost *lostReplica, plan rescuePlan, report *RescueR
 			return out, false
 		}
 		ch.Local = true
+		s.observe(ch)
 		out.Frames = append(out.Frames, EncodeSync(SyncUpdate, diff))
 		if !ch.Empty() {
 			out.Changes = append(out.Changes, ch)
@@ -170,6 +171,7 @@ func (s *Session) rescueByID(lost *lostReplica, plan rescuePlan, report *RescueR
 		return err
 	}
 	update, change, err := s.doc.Transact(fn)
+	s.observe(change)
 	if update != nil {
 		out.Frames = append(out.Frames, EncodeSync(SyncUpdate, update))
 		if !change.Empty() {
@@ -234,6 +236,7 @@ func (s *Session) rescueByContent(lost *lostReplica, plan rescuePlan, report *Re
 		return err
 	}
 	update, change, err := s.doc.Transact(fn)
+	s.observe(change)
 	if err != nil {
 		// A failed transaction may have left changes in the replica; they go to the server
 		// like any edit's, but the lost edits are re-run as without a rescue.
