@@ -102,7 +102,8 @@ func (s *Session) byIDObstacle(lost *lostReplica) string {
 func (s *Session) rescueByID(lost *lostReplica, plan rescuePlan, report *RescueReport, covered []*pendingEdit) (Output, bool) {
 	var out Output
 	var structs, deletes []IDRange
-	diff, err := lost.doc.EncodeStateAsUpdate(s.doc.StateVector().Encode())
+	svBefore := s.doc.StateVector()
+	diff, err := lost.doc.EncodeStateAsUpdate(svBefore.Encode())
 	if err != nil {
 		report.Reason = "the lost replica could not be encoded: " + err.Error()
 		return out, false
@@ -126,7 +127,6 @@ func (s *Session) rescueByID(lost *lostReplica, plan rescuePlan, report *RescueR
 		}
 		ch.Local = true
 		s.observe(ch)
-		out.Frames = append(out.Frames, EncodeSync(SyncUpdate, diff))
 		if !ch.Empty() {
 			out.Changes = append(out.Changes, ch)
 		}
@@ -172,11 +172,19 @@ func (s *Session) rescueByID(lost *lostReplica, plan rescuePlan, report *RescueR
 	}
 	update, change, err := s.doc.Transact(fn)
 	s.observe(change)
-	if update != nil {
-		out.Frames = append(out.Frames, EncodeSync(SyncUpdate, update))
-		if !change.Empty() {
-			out.Changes = append(out.Changes, change)
+	if !change.Empty() {
+		out.Changes = append(out.Changes, change)
+	}
+	if update != nil || len(structs)+len(deletes) > 0 {
+		// One update for both (the lost replica's items and the edit over them), so that no
+		// peer ever sees the rebuild's copies next to the lost replica's: everything the room
+		// gained since the sync, with the whole delete set.
+		all, eerr := s.doc.EncodeStateAsUpdate(svBefore.Encode())
+		if eerr != nil {
+			report.Reason = "the restore could not be encoded: " + eerr.Error()
+			return out, false
 		}
+		out.Frames = append(out.Frames, EncodeSync(SyncUpdate, all))
 	}
 	if err != nil {
 		// The lost replica's items are in the room (and on their way to the server): nothing
