@@ -21,14 +21,16 @@ import (
 //   - jupyter-server-documents loads the file into a fresh document under a random client.
 
 // LoadDeterministic returns the update that loading content into a fresh document of client 0
-// produces (rooms.py _apply_deterministic_source_content). Notebook cells without an id get
-// fresh uuids, as jupyter_ydoc gives them: such a load is deterministic only for files with ids.
+// produces (rooms.py _apply_deterministic_source_content): the content alone, no state. Notebook
+// cells without an id get fresh uuids, as jupyter_ydoc gives them: such a load is deterministic
+// only for files with ids.
 func LoadDeterministic(content Snapshot, log zerolog.Logger) ([]byte, error) {
 	d, err := newDoc(content.Kind, 0, log)
 	if err != nil {
 		return nil, fmt.Errorf("deterministic load: %w", err)
 	}
 	update, _, err := d.Transact(func(tx *Txn) error {
+		tx.clean = true // the load writes the content alone
 		if content.Kind == KindText {
 			return tx.SetText(content.Text)
 		}

@@ -54,6 +54,10 @@ type RescueReport struct {
 	// Method says how the replica came back; MethodReason why not by id.
 	Method       RestoreMethod `json:"method,omitempty"`
 	MethodReason string        `json:"method_reason,omitempty"`
+	// StaleMerge: a peer (a JupyterLab tab reconnecting with its old document) merged its old
+	// copy of the lost room into the rebuilt one under ids the rebuild reused
+	// (jupyter-collaboration #621); the room was brought back to the sidecar's copy.
+	StaleMerge bool `json:"stale_merge,omitempty"`
 	// Items counts the lost replica's items (clock units) applied by id; Superseded the
 	// rebuild's copies deleted for them (cells, or runs of text).
 	Items      int          `json:"items,omitempty"`
@@ -87,12 +91,21 @@ func (r *RescueReport) Lossless() bool { return len(r.NotRestored) == 0 && r.Omi
 
 // Summary is one sentence for logs and agents.
 func (r *RescueReport) Summary() string {
+	if r.StaleMerge && r.MethodReason == "" { // a heal (Session.heal), not a rescue
+		if !r.Restored {
+			return "a peer (a browser tab that reconnected with its old copy) merged the room as it was before jupyter-server lost it, and undoing that failed: " + r.Reason
+		}
+		return "a peer (a browser tab that reconnected with its old copy) merged the room as it was before jupyter-server lost it, which doubled or scrambled its content; the room was brought back to what it held just before"
+	}
 	how := ""
 	switch r.Method {
 	case RestoredByIDs:
 		how = " (by their original ids)"
 	case RestoredByContent:
 		how = " (by content)"
+		if r.StaleMerge {
+			how = " (by content, over the old copy a browser tab had merged into the rebuilt room)"
+		}
 	}
 	if r.Restored && r.FileWins {
 		why := r.Reason

@@ -30,15 +30,16 @@ import (
 // idConflict is the first place where two documents hold one item id with different structure
 // or content.
 type idConflict struct {
-	n   int    // overlapping struct ranges that differ
-	why string // the first of them
+	n       int             // overlapping struct ranges that differ
+	why     string          // the first of them
+	clients map[uint64]bool // the clients whose ids collide
 }
 
 // idConflicts compares every item id both documents hold: its origin, right origin, parent, key
 // and content (where neither side collected it). Garbage-collected structs and deleted content
 // carry nothing to compare and are taken as agreeing.
 func idConflicts(a, b *Doc) (idConflict, error) {
-	var c idConflict
+	c := idConflict{clients: map[uint64]bool{}}
 	err := a.run(func() error {
 		na, nb := rootNames(a.yd), rootNames(b.yd)
 		for client, pa := range a.yd.Store.Clients {
@@ -54,6 +55,7 @@ func idConflicts(a, b *Doc) (idConflict, error) {
 				if lo, hi := max(xs0, zs0), min(xe, ze); lo < hi {
 					if why := sameRange(x, z, lo, hi, na, nb); why != "" {
 						c.n++
+						c.clients[uint64(client)] = true
 						if c.why == "" {
 							c.why = fmt.Sprintf("item %d:%d (%s)", client, lo, why)
 						}
@@ -229,14 +231,16 @@ func heldBy(sv StateVector, id y.ID) bool {
 	return uint64(id.Clock) < sv[uint64(id.Client)]
 }
 
-// loaderClients finds the clients that loaded a file into the sequence t of a rebuilt room: not
-// the lost replica's items, and the first of them (by clock) inserted into t while t was empty
-// (no origin on either side), as a load into a fresh document does. Everything such a client
-// put into t is the rebuild's copy of a file the lost replica holds as it was.
+// loaderClients finds the clients that loaded a file into the sequence t of a rebuilt room:
+// client 0 when it put items there that the lost replica lacks (jupyter-collaboration's
+// deterministic load of a file that grew since the first load: no peer writes as client 0), and
+// clients whose first item there (by clock), not the lost replica's, was inserted into t while t
+// was empty (no origin on either side), as a load into a fresh document does. What such a
+// client put into t is the rebuild's copy of a file the lost replica holds as it was.
 func loaderClients(t y.IAbstractType, lostSV StateVector) map[int]bool {
 	first := map[int]*y.Item{}
 	for n := t.StartItem(); n != nil; n = n.Right {
-		if heldBy(lostSV, n.ID) {
+		if heldBy(lostSV, n.ID) && (n.ID.Client != 0 || heldBy(lostSV, y.ID{Client: 0, Clock: n.ID.Clock + n.Length - 1})) {
 			continue
 		}
 		if f, ok := first[n.ID.Client]; !ok || n.ID.Clock < f.ID.Clock {
@@ -245,7 +249,7 @@ func loaderClients(t y.IAbstractType, lostSV StateVector) map[int]bool {
 	}
 	out := map[int]bool{}
 	for c, it := range first {
-		if it.Origin == nil && it.RightOrigin == nil {
+		if c == 0 || it.Origin == nil && it.RightOrigin == nil {
 			out[c] = true
 		}
 	}
@@ -255,9 +259,10 @@ func loaderClients(t y.IAbstractType, lostSV StateVector) map[int]bool {
 // textRun is a run of live text: UTF-16 position and length.
 type textRun struct{ pos, n int }
 
-// splitText walks a text's live items and returns the text made of the items the lost replica
-// does not hold (the rebuilt room's own) and the runs they occupy.
-func splitText(t *y.YText, lostSV StateVector) (string, []textRun) {
+// splitText walks a text's live items and returns the rebuilt room's own text (the items the lost
+// replica does not hold, and all of the loaders', which a deterministic load shares with it) and
+// the runs the items the lost replica does not hold occupy.
+func splitText(t *y.YText, lostSV StateVector, loaders map[int]bool) (string, []textRun) {
 	var own []uint16
 	var runs []textRun
 	pos := 0
@@ -270,13 +275,17 @@ func splitText(t *y.YText, lostSV StateVector) (string, []textRun) {
 		if end := lostSV[uint64(n.ID.Client)]; uint64(n.ID.Clock) < end {
 			from = min(int(end)-n.ID.Clock, length)
 		}
-		if from < length {
-			if s, ok := n.Content.(*y.ContentString); ok {
-				u := utf16.Encode([]rune(s.Str))
-				if from < len(u) {
-					own = append(own, u[from:]...)
-				}
+		ownFrom := from
+		if loaders[n.ID.Client] {
+			ownFrom = 0
+		}
+		if s, ok := n.Content.(*y.ContentString); ok && ownFrom < length {
+			u := utf16.Encode([]rune(s.Str))
+			if ownFrom < len(u) {
+				own = append(own, u[ownFrom:]...)
 			}
+		}
+		if from < length {
 			if k := len(runs) - 1; k >= 0 && runs[k].pos+runs[k].n == pos+from {
 				runs[k].n += length - from
 			} else {

@@ -305,47 +305,76 @@ func TestRescueByContentWhenIDsCollide(t *testing.T) {
 	}
 }
 
-// Text documents are restored by id the same way.
-func TestRescueTextByID(t *testing.T) {
-	for _, mode := range []rebuildMode{rebuildFresh, rebuildDeterministic, rebuildStore} {
+// Text documents are restored by id the same way, also when the file grew at its end since the
+// first load (a deterministic reload shares the first load's ids then) — and by content, the
+// stale merge of the tab healed, when the file changed before its end.
+func TestRescueText(t *testing.T) {
+	type textCase struct {
+		mode rebuildMode
+		save string // "": no save; "append": saved after the tab appended; "all": saved at the end
+		want RestoreMethod
+	}
+	for _, tc := range []textCase{
+		{rebuildFresh, "", RestoredByIDs},
+		{rebuildFresh, "all", RestoredByIDs},
+		{rebuildDeterministic, "", RestoredByIDs},
+		{rebuildDeterministic, "append", RestoredByIDs},
+		{rebuildDeterministic, "all", RestoredByContent},
+		{rebuildStore, "", RestoredByIDs},
+		{rebuildStore, "append", RestoredByIDs},
+	} {
 		for _, tabFirst := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/tab first=%v", mode, tabFirst), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/save=%q/tab first=%v", tc.mode, tc.save, tabFirst), func(t *testing.T) {
 				first := Snapshot{Kind: KindText, Text: "line one\nline two\nline three\n"}
-				srv := roomFrom(t, mode, first, nil)
+				srv := roomFrom(t, tc.mode, first, nil)
 				a, tab := newConn(t, srv, "agent", KindText), newConn(t, srv, "tab", KindText)
 				a.connect()
 				tab.connect()
 				srv.flush()
+				saved := first
 				tab.propose(100, func(tx *Txn, _ bool) error { return tx.InsertText(tx.TextLength(), "typed by the human\n") })
+				srv.flush()
+				if tc.save == "append" {
+					saved.Text, _ = srv.doc.Text()
+				}
 				a.propose(1, func(tx *Txn, _ bool) error { return tx.InsertText(0, "# agent header\n") })
 				srv.flush()
+				if tc.save == "all" {
+					saved.Text, _ = srv.doc.Text()
+				}
+				tab.propose(101, func(tx *Txn, _ bool) error { return tx.InsertText(tx.TextLength(), "more typing\n") })
+				srv.flush()
 				held, _ := srv.doc.Text()
-				srv2 := roomFrom(t, mode, first, srv.doc) // nothing was saved
+				srv2 := roomFrom(t, tc.mode, saved, srv.doc)
 				moveTo(a, srv2)
 				moveTo(tab, srv2)
 				if err := a.sess.ResetServerLost(freshClientID()); err != nil {
 					t.Fatal(err)
 				}
-				a.sess.RescueFrom(first)
+				a.sess.RescueFrom(saved)
 				if tabFirst {
 					tab.connect()
 					srv2.flush()
 				}
 				a.connect()
 				srv2.flush()
+				rep := a.rescue
+				if rep == nil || !rep.Restored || rep.Method != tc.want {
+					t.Fatalf("report %+v", rep)
+				}
 				if !tabFirst {
 					before := srv2.doc.StateVector()
 					tab.connect()
 					srv2.flush()
-					if !reflect.DeepEqual(before, srv2.doc.StateVector()) {
+					if tc.want == RestoredByIDs && !reflect.DeepEqual(before, srv2.doc.StateVector()) {
 						t.Errorf("the tab's merge brought new items")
 					}
 				}
-				rep := a.rescue
-				if rep == nil || !rep.Restored || rep.Method != RestoredByIDs {
-					t.Fatalf("report %+v", rep)
+				peers := []*Doc{srv2.doc, a.sess.Doc()}
+				if tc.want == RestoredByIDs {
+					peers = append(peers, tab.sess.Doc()) // under reused ids the tab cannot converge
 				}
-				for _, d := range []*Doc{srv2.doc, a.sess.Doc(), tab.sess.Doc()} {
+				for _, d := range peers {
 					if got, _ := d.Text(); got != held {
 						t.Errorf("text %q, want %q", got, held)
 					}
@@ -481,6 +510,48 @@ func TestRescueFileWins(t *testing.T) {
 			if !strings.Contains(rep.Summary(), "outside") {
 				t.Errorf("summary %q", rep.Summary())
 			}
+			srv2.requireConverged()
+		})
+	}
+}
+
+// jupyter-collaboration without its store, a file saved since the first load: a JupyterLab tab
+// that reconnects with its old copy mixes it into the rebuilt room under the reused ids (#621).
+// Whether it merges after the restore (by content) or before it, the sidecar brings the room
+// back to what it held: nothing lost, nothing doubled, the tab converges.
+func TestRescueHealsStaleMergeWhenIDsCollide(t *testing.T) {
+	for _, tabFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tab first=%v", tabFirst), func(t *testing.T) {
+			sc := lostScenario{mode: rebuildDeterministic, save: true, cells: 12}
+			lr := sc.run(t)
+			srv2 := lr.crash(t, sc)
+			if tabFirst {
+				lr.tab.connect()
+				srv2.flush()
+			}
+			lr.agent.connect()
+			srv2.flush()
+			rep := lr.agent.rescue
+			if rep == nil || !rep.Restored || rep.Method != RestoredByContent || rep.StaleMerge != tabFirst {
+				t.Fatalf("rescue report %+v", rep)
+			}
+			if !tabFirst {
+				requireHeld(t, "room after the restore", lr.held, srv2.doc)
+				lr.tab.connect()
+				srv2.flush()
+				if rep := lr.agent.rescue; rep == nil || !rep.StaleMerge {
+					t.Errorf("the stale merge was not reported: %+v", rep)
+				} else {
+					t.Logf("healed: %s; %+v; %v", rep.Summary(), rep.Stats, rep.Brought)
+				}
+			}
+			requireHeld(t, "room", lr.held, srv2.doc)
+			// The tab's copy holds other content under the reused ids: it can never converge
+			// (it must reload). A reload, and the sidecar, see the room as it was.
+			fresh := newConn(t, srv2, "reloaded tab", KindNotebook)
+			fresh.connect()
+			srv2.flush()
+			srv2.conns = []*fakeConn{lr.agent, fresh}
 			srv2.requireConverged()
 		})
 	}

@@ -130,6 +130,8 @@ type Session struct {
 
 	// history, when kept (KeepHistory), records every version of the replica's content.
 	history *History
+	// guard, after a lost room was not restored by id, heals a peer's merge of an old copy.
+	guard *staleGuard
 
 	serverSV      StateVector // inserts the server is known to hold
 	serverDeletes IDSet       // deletions the server is known to hold
@@ -224,6 +226,7 @@ func (s *Session) reset(clientID uint32, serverLost bool) error {
 	s.unsaved = nil
 	s.inflight = nil
 	s.rerunDurable = s.rerunDurable || serverLost
+	s.guard = nil
 	s.doc = doc
 	s.synced = false
 	s.everSynced = false
@@ -382,6 +385,14 @@ func (s *Session) Receive(f Frame) (Output, error) {
 		out.Done = append(out.Done, s.confirm()...)
 		out.SaveNow = s.takeWantSave()
 	case SyncStep2, SyncUpdate:
+		var pre *Snapshot
+		if s.guard != nil && s.synced {
+			if m, err := ParseUpdate(f.Payload); err == nil && s.guard.brings(m, s.doc.StateVector()) {
+				if snap, err := s.doc.Snapshot(); err == nil {
+					pre = &snap
+				}
+			}
+		}
 		meta, change, err := s.doc.Apply(f.Payload)
 		if err != nil {
 			return out, fmt.Errorf("apply %s: %w", f.Sync, err)
@@ -408,6 +419,9 @@ func (s *Session) Receive(f Frame) (Output, error) {
 		}
 		if !change.Empty() {
 			out.Changes = append(out.Changes, change)
+		}
+		if pre != nil {
+			out.merge(s.heal(*pre))
 		}
 		if f.Sync == SyncStep2 && !s.synced {
 			if s.lost != nil && s.doc.HasPending() && s.rescueWaits < maxRescueWaits {
@@ -536,6 +550,9 @@ func (s *Session) afterSync() Output {
 	if report != nil {
 		report.compare(lost.snap, s.doc)
 		out.Rescue = report
+	}
+	if lost != nil && !(rescued && out.Rescue != nil && out.Rescue.Method == RestoredByIDs) {
+		s.guard = &staleGuard{lostSV: lost.doc.StateVector()}
 	}
 	queued := s.queued
 	s.queued = nil

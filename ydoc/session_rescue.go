@@ -45,11 +45,19 @@ func (s *Session) rescue(lost *lostReplica, plan rescuePlan, covered []*pendingE
 	}
 	var out Output
 	ok := false
-	if why := s.byIDObstacle(lost); why == "" {
+	if why, collided := s.byIDObstacle(lost); why == "" {
 		report.Method = RestoredByIDs
 		out, ok = s.rescueByID(lost, plan, report, covered)
 	} else {
 		report.Method, report.MethodReason = RestoredByContent, why
+		if s.holdsStaleMerge(lost, collided) {
+			// A peer (a JupyterLab tab reconnecting) merged its old copy of the lost room into
+			// the rebuilt one before we came back: under colliding ids that mixes its items into
+			// the load's (jupyter-collaboration #621), and the room's content is no measure of
+			// what was changed on it since the rebuild.
+			report.StaleMerge = true
+			plan.kind = planRestore // theirs is the file: the lost replica comes back whole
+		}
 		out, ok = s.rescueByContent(lost, plan, report, covered)
 	}
 	out.Rescue = report
@@ -62,14 +70,35 @@ func (s *Session) rescue(lost *lostReplica, plan rescuePlan, covered []*pendingE
 // byIDObstacle says why the lost replica cannot be applied to the room by its ids ("" when it
 // can): an id both hold with different content, or items whose dependencies do not fit (tried
 // on a scratch copy of the room, which also keeps an engine failure away from the replica).
-func (s *Session) byIDObstacle(lost *lostReplica) string {
+func (s *Session) byIDObstacle(lost *lostReplica) (string, map[uint64]bool) {
 	c, err := idConflicts(s.doc, lost.doc)
 	if err != nil {
-		return "the ids could not be compared: " + err.Error()
+		return "the ids could not be compared: " + err.Error(), nil
 	}
 	if c.n > 0 {
-		return fmt.Sprintf("the rebuilt room uses %d of the lost replica's item ids for other content (first: %s): the server reloaded a file saved since the room was first loaded under the same deterministic ids, so a tab's old copy cannot merge cleanly either", c.n, c.why)
+		return fmt.Sprintf("the rebuilt room uses %d of the lost replica's item ids for other content (first: %s): the server reloaded a file saved since the room was first loaded under the same deterministic ids, so a tab's old copy cannot merge cleanly either", c.n, c.why), c.clients
 	}
+	return s.scratchObstacle(lost), nil
+}
+
+// holdsStaleMerge reports whether the room holds items of the lost replica's lineage that the
+// rebuild cannot have made: ids of a client whose ids do not collide (a rebuild under colliding
+// ids holds no other old client's items unless a peer merged them in).
+func (s *Session) holdsStaleMerge(lost *lostReplica, collided map[uint64]bool) bool {
+	if len(collided) == 0 {
+		return false
+	}
+	room := s.doc.StateVector()
+	for c, k := range lost.doc.StateVector() {
+		if !collided[c] && k > 0 && room[c] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// scratchObstacle tries the lost replica's items on a scratch copy of the room.
+func (s *Session) scratchObstacle(lost *lostReplica) string {
 	room, err := s.doc.EncodeStateAsUpdate(nil)
 	if err != nil {
 		return "the rebuilt room could not be copied: " + err.Error()
@@ -143,7 +172,7 @@ func (s *Session) rescueByID(lost *lostReplica, plan rescuePlan, report *RescueR
 			if loaders := loaderClients(tx.d.source, lostSV); len(loaders) > 0 {
 				// The file loaded into a fresh document: the room's own text is the load and what
 				// was typed into it; the lost replica's text replaces the load.
-				own, runs := splitText(tx.d.source, lostSV)
+				own, runs := splitText(tx.d.source, lostSV, loaders)
 				theirs = own
 				for k := len(runs) - 1; k >= 0; k-- {
 					tx.d.source.Delete(runs[k].pos, runs[k].n)
@@ -226,6 +255,9 @@ func (s *Session) rescueByContent(lost *lostReplica, plan rescuePlan, report *Re
 			if err != nil {
 				return err
 			}
+			if report.StaleMerge {
+				theirs = plan.base.Text
+			}
 			target, n := MergeText(plan.base.Text, lost.snap.Text, theirs)
 			for range n {
 				merge.lose("part of the text, changed on both sides")
@@ -233,6 +265,9 @@ func (s *Session) rescueByContent(lost *lostReplica, plan rescuePlan, report *Re
 			return tx.RestoreText(target)
 		}
 		theirs := tx.d.readNotebook()
+		if report.StaleMerge {
+			theirs = canonicalOrSelf(plan.base.Notebook)
+		}
 		base, ours := alignBase(plan, lost.snap.Notebook, theirs)
 		target, st := MergeNotebooks(base, ours, theirs)
 		merge = st
@@ -473,4 +508,59 @@ func canonicalOrSelf(nb Notebook) Notebook {
 		return nb
 	}
 	return c
+}
+
+// staleGuard watches a room restored other than by id (or not restored) for a peer merging its
+// old copy of the lost room (a JupyterLab tab reconnecting with its document): such a merge
+// brings items of the lost replica's lineage — ids below its state vector — that the room does
+// not hold, and under ids the rebuild reused it mixes them into other content (#621). The
+// session then edits the room back to what it held just before (heal).
+type staleGuard struct {
+	lostSV StateVector
+}
+
+// brings reports whether an update brings items of the lost lineage the room lacks (roomSV).
+func (g *staleGuard) brings(m UpdateMeta, roomSV StateVector) bool {
+	for _, r := range m.Structs {
+		if r.Clock < g.lostSV[r.Client] && r.Clock+r.Len > roomSV[r.Client] {
+			return true
+		}
+	}
+	return false
+}
+
+// heal edits the room back to pre, the content it held before a peer merged an old copy.
+func (s *Session) heal(pre Snapshot) Output {
+	var out Output
+	report := &RescueReport{StaleMerge: true, Method: RestoredByContent}
+	out.Rescue = report
+	before, _ := s.doc.Snapshot()
+	update, change, err := s.doc.Transact(func(tx *Txn) error {
+		tx.byWords = true
+		if s.kind == KindText {
+			return tx.RestoreText(pre.Text)
+		}
+		st, err := tx.RestoreNotebook(pre.Notebook)
+		report.Stats = st
+		return err
+	})
+	s.observe(change)
+	if !change.Empty() {
+		out.Changes = append(out.Changes, change)
+	}
+	if update != nil {
+		out.Frames = append(out.Frames, EncodeSync(SyncUpdate, update))
+		if meta, perr := ParseUpdate(update); perr == nil {
+			s.inflight = append(s.inflight, &pendingEdit{rescue: true, client: s.doc.ClientID(), structs: meta.Structs, deletes: meta.Deletes, change: change})
+		}
+	}
+	if err != nil {
+		s.log.Error().Err(err).Msg("healing a stale merge failed")
+		report.Reason = "a peer merged an old copy of the room and it could not be undone: " + err.Error()
+		return out
+	}
+	report.Restored, report.Changed = true, update != nil
+	report.listBrought(before, s.doc)
+	s.log.Warn().Int("deleted", report.Stats.Deleted).Int("changed", report.Stats.Changed).Msg("a peer merged an old copy of the lost room; the room was brought back to what it held before")
+	return out
 }
