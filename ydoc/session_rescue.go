@@ -190,8 +190,13 @@ func (s *Session) rescueByID(lost *lostReplica, plan rescuePlan, report *RescueR
 		base, ours := alignBase(plan, lost.snap.Notebook, split.theirs)
 		target, st := MergeNotebooks(base, ours, split.theirs)
 		merge = st
-		for k := len(split.superseded) - 1; k >= 0; k-- {
-			tx.deleteCells(split.superseded[k], 1)
+		for end := len(split.superseded); end > 0; { // from the end, a run of neighbours at a time
+			start := end - 1
+			for start > 0 && split.superseded[start-1] == split.superseded[start]-1 {
+				start--
+			}
+			tx.deleteCells(split.superseded[start], end-start)
+			end = start
 		}
 		report.Superseded = len(split.superseded)
 		tx.keepWeight = restoreWeights(base, split.theirs)
