@@ -425,7 +425,12 @@ func mergeCell(b, o, t Cell, st *MergeStats) Cell {
 	for range n {
 		st.lose(what + "part of the source, changed on both sides")
 	}
-	out.Metadata = mergeMaps(b.Metadata, o.Metadata, t.Metadata, what+"metadata", st)
+	out.Metadata = mergeMaps(withoutTransient(b.Metadata), withoutTransient(o.Metadata), withoutTransient(t.Metadata), what+"metadata", st)
+	for k := range transientCellKeys {
+		if v, ok := t.Metadata[k]; ok {
+			out.Metadata[k] = v
+		}
+	}
 	type run struct {
 		Count   *int
 		Outputs []any
@@ -482,9 +487,36 @@ func mergeMaps(b, o, t map[string]any, what string, st *MergeStats) map[string]a
 	return out
 }
 
-// sameCell compares the content of two cells (not their runtime state).
+// transientCellKeys are cell metadata keys the server writes on every load and strips from
+// every save (nbformat's signature check marks each code cell trusted or not, and the answer
+// changes once the server signed the notebook on a save): a merge takes the room's, never
+// restores one, and a difference in them is no change.
+var transientCellKeys = map[string]bool{"trusted": true}
+
+// withoutTransient is md without the transient keys (md itself when it has none).
+func withoutTransient(md map[string]any) map[string]any {
+	has := false
+	for k := range transientCellKeys {
+		if _, ok := md[k]; ok {
+			has = true
+		}
+	}
+	if !has {
+		return md
+	}
+	out := make(map[string]any, len(md))
+	for k, v := range md {
+		if !transientCellKeys[k] {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// sameCell compares the content of two cells (not their runtime state, nor the transient
+// metadata the server sets on load).
 func sameCell(a, b Cell) bool {
-	return a.Type == b.Type && a.Source == b.Source && nearJSON(a.Metadata, b.Metadata) &&
+	return a.Type == b.Type && a.Source == b.Source && nearJSON(withoutTransient(a.Metadata), withoutTransient(b.Metadata)) &&
 		equalCount(a.ExecutionCount, b.ExecutionCount) && nearJSON(outputsJSON(a.Outputs), outputsJSON(b.Outputs)) &&
 		nearJSON(a.Attachments, b.Attachments)
 }

@@ -15,11 +15,25 @@ import (
 
 // Restart simulates the server process restarting: every connection is dropped with an
 // abnormal close; unless opts say otherwise the session id changes and every room is rebuilt
-// from the file table under a fresh client id. Held echoes are lost.
+// from the file table as SetRoomLoad says (with LoadStore, from the store the rooms were kept
+// in, unless opts.DropStore). Held echoes are lost.
 func (s *Server) Restart(opts RestartOptions) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.dropAllLocked(&CloseError{Code: CloseAbnormal, Reason: "server restarted"})
+	if s.load == LoadStore {
+		for _, r := range s.rooms {
+			if r.path == r.id { // a transient room: not stored
+				continue
+			}
+			if state, err := r.doc.EncodeStateAsUpdate(nil); err == nil {
+				s.store[r.path] = state
+			}
+		}
+	}
+	if opts.DropStore {
+		s.store = map[string][]byte{}
+	}
 	if !opts.KeepDoc {
 		s.rooms = map[string]*room{}
 	}
@@ -50,6 +64,25 @@ func (s *Server) SaveFile(p string) error {
 	}
 	s.files[p] = f
 	return nil
+}
+
+// SetRoomLoad sets how rooms are built from their files from now on (LoadFresh by default).
+func (s *Server) SetRoomLoad(l RoomLoad) { s.set(func() { s.load = l }) }
+
+// RoomState returns the encoded state of the room of path, as a peer that syncs with it from
+// nothing would receive it (nil when no room is open for it).
+func (s *Server) RoomState(p string) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.roomByPathLocked(p)
+	if r == nil {
+		return nil
+	}
+	b, err := r.doc.EncodeStateAsUpdate(nil)
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // SetEngine sets what document sessions say about the server's engine (bridge.DocSession.Engine)
