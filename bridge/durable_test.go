@@ -284,8 +284,8 @@ func TestRescueAfterSaveThenRestart(t *testing.T) {
 }
 
 // While others keep typing, jupyter-collaboration's saves mostly end cancelled: the file is
-// written, no hash published. The room reads the file's hash after each answered save, so a
-// crash still finds the file it knows and brings everything back.
+// written, no hash published. The file is still a version the replica held, so a crash restores
+// everything over it.
 func TestRescueAfterUnreportedSaves(t *testing.T) {
 	srv := newServer(t)
 	srv.QuietSaves(true)
@@ -299,7 +299,9 @@ func TestRescueAfterUnreportedSaves(t *testing.T) {
 	if len(f.Notebook.Cells) != 3 {
 		t.Fatalf("the file holds %d cells", len(f.Notebook.Cells))
 	}
-	eventually(t, "the saved content counted as saved", func() bool { return h.room.Info().UnsavedSince.IsZero() })
+	if !h.room.Info().LastSaved.IsZero() {
+		t.Fatal("a quiet save was reported")
+	}
 	srv.SetSaveStatus("failed") // nothing more reaches the file
 	if _, err := h.room.Apply(ctx, durableInsert("after")); err != nil {
 		t.Fatal(err)
@@ -325,9 +327,10 @@ func TestRescueAfterUnreportedSaves(t *testing.T) {
 	assertCellsOnce(t, srv, nbPath, "cell-a", "cell-b", "before", "after")
 }
 
-// A file changed outside Jupyter while the server was down wins: the agent's durable edits are
-// re-run on it, the human's lost typing is reported in a notice the manager keeps for agents.
-func TestNoRescueWhenFileChangedOutside(t *testing.T) {
+// A file changed outside Jupyter while the server was down wins: what the replica changed since
+// the last save (the agent's cell, a human's typing elsewhere) is merged under it, and a notice
+// the manager keeps for agents says the file won.
+func TestFileWinsWhenChangedOutside(t *testing.T) {
 	srv := newServer(t)
 	m, err := bridge.NewManager(bridge.ManagerOptions{Jupyter: srv, Room: fastOptions()})
 	if err != nil {
@@ -362,16 +365,15 @@ func TestNoRescueWhenFileChangedOutside(t *testing.T) {
 	srv.Restart(bridgetest.RestartOptions{})
 	srv.Up()
 	e := awaitEvent(t, sub, "the notice", kindIs(bridge.EventNotice))
-	if e.Notice.Kind != "not_restored" || !strings.Contains(e.Notice.Message, "changed outside Jupyter") ||
-		!strings.Contains(strings.Join(e.Notice.Details, "\n"), "cell cell-b: source differs") {
+	if e.Notice.Kind != "file_wins" || !strings.Contains(e.Notice.Message, "changed outside Jupyter") || e.Notice.Rescue == nil || !e.Notice.Rescue.FileWins {
 		t.Errorf("notice %+v", e.Notice)
 	}
-	awaitServer(t, srv, "the agent's cell re-run on the changed file", func() bool { return srv.CountCell(nbPath, "agent") == 1 })
+	awaitServer(t, srv, "the agent's cell merged onto the changed file", func() bool { return srv.CountCell(nbPath, "agent") == 1 })
 	if got := serverSource(t, srv, nbPath, "cell-a"); got != "edited in vim" {
 		t.Errorf("cell-a %q: the file's content must win", got)
 	}
-	if got := serverSource(t, srv, nbPath, "cell-b"); got != "# Title" {
-		t.Errorf("cell-b %q", got)
+	if got := serverSource(t, srv, nbPath, "cell-b"); got != "# Title lost typing" {
+		t.Errorf("cell-b %q: the typing the file did not touch must be merged back", got)
 	}
 	notices, seq := m.Notices(0)
 	if len(notices) != 1 || notices[0].Path != nbPath || seq == 0 {

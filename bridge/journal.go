@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/logfield"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
@@ -145,7 +147,9 @@ func (l *roomLoop) openWAL(ctx context.Context) {
 	}
 	l.wal.log = dl
 	if lin := dl.Adoptable(); lin != 0 {
-		l.adopt(ctx, lin)
+		// Replayed and adopted at the first connection, once the engine is known (adoptReplayed).
+		l.wal.adopted, l.adoptPending = lin, true
+		l.log.Info().Uint64(logfield.Lineage, lin).Msg("the journal holds work the server may not have saved: it is rescued at the first sync")
 	}
 	l.wal.lineage, l.wal.fresh = dl.Lineage("joined", l.wal.adopted != 0), true
 	l.r.setLog(dl)
@@ -284,20 +288,65 @@ func (l *roomLoop) closeWAL() {
 
 func isEmptyUpdate(b []byte) bool { return len(b) == 2 && b[0] == 0 && b[1] == 0 }
 
-// adopt installs a lineage held before the room opened (the sidecar restarted with work the
-// server may not have saved) as the replica the server lost: its latest state is rebuilt from
-// the log and handed to the session (ydoc.Session.AdoptLost); the first connection then reads
-// the file before joining and the rescue decides, as after a server loss. It runs before the
-// room serves anything.
-func (l *roomLoop) adopt(ctx context.Context, lineage uint64) {
-	h, err := l.wal.log.History(ctx, lineage, false)
-	if err == nil {
-		var state []byte
-		if state, err = l.replay(h); err == nil {
-			err = l.sess.AdoptLost(state)
+// replayed is a lineage of the journal replayed into a history of the versions it held, with its
+// last state: what a replica held before the sidecar restarted.
+type replayed struct {
+	hist    *ydoc.History
+	state   []byte
+	updates int
+	err     error
+}
+
+// replayJournal replays a lineage of the log, from its first base, into a ydoc.History (every
+// version it went through, and its last state). It runs on the dial's helper goroutine.
+func replayJournal(ctx context.Context, wal DocLog, lineage uint64, kind ydoc.Kind, opts ydoc.MatchOptions, log zerolog.Logger) *replayed {
+	h, err := wal.History(ctx, lineage, false)
+	if err != nil {
+		return &replayed{err: err}
+	}
+	hist, err := ydoc.NewHistory(kind, opts, log)
+	if err != nil {
+		return &replayed{err: err}
+	}
+	if h.Base != nil {
+		if err := hist.Apply(h.Base); err != nil {
+			return &replayed{err: fmt.Errorf("replay the journal's base: %w", err)}
 		}
 	}
+	for i, u := range h.Updates {
+		if err := ctx.Err(); err != nil {
+			return &replayed{err: err}
+		}
+		if err := hist.Apply(u); err != nil {
+			return &replayed{err: fmt.Errorf("replay the journal's update %d: %w", h.Seqs[i], err)}
+		}
+	}
+	state, err := hist.State()
 	if err != nil {
+		return &replayed{err: err}
+	}
+	return &replayed{hist: hist, state: state, updates: len(h.Updates)}
+}
+
+// adoptReplayed installs the replayed journal as the replica the server lost (the next sync
+// rescues it, decided like after a server loss) and its history as the replica's. A journal
+// that cannot be read back is given up, and the agents are told.
+func (l *roomLoop) adoptReplayed() {
+	r := l.replay
+	l.replay = nil
+	if !l.adoptPending {
+		return
+	}
+	err := r.err
+	if err == nil {
+		err = l.sess.AdoptLost(r.state)
+	}
+	if err == nil {
+		err = l.sess.KeepHistory(r.hist)
+	}
+	lineage := l.wal.adopted
+	if err != nil {
+		l.adoptPending, l.wal.adopted = false, 0
 		l.log.Error().Err(err).Uint64(logfield.Lineage, lineage).Msg("the journal holds work the server may not have saved, but it cannot be read back")
 		l.wal.log.Decided(lineage, "unreadable: "+err.Error())
 		now := l.r.opts.Now()
@@ -307,33 +356,23 @@ func (l *roomLoop) adopt(ctx context.Context, lineage uint64) {
 		}})
 		return
 	}
-	l.wal.adopted, l.adoptPending = lineage, true
-	for _, hash := range h.SaveHashes {
-		if hash != "" {
-			l.fileHash = hash // the file as the server last reported it saved
-		}
-	}
-	l.log.Info().Uint64(logfield.Lineage, lineage).Int("updates", len(h.Updates)).Bool("base", h.Base != nil).
-		Msg("the journal holds work the server may not have saved: adopted as the lost replica, to be rescued at the first sync")
+	l.log.Info().Uint64(logfield.Lineage, lineage).Int("updates", r.updates).Int("versions", r.hist.Versions()).
+		Msg("adopted the journal's replica as the one the server lost: the file read before joining decides its rescue")
 }
 
-// replay rebuilds a lineage's state (one Yjs update) from its history.
-func (l *roomLoop) replay(h LogHistory) ([]byte, error) {
-	doc, err := ydoc.NewDoc(l.r.opts.Kind, l.r.opts.NewClientID(), l.log)
+// keepHistory makes the session keep the history of the replica's versions (rescue.go), once the
+// engine is known (outputs are left out of comparisons where the room holds placeholders).
+func (l *roomLoop) keepHistory(e Engine) {
+	if l.sess.History() != nil || l.r.opts.Fork != "" || l.r.opts.Transient != "" {
+		return
+	}
+	h, err := ydoc.NewHistory(l.r.opts.Kind, ydoc.MatchOptions{IgnoreOutputs: e.OutputPlaceholders}, l.log)
+	if err == nil {
+		err = l.sess.KeepHistory(h)
+	}
 	if err != nil {
-		return nil, err
+		l.log.Warn().Err(err).Msg("the replica's history is not kept: a rescue cannot be decided by content")
 	}
-	if h.Base != nil {
-		if _, _, err := doc.Apply(h.Base); err != nil {
-			return nil, fmt.Errorf("replay the journal's base: %w", err)
-		}
-	}
-	for i, u := range h.Updates {
-		if _, _, err := doc.Apply(u); err != nil {
-			return nil, fmt.Errorf("replay the journal's update %d: %w", h.Seqs[i], err)
-		}
-	}
-	return doc.EncodeStateAsUpdate(nil)
 }
 
 // lostKept tells the agents that a room failed for good while a lost replica waited for its

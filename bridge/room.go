@@ -530,13 +530,14 @@ type roomLoop struct {
 	sizedAt   time.Time     // when it was
 	sizeCost  time.Duration // how long the last measurement took
 
-	guard    saveGuard    // saves of the document by the server (saveguard.go)
-	fileHash string       // the file's hash as last known (rescue.go); "" unknown
-	wal      walState     // the document's write-ahead log (journal.go)
-	outside  outsideWatch // reloads of the file over unsaved work (outside.go)
-	// adoptPending: a replica held before the sidecar restarted was adopted as lost (journal.go):
-	// the first connection reads the file before joining and decides its rescue.
+	guard   saveGuard    // saves of the document by the server (saveguard.go)
+	wal     walState     // the document's write-ahead log (journal.go)
+	outside outsideWatch // reloads of the file over unsaved work (outside.go)
+	// adoptPending: a replica held before the sidecar restarted waits to be adopted as lost
+	// (journal.go): the first connection replays its journal, reads the file before joining and
+	// decides its rescue; replay is the replayed journal until it is adopted.
 	adoptPending bool
+	replay       *replayed
 	riskShown    bool // what AtRisk says
 
 	// life is Run's context; helpers are the short-lived goroutines the loop starts (a hash read),
@@ -591,25 +592,37 @@ func newRoomLoop(r *Room) (*roomLoop, error) {
 	return l, nil
 }
 
+// dialed is what dial brings back.
+type dialed struct {
+	ds   DocSession
+	conn Conn
+	err  error
+	// The file as the server has it (content and hash), when read; ferr why it was not.
+	file *FileContent
+	ferr error
+	// replay: the journal of a replica held before the sidecar restarted, replayed (journal.go).
+	replay *replayed
+}
+
 // dial opens the document session and the websocket on a helper goroutine, serving requests
 // meanwhile: the room goroutine never blocks on the network, so callers can always withdraw.
-func (l *roomLoop) dial(ctx context.Context) (DocSession, Conn, *FileContent, error, error) {
-	type dialed struct {
-		ds   DocSession
-		conn Conn
-		err  error
-		file *FileContent
-		ferr error
-	}
+func (l *roomLoop) dial(ctx context.Context) dialed {
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	resc := make(chan dialed, 1)
 	format, docType := l.format()
 	// What to read of the file (rescue.go): its content when the server may have lost the room
-	// (a 1003 close, or a new session id), so a rescue can be checked and merged; its hash when
-	// none is known yet. Read before joining: the room may be rebuilt by our join.
-	reader, lostPending, prevSession, hashKnown := l.fileReader(), l.serverLost || l.adoptPending, l.ds.SessionID, l.fileHash != ""
-	kind, path := l.r.opts.Kind, l.r.opts.Path
+	// (a 1003 close, or a new session id) or a replica adopted from the journal waits, so that
+	// the rescue can be decided by it — read before joining: the room may be rebuilt by our
+	// join; and, alongside the first join, the file as the room is first joined (the last save
+	// known, until the server reports one).
+	reader, lostPending, prevSession := l.fileReader(), l.serverLost || l.adoptPending, l.ds.SessionID
+	noteFile := l.sess.History() == nil || l.sess.History().LastSaved() == nil
+	replayLineage := uint64(0)
+	if l.adoptPending && l.replay == nil {
+		replayLineage = l.wal.adopted
+	}
+	kind, path, wal := l.r.opts.Kind, l.r.opts.Path, l.wal.log
 	go func() {
 		if id := l.r.opts.Fork; id != "" {
 			if alive := l.r.opts.ForkAlive; alive != nil {
@@ -639,28 +652,31 @@ func (l *roomLoop) dial(ctx context.Context) (DocSession, Conn, *FileContent, er
 			return
 		}
 		var d dialed
+		if replayLineage != 0 { // off the room goroutine: a long log takes a while
+			d.replay = replayJournal(dctx, wal, replayLineage, kind, ydoc.MatchOptions{IgnoreOutputs: ds.Engine.OutputPlaceholders}, l.log)
+		}
 		read := func() {
-			lost := lostPending || (prevSession != "" && ds.SessionID != prevSession)
-			fc, ferr := reader.ReadFile(dctx, path, kind, lost)
+			fc, ferr := reader.ReadFile(dctx, path, kind, true)
 			if ferr != nil {
 				d.ferr = fmt.Errorf("read %s: %w", path, ferr)
 			} else {
 				d.file = &fc
 			}
 		}
-		var hashRead sync.WaitGroup
+		var fileRead sync.WaitGroup
 		switch {
 		case reader == nil:
 		case lostPending || (prevSession != "" && ds.SessionID != prevSession):
 			read() // before joining: our join may rebuild the room from the file
-		case !hashKnown:
-			hashRead.Add(1) // the file's hash as the room is first joined, alongside the join
-			go func() { defer hashRead.Done(); read() }()
+		case noteFile:
+			fileRead.Add(1) // the file as the room is first joined, alongside the join
+			go func() { defer fileRead.Done(); read() }()
 		}
 		conn, err := l.r.opts.Jupyter.DialRoom(dctx, ds.RoomID, ds.SessionID)
-		hashRead.Wait()
+		fileRead.Wait()
 		if err != nil {
-			resc <- dialed{err: fmt.Errorf("join room %s: %w", ds.RoomID, err)}
+			d.err = fmt.Errorf("join room %s: %w", ds.RoomID, err)
+			resc <- d
 			return
 		}
 		d.ds, d.conn = ds, conn
@@ -669,7 +685,10 @@ func (l *roomLoop) dial(ctx context.Context) (DocSession, Conn, *FileContent, er
 	for {
 		select {
 		case d := <-resc:
-			return d.ds, d.conn, d.file, d.ferr, d.err
+			if d.replay != nil {
+				l.replay = d.replay // kept for the connection that uses it
+			}
+			return d
 		case fn := <-l.r.reqs:
 			fn(l)
 		case <-ctx.Done():
@@ -677,7 +696,7 @@ func (l *roomLoop) dial(ctx context.Context) (DocSession, Conn, *FileContent, er
 			if d := <-resc; d.conn != nil {
 				_ = d.conn.Close()
 			}
-			return DocSession{}, nil, nil, nil, ctx.Err()
+			return dialed{err: ctx.Err()}
 		}
 	}
 }
@@ -757,10 +776,15 @@ func (l *roomLoop) wait(ctx context.Context, d time.Duration) error {
 }
 
 func (l *roomLoop) connectAndServe(ctx context.Context) error {
-	ds, conn, file, ferr, err := l.dial(ctx)
-	if err != nil {
-		return err
+	d := l.dial(ctx)
+	if d.err != nil {
+		return d.err
 	}
+	ds, conn, file, ferr := d.ds, d.conn, d.file, d.ferr
+	if l.replay != nil {
+		l.adoptReplayed()
+	}
+	l.keepHistory(ds.Engine)
 	now := l.r.opts.Now()
 	switch {
 	case l.ds.SessionID != "" && ds.SessionID != l.ds.SessionID:
@@ -781,8 +805,9 @@ func (l *roomLoop) connectAndServe(ctx context.Context) error {
 		}
 	} else if l.adoptPending {
 		l.decideRescue(file, ferr)
-	} else if file != nil && l.fileHash == "" {
-		l.fileHash = file.Hash // the file as the room was (first) joined
+	}
+	if h := l.sess.History(); h != nil && file != nil && ferr == nil && h.LastSaved() == nil && file.Doc != nil {
+		h.NoteSaved(*file.Doc) // the file as the room was (first) joined: the last save known
 	}
 	l.ds = ds
 	l.r.prep.engineChanged(ds.Engine, ds.FileID)

@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"context"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -193,14 +192,6 @@ type saveGuard struct {
 	markedAt     time.Time     // the server last reported a save in the room's state
 	lastTook     time.Duration // how long the last answered save took (request to answer)
 	lastEnded    time.Time     // when it was answered
-	// hashGen counts hashes the server published; a hash read started before one of them is
-	// older than it and is dropped. hashReading: a read is under way.
-	hashGen     uint64
-	hashReading bool
-	// unverified: a save was asked for whose effect on the file is not known yet (no hash
-	// published or read since): if the server dies now, a file that differs from the last known
-	// hash was most likely written by that save (rescue.go).
-	unverified bool
 }
 
 // guarded reports whether this room asks for saves: not when the agent asked for no autosave,
@@ -231,13 +222,9 @@ func (l *roomLoop) noteChanges(out ydoc.Output, now time.Time) {
 		if l.sess.InFlight() > 0 {
 			l.guard.unsavedSince = now
 		}
-		l.noteSavedHash()
-		l.guard.hashGen++
 		l.guard.markedAt = now
-		if l.guard.inflight == 0 {
-			l.guard.unverified = false
-		}
-		l.log.Debug().Str(logfield.FileHash, short(l.fileHash)).Msg("the server saved the document")
+		h, _ := l.sess.Doc().State()["hash"].(string)
+		l.log.Debug().Str(logfield.FileHash, short(h)).Msg("the server saved the document")
 		l.r.mu.Lock()
 		l.r.info.LastSaved = now
 		l.r.mu.Unlock()
@@ -291,7 +278,6 @@ func (l *roomLoop) granted(now time.Time) {
 	}
 	l.saveSeq++
 	g.inflight, g.sentAt, g.lastAsked, g.soon = l.saveSeq, now, now, false
-	g.unverified = true
 	l.r.opts.Saves.count("asked")
 	l.log.Debug().Uint64("save", g.inflight).Msg("asking the server to save")
 	l.send(ydoc.EncodeSaveRequest(g.inflight))
@@ -319,12 +305,6 @@ func (l *roomLoop) saveAnswered(outcome string) {
 		l.r.opts.Saves.took(g.lastTook)
 	} else {
 		g.lastEnded = l.r.opts.Now()
-	}
-	switch {
-	case outcome == "failed":
-		g.unverified = false // the server could not save: nothing written
-	case (outcome == "success" || outcome == "skipped") && !g.markedAt.After(sentAt):
-		l.readHashAfterSave(sentAt)
 	}
 	if outcome != "success" {
 		l.log.Info().Str(logfield.Outcome, outcome).Msg("save request not done")
@@ -357,62 +337,6 @@ func (l *roomLoop) stopSaving() {
 		l.r.opts.Saves.cancel(l.guard.grant)
 	}
 }
-
-// readHashAfterSave reads the file's hash after a save request was answered without the server
-// publishing a hash (see above), on a goroutine the room owns. A new hash means the file was
-// written after the request was sent: the changes made before it are in it.
-func (l *roomLoop) readHashAfterSave(sentAt time.Time) {
-	reader := l.fileReader()
-	if reader == nil || l.guard.hashReading || l.life == nil {
-		return
-	}
-	l.guard.hashReading = true
-	gen, path, kind, ctx := l.guard.hashGen, l.r.opts.Path, l.r.opts.Kind, l.life
-	l.helpers.Add(1)
-	go func() {
-		defer l.helpers.Done()
-		rctx, cancel := context.WithTimeout(ctx, l.r.opts.SaveTimeout)
-		fc, err := reader.ReadFile(rctx, path, kind, false)
-		cancel()
-		_ = l.r.do(ctx, func(l *roomLoop) {
-			l.guard.hashReading = false
-			if err != nil {
-				l.log.Debug().Err(err).Msg("could not read the file's hash after a save")
-				return
-			}
-			if gen != l.guard.hashGen {
-				return // a published hash came meanwhile: it is at least as new
-			}
-			if fc.Hash == emptyFileHash {
-				// Caught mid-write (the server truncated the file and has not written it yet): no
-				// document is empty, so this is not what the save wrote. Taking it as the saved
-				// hash would make the next rescue think the file changed behind our back.
-				l.log.Debug().Msg("read the file's hash after a save while the server was writing it (empty): ignored")
-				return
-			}
-			if l.guard.inflight == 0 {
-				l.guard.unverified = false
-			}
-			if fc.Hash == l.fileHash {
-				return // nothing was written
-			}
-			l.fileHash = fc.Hash
-			l.log.Debug().Str(logfield.FileHash, short(fc.Hash)).Msg("the file was written by a save the server did not report")
-			// Every change made before the request is in the file.
-			g := &l.guard
-			if !g.unsavedSince.IsZero() && g.unsavedSince.Before(sentAt) {
-				g.unsavedSince = time.Time{}
-				if g.lastChange.After(sentAt) || l.sess.InFlight() > 0 {
-					g.unsavedSince = sentAt
-				}
-				l.publishSaveInfo()
-			}
-		})
-	}()
-}
-
-// emptyFileHash is jupyter-server's hash (sha256, hex) of a file with no bytes.
-const emptyFileHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 func (l *roomLoop) publishSaveInfo() {
 	l.r.mu.Lock()
