@@ -65,7 +65,11 @@ func TestScanTornTail(t *testing.T) {
 func TestScanDamage(t *testing.T) {
 	good := frames(Record{Type: TypeHeader, Seq: 1, Data: []byte("h")})
 	cases := map[string][]byte{
-		"bit flip":   func() []byte { b := frames(Record{Type: TypeUpdate, Seq: 2, Data: []byte{0, 1, 2}}); b[len(b)-1] ^= 1; return b }(),
+		"bit flip": func() []byte {
+			b := frames(Record{Type: TypeUpdate, Seq: 2, Data: []byte{0, 1, 2}})
+			b[len(b)-1] ^= 1
+			return b
+		}(),
 		"huge":       {0, 0, 0, 0, 0xff, 0xff, 0xff, 0x7f, 1},
 		"short body": {0, 0, 0, 0, 1, 0, 0, 0, 1},
 		"bad type":   frames(Record{Type: 99, Seq: 2, Data: []byte{1}}),
