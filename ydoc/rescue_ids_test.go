@@ -642,7 +642,9 @@ func TestRescueFileWinsText(t *testing.T) {
 			a := newConn(t, srv, "agent", KindText)
 			a.connect()
 			srv.flush()
-			a.propose(1, func(tx *Txn, _ bool) error { return tx.SetText("alpha\nbeta, changed by the agent\ngamma\nagent line\n") })
+			a.propose(1, func(tx *Txn, _ bool) error {
+				return tx.SetText("alpha\nbeta, changed by the agent\ngamma\nagent line\n")
+			})
 			srv.flush()
 			outside := Snapshot{Kind: KindText, Text: "alpha (edited outside)\nbeta, changed outside\ngamma\n"}
 			srv2 := roomFrom(t, mode, outside, srv.doc)
