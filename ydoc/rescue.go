@@ -264,3 +264,22 @@ const scratchClientID = 0xffffffff
 func newScratchDoc(kind Kind, log zerolog.Logger) (*Doc, error) {
 	return NewDoc(kind, scratchClientID, log)
 }
+
+// foreignRoots names a root the document holds that belongs to the other kind ("" when none): a
+// state of a notebook applied to a text document, or the reverse.
+func (d *Doc) foreignRoots() string {
+	other := []string{rootSource}
+	if d.kind == KindText {
+		other = []string{rootMeta, rootCells}
+	}
+	found := ""
+	_ = d.run(func() error {
+		for _, name := range other {
+			if t, ok := d.yd.Share[name]; ok && (t.StartItem() != nil || len(t.GetMap()) > 0) {
+				found = name
+			}
+		}
+		return nil
+	})
+	return found
+}

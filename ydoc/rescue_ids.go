@@ -210,6 +210,8 @@ func rootNames(d *y.Doc) map[y.IAbstractType]string {
 // parentName names an item's parent: a root by its name, a nested type by its item's id.
 func parentName(it *y.Item, roots map[y.IAbstractType]string) string {
 	switch p := it.Parent.(type) {
+	case *y.ID: // before IAbstractType, which an ID satisfies (it embeds AbstractType)
+		return fmt.Sprintf("%d:%d", p.Client, p.Clock)
 	case y.IAbstractType:
 		if pi := p.GetItem(); pi != nil {
 			return fmt.Sprintf("%d:%d", pi.ID.Client, pi.ID.Clock)
@@ -218,10 +220,6 @@ func parentName(it *y.Item, roots map[y.IAbstractType]string) string {
 			return "root " + name
 		}
 		return "root ?"
-	case *y.ID:
-		return fmt.Sprintf("%d:%d", p.Client, p.Clock)
-	case y.ID:
-		return fmt.Sprintf("%d:%d", p.Client, p.Clock)
 	}
 	return "none"
 }

@@ -460,8 +460,13 @@ func TestRescueNoCellIDsTouchesOnlyWhatDiffers(t *testing.T) {
 // last save are merged under the file, which wins every conflict, and what of the replica's was
 // dropped is listed.
 func TestRescueFileWins(t *testing.T) {
-	for _, mode := range []rebuildMode{rebuildFresh, rebuildDeterministic} {
-		t.Run(mode.String(), func(t *testing.T) {
+	type fwCase struct {
+		mode     rebuildMode
+		tabFirst bool // a tab merged its old copy into the rebuilt room before the sidecar came back
+	}
+	for _, tc := range []fwCase{{rebuildFresh, false}, {rebuildFresh, true}, {rebuildDeterministic, false}, {rebuildDeterministic, true}} {
+		mode := tc.mode
+		t.Run(fmt.Sprintf("%s/tab first=%v", mode, tc.tabFirst), func(t *testing.T) {
 			sc := lostScenario{mode: mode, save: true, cells: 10}
 			lr := sc.run(t)
 			lr.agent.propose(50, func(tx *Txn, _ bool) error { return tx.SetSource(tx.CellIndex("cell-05"), "x5 = 500\nprint(x5)") })
@@ -479,11 +484,16 @@ func TestRescueFileWins(t *testing.T) {
 			file := Snapshot{Kind: KindNotebook, Notebook: outside}
 			srv2 := roomFrom(t, mode, file, lr.srv.doc)
 			moveTo(lr.agent, srv2)
+			if tc.tabFirst {
+				moveTo(lr.tab, srv2)
+				lr.tab.connect()
+				srv2.flush()
+			}
 			if err := lr.agent.sess.ResetServerLost(freshClientID()); err != nil {
 				t.Fatal(err)
 			}
 			base := Snapshot{Kind: KindNotebook, Notebook: lr.saved}
-			lr.agent.sess.FileWins(&base, "the file changed outside Jupyter")
+			lr.agent.sess.FileWins(&base, file, "the file changed outside Jupyter")
 			lr.agent.connect()
 			srv2.flush()
 			rep := lr.agent.rescue
@@ -510,6 +520,10 @@ func TestRescueFileWins(t *testing.T) {
 			if !strings.Contains(rep.Summary(), "outside") {
 				t.Errorf("summary %q", rep.Summary())
 			}
+			if n := len(readNotebook(t, srv2.doc).Cells); n != len(lr.held.Cells)+1 {
+				t.Errorf("%d cells, want the %d held and the one added outside", n, len(lr.held.Cells))
+			}
+			srv2.conns = []*fakeConn{lr.agent}
 			srv2.requireConverged()
 		})
 	}
@@ -612,6 +626,43 @@ func BenchmarkRescue(b *testing.B) {
 				}
 				if i == 0 {
 					b.Logf("%s: method %s, stats %+v, %d superseded", mode, out.Rescue.Method, out.Rescue.Stats, out.Rescue.Superseded)
+				}
+			}
+		})
+	}
+}
+
+// A text file changed outside while the server was down: the replica's changes since the last
+// save are merged under it, the file winning the conflict.
+func TestRescueFileWinsText(t *testing.T) {
+	for _, mode := range []rebuildMode{rebuildFresh, rebuildDeterministic} {
+		t.Run(mode.String(), func(t *testing.T) {
+			saved := Snapshot{Kind: KindText, Text: "alpha\nbeta\ngamma\n"}
+			srv := roomFrom(t, mode, saved, nil)
+			a := newConn(t, srv, "agent", KindText)
+			a.connect()
+			srv.flush()
+			a.propose(1, func(tx *Txn, _ bool) error {
+				return tx.SetText("alpha\nbeta, changed by the agent\ngamma\nagent line\n")
+			})
+			srv.flush()
+			outside := Snapshot{Kind: KindText, Text: "alpha (edited outside)\nbeta, changed outside\ngamma\n"}
+			srv2 := roomFrom(t, mode, outside, srv.doc)
+			moveTo(a, srv2)
+			if err := a.sess.ResetServerLost(freshClientID()); err != nil {
+				t.Fatal(err)
+			}
+			a.sess.FileWins(&saved, outside, "the file changed outside Jupyter")
+			a.connect()
+			srv2.flush()
+			rep := a.rescue
+			if rep == nil || !rep.Restored || !rep.FileWins || rep.Conflicts != 1 {
+				t.Fatalf("report %+v", rep)
+			}
+			want := "alpha (edited outside)\nbeta, changed outside\ngamma\nagent line\n"
+			for _, d := range []*Doc{srv2.doc, a.sess.Doc()} {
+				if got, _ := d.Text(); got != want {
+					t.Errorf("text %q, want %q", got, want)
 				}
 			}
 		})

@@ -262,6 +262,9 @@ func (s *Session) AdoptLost(state []byte) error {
 	if doc.HasPending() {
 		return errors.New("adopt lost replica: the state is incomplete (it holds items whose dependencies it lacks)")
 	}
+	if other := doc.foreignRoots(); other != "" {
+		return fmt.Errorf("adopt lost replica: the state holds a %q root, not a %s's", other, s.kind)
+	}
 	snap, err := doc.Snapshot()
 	if err != nil {
 		return fmt.Errorf("adopt lost replica: %w", err)
@@ -299,17 +302,18 @@ func (s *Session) RescueFrom(file Snapshot) {
 		return
 	}
 	f := file
-	s.plan = rescuePlan{kind: planRestore, base: &f}
+	s.plan = rescuePlan{kind: planRestore, base: &f, file: &f}
 }
 
-// FileWins says that the file the server rebuilds the lost room from holds content the replica
-// never held: it was changed outside the server. After the next sync the replica's changes since
-// base (the last version it held that the server saved) are merged onto the room three-way, the
-// file winning every conflict; RescueReport.FileWins is set, Reason is reason and NotRestored
-// lists what of the replica's was dropped (for the agents' notice). The edits in flight or
-// unsaved at the loss are confirmed with the merge, not re-run. A nil base (no saved version
-// known) is NoRescue(reason): the file wins outright and only the agents' own edits are re-run.
-func (s *Session) FileWins(base *Snapshot, reason string) {
+// FileWins says that file, the file the server rebuilds the lost room from, holds content the
+// replica never held: it was changed outside the server. After the next sync the replica's
+// changes since base (the last version it held that the server saved) are merged onto the room
+// three-way, the file winning every conflict (inserts both made at one place included);
+// RescueReport.FileWins is set, Reason is reason and NotRestored lists what of the replica's was
+// dropped (for the agents' notice). The edits in flight or unsaved at the loss are confirmed with
+// the merge, not re-run. A nil base (no saved version known) is NoRescue(reason): the file wins
+// outright and only the agents' own edits are re-run.
+func (s *Session) FileWins(base *Snapshot, file Snapshot, reason string) {
 	if s.lost == nil {
 		return
 	}
@@ -317,8 +321,8 @@ func (s *Session) FileWins(base *Snapshot, reason string) {
 		s.NoRescue(reason)
 		return
 	}
-	b := *base
-	s.plan = rescuePlan{kind: planFileWins, base: &b, reason: reason}
+	b, f := *base, file
+	s.plan = rescuePlan{kind: planFileWins, base: &b, file: &f, reason: reason}
 }
 
 // NoRescue says the lost replica cannot be brought back (the file could not be checked): after

@@ -85,6 +85,14 @@ func TestSessionAdoptLostRefuses(t *testing.T) {
 	if err := c.sess.AdoptLost(state); err == nil {
 		t.Error("adopted after the session synced")
 	}
+	// A notebook's state for a text session.
+	ts, err := NewSession(KindText, freshClientID(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.AdoptLost(state); err == nil {
+		t.Error("a notebook's state adopted by a text session")
+	}
 	// An empty state installs nothing.
 	empty := fullUpdate(t, newTestDoc(t, KindNotebook))
 	s = newSess()

@@ -18,11 +18,12 @@ const (
 )
 
 // rescuePlan is what the caller decided for a lost replica: base is the merge's common ancestor
-// (the file for a restore, the last saved version held for FileWins); reason says why the file
-// wins or why nothing is restored.
+// (the file for a restore, the last saved version held for FileWins), file the file the room is
+// rebuilt from; reason says why the file wins or why nothing is restored.
 type rescuePlan struct {
 	kind   planKind
 	base   *Snapshot
+	file   *Snapshot
 	reason string
 }
 
@@ -56,7 +57,6 @@ func (s *Session) rescue(lost *lostReplica, plan rescuePlan, covered []*pendingE
 			// the load's (jupyter-collaboration #621), and the room's content is no measure of
 			// what was changed on it since the rebuild.
 			report.StaleMerge = true
-			plan.kind = planRestore // theirs is the file: the lost replica comes back whole
 		}
 		out, ok = s.rescueByContent(lost, plan, report, covered)
 	}
@@ -81,16 +81,17 @@ func (s *Session) byIDObstacle(lost *lostReplica) (string, map[uint64]bool) {
 	return s.scratchObstacle(lost), nil
 }
 
-// holdsStaleMerge reports whether the room holds items of the lost replica's lineage that the
-// rebuild cannot have made: ids of a client whose ids do not collide (a rebuild under colliding
-// ids holds no other old client's items unless a peer merged them in).
+// holdsStaleMerge reports whether a room whose ids collide with the lost replica's holds items
+// of the lost replica's lineage the rebuild cannot have made: ids of an old client other than 0
+// (a deterministic rebuild writes as client 0 alone; any other old client's items were merged in
+// by a peer, and may themselves differ from the lost replica's once mixed into other content).
 func (s *Session) holdsStaleMerge(lost *lostReplica, collided map[uint64]bool) bool {
 	if len(collided) == 0 {
 		return false
 	}
 	room := s.doc.StateVector()
 	for c, k := range lost.doc.StateVector() {
-		if !collided[c] && k > 0 && room[c] > 0 {
+		if c != 0 && k > 0 && room[c] > 0 {
 			return true
 		}
 	}
@@ -179,7 +180,7 @@ func (s *Session) rescueByID(lost *lostReplica, plan rescuePlan, report *RescueR
 				}
 				report.Superseded = len(runs)
 			}
-			target, n := MergeText(plan.base.Text, lost.snap.Text, theirs)
+			target, n := mergeText(plan.base.Text, lost.snap.Text, theirs, plan.kind == planFileWins)
 			for range n {
 				merge.lose("part of the text, changed on both sides")
 			}
@@ -188,7 +189,7 @@ func (s *Session) rescueByID(lost *lostReplica, plan rescuePlan, report *RescueR
 		noIDs := !notebookHasIDs(plan.base.Notebook)
 		split := tx.rebuildCopies(lostSV, noIDs)
 		base, ours := alignBase(plan, lost.snap.Notebook, split.theirs)
-		target, st := MergeNotebooks(base, ours, split.theirs)
+		target, st := mergeNotebooks(base, ours, split.theirs, plan.kind == planFileWins)
 		merge = st
 		for end := len(split.superseded); end > 0; { // from the end, a run of neighbours at a time
 			start := end - 1
@@ -261,9 +262,9 @@ func (s *Session) rescueByContent(lost *lostReplica, plan rescuePlan, report *Re
 				return err
 			}
 			if report.StaleMerge {
-				theirs = plan.base.Text
+				theirs = plan.file.Text
 			}
-			target, n := MergeText(plan.base.Text, lost.snap.Text, theirs)
+			target, n := mergeText(plan.base.Text, lost.snap.Text, theirs, plan.kind == planFileWins)
 			for range n {
 				merge.lose("part of the text, changed on both sides")
 			}
@@ -271,10 +272,10 @@ func (s *Session) rescueByContent(lost *lostReplica, plan rescuePlan, report *Re
 		}
 		theirs := tx.d.readNotebook()
 		if report.StaleMerge {
-			theirs = canonicalOrSelf(plan.base.Notebook)
+			theirs = canonicalOrSelf(plan.file.Notebook)
 		}
 		base, ours := alignBase(plan, lost.snap.Notebook, theirs)
-		target, st := MergeNotebooks(base, ours, theirs)
+		target, st := mergeNotebooks(base, ours, theirs, plan.kind == planFileWins)
 		merge = st
 		// Cells being worked on since the restart, and big ones, are the last to be moved (a
 		// move re-creates a cell: typing in it meanwhile would be lost).
