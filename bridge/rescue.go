@@ -135,7 +135,7 @@ func (l *roomLoop) decideRescue(file *FileContent, ferr error) {
 		l.sess.RescueFrom(*file.Doc)
 	default:
 		decision = "file wins"
-		l.sess.FileWins(h.LastSaved(), "the file holds content the replica never held: it was changed outside Jupyter (or while the sidecar was away), so the file's content wins, merged with the replica's changes since the last save")
+		l.sess.FileWins(h.LastSaved(), *file.Doc, "the file holds content the replica never held: it was changed outside Jupyter (or while the sidecar was away), so the file's content wins, merged with the replica's changes since the last save")
 	}
 	got := ""
 	if file != nil {
