@@ -250,10 +250,10 @@ func (l *roomLoop) maybeSave(now time.Time) {
 	if now.Sub(g.lastEnded) < l.saveSpacing() {
 		return
 	}
-	// Checked every tick: ask on the last tick before a wait is over.
-	tick := l.r.opts.TickInterval
-	paused := now.Sub(g.lastChange) >= l.r.opts.AutosaveWait-tick
-	lagging := now.Sub(g.unsavedSince) >= l.r.opts.SaveInterval-tick
+	// Checked every tick. The server's autosave gets its whole wait; a lagging file is asked for
+	// on the last tick before the interval is over.
+	paused := now.Sub(g.lastChange) >= l.r.opts.AutosaveWait
+	lagging := now.Sub(g.unsavedSince) >= l.r.opts.SaveInterval-l.r.opts.TickInterval
 	if !g.soon && !paused && !lagging {
 		return
 	}
