@@ -77,6 +77,8 @@ type LogHistory struct {
 	Updates [][]byte
 	Seqs    []uint64
 	Saves   []uint64
+	// Local says which updates were the replica's own (parallel to Updates).
+	Local []bool
 	// SaveHashes are the file hashes the server published with those saves ("" unknown).
 	SaveHashes []string
 }
@@ -326,6 +328,46 @@ func replayJournal(ctx context.Context, wal DocLog, lineage uint64, kind ydoc.Ki
 		return &replayed{err: err}
 	}
 	return &replayed{hist: hist, state: state, updates: len(h.Updates)}
+}
+
+// heldByServer reports whether the server itself went through exactly this content, as the log
+// shows it: the lineage's base, then only the updates the server sent — its own, its peers', and
+// its echoes of the replica's own — in the order it broadcast them. Those are the states the
+// server held, and a save of the server is one of them; the replica, which applies its own edits
+// before it hears of others', never held some of them (an agent and a human changing the document
+// at once: ydoc.History's known limit). It runs on the dial's helper goroutine, after a loss.
+func heldByServer(ctx context.Context, wal DocLog, lineage uint64, file ydoc.Snapshot, opts ydoc.MatchOptions, log zerolog.Logger) (bool, error) {
+	h, err := wal.History(ctx, lineage, false)
+	if err != nil {
+		return false, err
+	}
+	hist, err := ydoc.NewHistory(file.Kind, opts, log)
+	if err != nil {
+		return false, err
+	}
+	if h.Base != nil {
+		if err := hist.Apply(h.Base); err != nil {
+			return false, err
+		}
+		if hist.Held(file) {
+			return true, nil
+		}
+	}
+	for i, u := range h.Updates {
+		if i < len(h.Local) && h.Local[i] {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		if err := hist.Apply(u); err != nil {
+			return false, err
+		}
+		if hist.Held(file) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // adoptReplayed installs the replayed journal as the replica the server lost (the next sync

@@ -360,3 +360,43 @@ func TestJournalRescuesTextAfterSidecarRestart(t *testing.T) {
 		return got == "first line\nsecond line\nsaved line\nunsaved line\n"
 	})
 }
+
+// The server saved a state the replica never held — a human's keystroke had reached the server
+// before the agent's edit, while the replica applied the agent's edit first — and then lost the
+// room: the journal, replayed in the order the server broadcast its updates, shows the file is a
+// save of the server, and the replica is restored over it (not "changed outside").
+func TestRescueMatchesAStateOnlyTheServerHeld(t *testing.T) {
+	srv := newServer(t)
+	j, _ := newJournal(t, "")
+	h := startSynced(t, srv, withJournal(j, nil))
+	ctx := ctxT(t)
+	srv.HoldEchoes()
+	typeInto(t, srv, nbPath, "cell-b", " typed") // at the server, not at the replica yet
+	if err := srv.SaveFile(nbPath); err != nil { // the server saves: the file has the typing only
+		t.Fatal(err)
+	}
+	res := editAsync(ctx, h.room, insertCell("agent"))
+	awaitServer(t, srv, "the agent's cell at the server", func() bool { return srv.CountCell(nbPath, "agent") == 1 })
+	srv.ReleaseEchoes()
+	if r := awaitEdit(t, res, "the agent's edit"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	eventually(t, "the typing in the replica", func() bool {
+		var src string
+		_ = h.room.View(ctx, func(d *ydoc.Doc) error {
+			c, _ := d.Cells([]int{1})
+			src = c[0].Source
+			return nil
+		})
+		return src == "# Title typed"
+	})
+	srv.Restart(bridgetest.RestartOptions{})
+	notice := h.await("the rescue notice", kindIs(bridge.EventNotice)).Notice
+	if notice.Kind != "rescued" || notice.Rescue == nil || notice.Rescue.FileWins {
+		t.Fatalf("notice %+v", notice)
+	}
+	awaitServer(t, srv, "everything back", func() bool {
+		return srv.CountCell(nbPath, "agent") == 1 && serverSource(t, srv, nbPath, "cell-b") == "# Title typed"
+	})
+	assertCellsOnce(t, srv, nbPath, "cell-a", "cell-b", "agent")
+}

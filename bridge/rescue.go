@@ -17,9 +17,10 @@ import (
 // decided by the file's content, read before joining the rebuilt room, against the versions the
 // replica held (ydoc.History, fed by the session and by the journal's replay):
 //
-//   - the replica held exactly this content: the file is a save of the server (reported or not,
-//     whole) — the room is restored to the replica, by the original item ids where the rebuild
-//     allows it (RescueFrom);
+//   - the replica held exactly this content, or the server did (its states replayed from the
+//     journal in the order it broadcast them: heldByServer): the file is a save of the server
+//     (reported or not, whole) — the room is restored to the replica, by the original item ids
+//     where the rebuild allows it (RescueFrom);
 //   - it never held it: the file was changed outside Jupyter — the file wins, and the replica's
 //     changes since the last save are merged under it three-way (FileWins), every agent told
 //     what was dropped (a Notice);
@@ -132,6 +133,9 @@ func (l *roomLoop) decideRescue(file *FileContent, ferr error) {
 		l.sess.NoRescue("the replica's history is not kept, so the file cannot be compared with it")
 	case h.Held(*file.Doc):
 		decision = "restore"
+		l.sess.RescueFrom(*file.Doc)
+	case l.serverHeld:
+		decision = "restore (a state the server held)"
 		l.sess.RescueFrom(*file.Doc)
 	default:
 		decision = "file wins"

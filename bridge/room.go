@@ -539,6 +539,7 @@ type roomLoop struct {
 	adoptPending bool
 	replay       *replayed
 	riskShown    bool // what AtRisk says
+	serverHeld   bool // the file read before this connection is a state the server went through (journal.go)
 
 	// life is Run's context; helpers are the short-lived goroutines the loop starts (a hash read),
 	// waited for before Run returns.
@@ -602,6 +603,9 @@ type dialed struct {
 	ferr error
 	// replay: the journal of a replica held before the sidecar restarted, replayed (journal.go).
 	replay *replayed
+	// serverHeld: the file is a state the server went through, as the journal shows (only
+	// checked after a loss; journal.go heldByServer).
+	serverHeld bool
 }
 
 // dial opens the document session and the websocket on a helper goroutine, serving requests
@@ -618,9 +622,15 @@ func (l *roomLoop) dial(ctx context.Context) dialed {
 	// known, until the server reports one).
 	reader, lostPending, prevSession := l.fileReader(), l.serverLost || l.adoptPending, l.ds.SessionID
 	noteFile := l.sess.History() == nil || l.sess.History().LastSaved() == nil
-	replayLineage := uint64(0)
-	if l.adoptPending && l.replay == nil {
-		replayLineage = l.wal.adopted
+	replayLineage, lostLineage := uint64(0), l.wal.lineage
+	if l.wal.lost != 0 {
+		lostLineage = l.wal.lost // resets since the loss started lineages of their own
+	}
+	if l.adoptPending {
+		lostLineage = l.wal.adopted
+		if l.replay == nil {
+			replayLineage = l.wal.adopted
+		}
 	}
 	kind, path, wal := l.r.opts.Kind, l.r.opts.Path, l.wal.log
 	go func() {
@@ -668,6 +678,18 @@ func (l *roomLoop) dial(ctx context.Context) dialed {
 		case reader == nil:
 		case lostPending || (prevSession != "" && ds.SessionID != prevSession):
 			read() // before joining: our join may rebuild the room from the file
+			if d.file != nil && d.file.Doc != nil && wal != nil && lostLineage != 0 {
+				fileRead.Add(1) // alongside the join
+				file := *d.file.Doc
+				go func() {
+					defer fileRead.Done()
+					held, err := heldByServer(dctx, wal, lostLineage, file, ydoc.MatchOptions{IgnoreOutputs: ds.Engine.OutputPlaceholders}, l.log)
+					if err != nil {
+						l.log.Debug().Err(err).Msg("could not replay the journal in the server's order")
+					}
+					d.serverHeld = held
+				}()
+			}
 		case noteFile:
 			fileRead.Add(1) // the file as the room is first joined, alongside the join
 			go func() { defer fileRead.Done(); read() }()
@@ -781,6 +803,7 @@ func (l *roomLoop) connectAndServe(ctx context.Context) error {
 		return d.err
 	}
 	ds, conn, file, ferr := d.ds, d.conn, d.file, d.ferr
+	l.serverHeld = d.serverHeld
 	if l.replay != nil {
 		l.adoptReplayed()
 	}

@@ -264,6 +264,8 @@ type History struct {
 	// and Seqs the seq of each update (parallel to Updates).
 	Saves []uint64
 	Seqs  []uint64
+	// Flags are each update's flags (FlagLocal, FlagContent, FlagFull), parallel to Updates.
+	Flags []byte
 	// SaveHashes are the file hashes the server published with those saves ("" unknown).
 	SaveHashes []string
 }
@@ -323,6 +325,7 @@ func (l *Log) History(ctx context.Context, lineage uint64, latest bool) (History
 		case e.typ == TypeUpdate && len(rec.Data) > 0:
 			h.Updates = append(h.Updates, rec.Data[1:])
 			h.Seqs = append(h.Seqs, e.seq)
+			h.Flags = append(h.Flags, rec.Data[0])
 		case e.typ == TypeSaved:
 			var m savedMeta
 			_ = json.Unmarshal(rec.Data, &m)

@@ -88,7 +88,11 @@ func (d docLog) Close(keep bool)                        { d.l.Close(keep) }
 
 func (d docLog) History(ctx context.Context, lineage uint64, latest bool) (bridge.LogHistory, error) {
 	h, err := d.l.History(ctx, lineage, latest)
-	return bridge.LogHistory{Lineage: h.Lineage, Base: h.Base, Updates: h.Updates, Seqs: h.Seqs, Saves: h.Saves, SaveHashes: h.SaveHashes}, err
+	local := make([]bool, len(h.Flags))
+	for i, f := range h.Flags {
+		local[i] = f&journal.FlagLocal != 0
+	}
+	return bridge.LogHistory{Lineage: h.Lineage, Base: h.Base, Updates: h.Updates, Seqs: h.Seqs, Saves: h.Saves, Local: local, SaveHashes: h.SaveHashes}, err
 }
 
 func (d docLog) Info() bridge.LogInfo {
