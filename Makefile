@@ -162,8 +162,8 @@ test: lint unit integration integration-matrix
 
 # Short fuzz runs of every decoder (go test -fuzz takes one target at a time).
 fuzz:
-	@for f in $$($(GO) test -list '^Fuzz' ./ydoc/ | grep '^Fuzz'); do \
-	  echo "== $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./ydoc/ || exit 1; done
+	@for pkg in ./ydoc/ ./journal/; do for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	  echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done; done
 
 bench: deps bench-deps
 	$(GO) test -tags integration -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./integration/...

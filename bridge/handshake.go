@@ -133,6 +133,7 @@ func (l *roomLoop) applySync(f ydoc.Frame) error {
 		l.handle(l.sess.Resync())
 		return nil
 	}
+	l.logRemote(f, out)
 	l.handle(out)
 	if out.Synced && f.Sync == ydoc.SyncStep2 {
 		l.sizedBySync(len(f.Payload))

@@ -178,6 +178,8 @@ func (l *roomLoop) receive(in inbound) error {
 
 // handle carries out a session output.
 func (l *roomLoop) handle(out ydoc.Output) {
+	logged := l.logLocal(out) // the log has every update before the replica's next one
+	defer l.afterOutput()
 	for _, f := range out.Frames {
 		l.send(f)
 	}
@@ -188,6 +190,7 @@ func (l *roomLoop) handle(out ydoc.Output) {
 			l.r.prep.loaderWrote(now)
 		}
 		authors := l.authorsOf(c)
+		l.watchChange(c, now)
 		seq := l.hist.record(c, authors, now, !l.ready && !c.Local)
 		if c.EditID != 0 {
 			l.versions[c.EditID] = seq
@@ -200,8 +203,15 @@ func (l *roomLoop) handle(out ydoc.Output) {
 		l.r.emit(Event{Path: l.r.opts.Path, Kind: EventChanged, Time: now, Change: c, Authors: authors, Version: l.hist.versionAt(seq)})
 	}
 	l.noteChanges(out, now) // before the sync below marks the replica ready: a load is no change
+	if out.Saved {
+		l.logSaved(logged)
+		h, _ := l.sess.Doc().State()["hash"].(string)
+		l.watchSaved(h, now)
+	}
 	if out.Rescue != nil {
 		l.onRescue(out.Rescue, now)
+	} else if out.Synced && l.walPending() {
+		l.walDecided("nothing to rescue") // the lost replica had never synced
 	}
 	for _, d := range out.Done {
 		if !l.finishEdit(d) && d.Err != nil && out.Rescue == nil { // a rescue report lists its failures
@@ -218,6 +228,8 @@ func (l *roomLoop) handle(out ydoc.Output) {
 			l.r.prep.loaderWrote(now)
 		}
 		l.ready = true
+		h, _ := l.sess.Doc().State()["hash"].(string)
+		l.outside = outsideWatch{hash: h}
 		if l.snaps != nil {
 			if err := l.snaps.observe(l.sess.Doc(), ydoc.Change{}, l.hist.version(), nil, now, true); err != nil {
 				l.log.Warn().Err(err).Msg("could not record the joined version")
@@ -379,14 +391,15 @@ func (l *roomLoop) requestResetServerLost(reason string) {
 // after the next sync; views wait for it.
 func (l *roomLoop) reset() error {
 	id := l.r.opts.NewClientID()
-	reset := l.sess.Reset
-	if l.serverLost {
+	reset, lost := l.sess.Reset, l.serverLost
+	if lost {
 		reset = l.sess.ResetServerLost
 	}
 	l.serverLost = false
 	if err := reset(id); err != nil {
 		return err
 	}
+	l.walReset(l.needReset, lost)
 	if bye := l.aw.Goodbye(); bye != nil {
 		l.send(ydoc.EncodeAwarenessFrame(bye)) // the old client id (and its cursor) goes now
 	}

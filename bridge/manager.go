@@ -36,6 +36,10 @@ type ManagerOptions struct {
 	// Now is the clock of idle closing, and of every room whose Room.Now is not set (time.Now
 	// by default).
 	Now func() time.Time
+	// Journal keeps the write-ahead log of every document room (journal.go); nil: none. When Run
+	// starts, the documents whose logs hold work the server may not have saved (the sidecar
+	// stopped or died with it) are opened and rescued.
+	Journal Journal
 }
 
 // GlobalAwarenessRoom is the id of JupyterLab's awareness-only room.
@@ -119,6 +123,55 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 		first: make(chan struct{}, 1), saves: NewSaves(opts.SaveConcurrency), globalNamed: make(chan struct{})}, nil
 }
 
+// JournalStats counts what the rooms' write-ahead log did (zero without one).
+func (m *Manager) JournalStats() (JournalStats, bool) {
+	if m.opts.Journal == nil {
+		return JournalStats{}, false
+	}
+	return m.opts.Journal.Stats(), true
+}
+
+// recover opens the rooms of the documents whose logs hold work the server may not have saved:
+// each adopts what its log holds and rescues it at its first sync (journal.go). A document the
+// server cannot serve yet (it is starting) is tried again, with backoff, until the manager
+// stops; one that is gone keeps its log, and its room says so.
+func (m *Manager) recover() {
+	docs, err := m.opts.Journal.AtRisk()
+	if err != nil {
+		m.log.Error().Err(err).Msg("could not list the journals holding unsaved work")
+		return
+	}
+	for _, d := range docs {
+		m.log.Info().Str(logfield.Path, d.Path).Str(logfield.Kind, d.Kind.String()).Int64("bytes", d.Bytes).
+			Msg("the journal holds work the server may not have saved: opening the document to rescue it")
+	}
+	bo := newBackoff(time.Second, 30*time.Second)
+	for len(docs) > 0 && m.life.Err() == nil {
+		var again []JournalDoc
+		for _, d := range docs {
+			ctx, cancel := context.WithTimeout(m.life, m.opts.JoinTimeout)
+			_, err := m.open(ctx, d.Path, d.Kind, true)
+			cancel()
+			switch {
+			case err == nil:
+			case isPermanent(err) || IsNotFound(err):
+				m.log.Error().Err(err).Str(logfield.Path, d.Path).Msg("a document with unsaved work in the journal cannot be opened: the journal keeps it")
+				m.notices.add(Notice{Time: m.opts.Now(), Path: d.Path, Kind: "rescue_kept", DocKind: d.Kind.String(),
+					Message: fmt.Sprintf("the sidecar restarted with changes to %s that the server may not have saved, but the document cannot be opened (%v): they stay in the sidecar's journal and are brought back when it can be", d.Path, err)})
+			default:
+				again = append(again, d)
+			}
+		}
+		docs = again
+		if len(docs) > 0 {
+			select {
+			case <-m.life.Done():
+			case <-time.After(bo.Next()):
+			}
+		}
+	}
+}
+
 // SaveStats counts the save requests the rooms made (saveguard.go).
 func (m *Manager) SaveStats() SaveStats { return m.saves.Stats() }
 
@@ -148,6 +201,13 @@ func (m *Manager) Run(ctx context.Context) error {
 	if m.opts.GlobalAwareness {
 		m.startGlobal()
 	}
+	if m.opts.Journal != nil {
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			m.recover()
+		}()
+	}
 
 	period := 30 * time.Second
 	if m.opts.IdleTimeout > 0 && m.opts.IdleTimeout/4 < period {
@@ -173,6 +233,12 @@ func (m *Manager) Subscribe(buffer int) *Subscription { return m.hub.subscribe(b
 // Open returns the live room for a document, joining it if needed, once its replica is in sync.
 // Errors name what is wrong: no such file, a directory, the wrong kind of document.
 func (m *Manager) Open(ctx context.Context, path string, kind ydoc.Kind) (*Room, error) {
+	return m.open(ctx, path, kind, false)
+}
+
+// open is Open; recovering: a room opened to rescue what the journal holds, not for an agent
+// (it does not become the agent's current document).
+func (m *Manager) open(ctx context.Context, path string, kind ydoc.Kind, recovering bool) (*Room, error) {
 	path, err := CleanPath(path)
 	if err != nil {
 		return nil, err
@@ -213,12 +279,14 @@ func (m *Manager) Open(ctx context.Context, path string, kind ydoc.Kind) (*Room,
 	if err := room.WaitSynced(wctx); err != nil {
 		if errors.Is(err, ErrRoomClosed) && m.life.Err() == nil && ctx.Err() == nil {
 			release()
-			return m.Open(ctx, path, kind) // closed as idle while we joined it: start afresh
+			return m.open(ctx, path, kind, recovering) // closed as idle while we joined it: start afresh
 		}
 		return nil, fmt.Errorf("join %s: %w", path, err)
 	}
 	m.warm.Store(true)
-	m.touch(CurrentString(path, kind))
+	if !recovering {
+		m.touch(CurrentString(path, kind))
+	}
 	if id := room.Info().FileID; id != "" {
 		m.rememberFileID(path, kind, id)
 	}
@@ -355,9 +423,11 @@ func (m *Manager) start(key roomKey) (*Room, error) {
 	opts.OnEvent = m.onRoomEvent
 	opts.Saves = m.saves
 	opts.Presence = m.presence
+	opts.Journal = m.opts.Journal
 	if key.fork != "" {
 		opts.Fork, opts.ForkAlive = key.fork, m.forkAlive(key)
 		opts.HistoryDir = "" // forks live in server memory: their history would outlive them
+		opts.Journal = nil
 	}
 	room, err := NewRoom(opts)
 	if err != nil {
@@ -477,7 +547,9 @@ func (m *Manager) closeIdle() {
 		}
 	}
 	for key, r := range m.rooms {
-		if r.LastUsed().Before(cutoff) && r.hub.count() == 0 && !hasForks[key] {
+		// A room holding work the server may not have saved stays: closing it would leave that
+		// work to the journal alone.
+		if r.LastUsed().Before(cutoff) && r.hub.count() == 0 && !hasForks[key] && !r.AtRisk() {
 			delete(m.rooms, key) // out of the table first: a concurrent Open starts a fresh room
 			idle = append(idle, r)
 		}

@@ -302,6 +302,8 @@ func (s *JupyterServer) start(ctx context.Context) error {
 		"IPYTHONDIR="+filepath.Join(s.opts.StateDir, "ipython"),
 		"JUPYTER_PLATFORM_DIRS=1",
 		"PYTHONUNBUFFERED=1",
+		// A sidecar the server starts (the pip extension) keeps its state here, not in the home.
+		"XDG_STATE_HOME="+filepath.Join(s.opts.StateDir, "xdg-state"),
 	)
 	var w io.Writer = s.log
 	if s.opts.Log != nil {

@@ -85,6 +85,11 @@ func NewDoc(kind Kind, clientID uint32, log zerolog.Logger) (*Doc, error) {
 	if clientID == 0 {
 		return nil, errors.New("new doc: client id 0 is reserved for the server's deterministic rebuild")
 	}
+	return newDoc(kind, clientID, log)
+}
+
+// newDoc is NewDoc without the check on the client id (LoadDeterministic writes as client 0).
+func newDoc(kind Kind, clientID uint32, log zerolog.Logger) (*Doc, error) {
 	d := &Doc{kind: kind, log: log, clientID: uint64(clientID), ord: newCellOrder()}
 	err := withEngine(log, func() error {
 		d.yd = y.NewDoc("", true, y.DefaultGCFilter, nil, false)

@@ -244,6 +244,8 @@ type Txn struct {
 	// keepWeight: how much a restore should avoid moving a cell (a move re-creates the cell, and
 	// what someone types in it meanwhile is lost); nil: every cell alike.
 	keepWeight func(id string) int
+	// clean: edits do not mark the document dirty (a server loading a file: LoadDeterministic).
+	clean bool
 }
 
 // Kind returns the document model.
@@ -683,7 +685,12 @@ func (tx *Txn) SetState(key string, value any) error {
 }
 
 // markDirty sets state.dirty = true after an edit, as @jupyter/ydoc 4.x does.
-func (tx *Txn) markDirty() error { return tx.SetState("dirty", true) }
+func (tx *Txn) markDirty() error {
+	if tx.clean {
+		return nil
+	}
+	return tx.SetState("dirty", true)
+}
 
 func newPrelimMap() *y.YMap { return y.NewYMap(nil) }
 

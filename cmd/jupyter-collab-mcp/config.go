@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -46,7 +47,8 @@ type Config struct {
 	AlwaysEmbedSchema bool
 	Toolsets          []string // toolsets and tools offered (tools/toolsets.go)
 	NoGlobalAwareness bool
-	StateDir          string
+	StateDir          string // "" memory only (resolved: never "auto" or "none" after loadConfig)
+	stateDirAuto      bool   // StateDir is the default location (not given): failing to use it is not fatal
 	HistoryBudgetMB   int
 	MaxResponseTokens int
 	Tokenizer         string
@@ -174,11 +176,11 @@ func options() []option {
 		{"agent-initials", "AGENT_INITIALS", "AI", "initials shown in JupyterLab's collaborator list", "string", false, str(func(c *Config) *string { return &c.AgentInitials })},
 		{"agent-color", "AGENT_COLOR", "#7c3aed", "cursor and avatar colour", "string", false, str(func(c *Config) *string { return &c.AgentColor })},
 		{"no-global-awareness", "NO_GLOBAL_AWARENESS", "false", "do not join JupyterLab's global awareness room (the agent then does not appear in the collaborators panel)", "bool", false, boolean(func(c *Config) *bool { return &c.NoGlobalAwareness })},
-		{"no-autosave", "NO_AUTOSAVE", "false", "do not ask the server to autosave (by default the agent asks, so edits reach the file even with no human connected); also turns the save guard (--save-interval) off", "bool", false, boolean(func(c *Config) *bool { return &c.NoAutosave })},
-		{"save-interval", "SAVE_INTERVAL", "5s", "while a document holds changes jupyter-server has not saved, ask it to save at least this often (0: leave saving to the server, which waits for a second without changes)", "duration", false, func(c *Config, v string) error {
+		{"no-autosave", "NO_AUTOSAVE", "false", "do not ask the server to autosave (by default the agent asks, so edits reach the file)", "bool", false, boolean(func(c *Config) *bool { return &c.NoAutosave })},
+		{"save-interval", "SAVE_INTERVAL", "60s", "how far the file on disk may lag behind a document that never pauses (jupyter-server saves by itself a second after the last change; the sidecar asks for a save when that did not happen, spaced by five times what a save takes; the write-ahead log, not the file, keeps changes safe); 0: leave saving to the server", "duration", false, func(c *Config, v string) error {
 			d, err := time.ParseDuration(v)
 			if err != nil || d < 0 {
-				return fmt.Errorf("not a duration of 0 or more (like 5s; 0 turns the save guard off): %q", v)
+				return fmt.Errorf("not a duration of 0 or more (like 60s; 0 turns the sidecar's save requests off): %q", v)
 			}
 			c.SaveInterval = d
 			return nil
@@ -187,8 +189,8 @@ func options() []option {
 		{"dead-room-wait", "DEAD_ROOM_WAIT", "6m", "on jupyter-server-documents, stay away this long from a room that stopped answering, so the server frees it and loads it afresh (its defaults free a room 60s after its last activity, at a pass every 300s)", "duration", false, duration(func(c *Config) *time.Duration { return &c.DeadRoomWait })},
 		{"session-idle-ttl", "MCP_SESSION_IDLE_TTL", "30m", "free HTTP MCP sessions idle for this long", "duration", false, duration(func(c *Config) *time.Duration { return &c.SessionIdleTTL })},
 		{"call-timeout", "MCP_CALL_TIMEOUT", "2m", "upper bound of one tool call", "duration", false, duration(func(c *Config) *time.Duration { return &c.CallTimeout })},
-		{"state-dir", "STATE_DIR", "", "directory for state that should survive restarts (document histories); empty: memory only", "string", false, str(func(c *Config) *string { return &c.StateDir })},
-		{"history-budget-mb", "HISTORY_BUDGET_MB", "32", "megabytes of restorable versions kept per document (the oldest go first)", "int", false, integer(func(c *Config) *int { return &c.HistoryBudgetMB })},
+		{"state-dir", "STATE_DIR", "auto", "directory for state that survives restarts, per jupyter-server: the write-ahead log of the open documents (journal/) and their histories (history/); auto: $XDG_STATE_HOME/jupyter-collab-mcp, else ~/.local/state/jupyter-collab-mcp; none: memory only (the log is then kept in memory and lost with the process)", "string", false, str(func(c *Config) *string { return &c.StateDir })},
+		{"history-budget-mb", "HISTORY_BUDGET_MB", "32", "megabytes of restorable versions kept per document", "int", false, integer(func(c *Config) *int { return &c.HistoryBudgetMB })},
 		{"max-response-tokens", "MAX_RESPONSE_TOKENS", strconv.Itoa(tools.DefaultMaxResponseTokens), "default max_tokens of content tools and the cap of resources (some clients reject results over 25000 tokens)", "int", false, integer(func(c *Config) *int { return &c.MaxResponseTokens })},
 		{"tokenizer", "TOKENIZER", "o200k_base", "token encoding for counts and budgets: o200k_base or cl100k_base (both compiled in)", "string", false, str(func(c *Config) *string { return &c.Tokenizer })},
 		{"toolsets", "MCP_TOOLSETS", "default", "the tools sessions are offered, comma-separated: toolsets (" + strings.Join(tools.ToolsetNames(), ", ") + "; default is the daily loop, all every tool) and tool names; over HTTP a request may choose its own (" + tools.ToolsetHeader + " header or ?" + tools.ToolsetQuery + "=)", "list", false, list(func(c *Config) *[]string { return &c.Toolsets })},
@@ -294,6 +296,7 @@ func loadConfig(args []string, getenv func(string) string, readFile func(string)
 	if c.ShowVersion {
 		return c, nil
 	}
+	c.resolveStateDir(getenv)
 	if err := c.splitJupyterURL(); err != nil {
 		return c, err
 	}
@@ -368,6 +371,24 @@ scan:
 		return errors.New("JUPYTER_URL carries a token that differs from JUPYTER_TOKEN (or --jupyter-token-file): give it once, or make them agree")
 	}
 	return nil
+}
+
+// resolveStateDir turns the state directory's special values into a path: auto is the user's
+// state directory ($XDG_STATE_HOME, else ~/.local/state, as the XDG base directory
+// specification says), none is memory only. Without either variable auto is memory only too.
+func (c *Config) resolveStateDir(getenv func(string) string) {
+	switch c.StateDir {
+	case "none":
+		c.StateDir = ""
+	case "auto", "":
+		c.stateDirAuto = true
+		c.StateDir = ""
+		if x := getenv("XDG_STATE_HOME"); filepath.IsAbs(x) {
+			c.StateDir = filepath.Join(x, "jupyter-collab-mcp")
+		} else if h := getenv("HOME"); filepath.IsAbs(h) {
+			c.StateDir = filepath.Join(h, ".local", "state", "jupyter-collab-mcp")
+		}
+	}
 }
 
 // urlHasToken reports whether a URL carries a ?token= query.

@@ -23,6 +23,7 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/journalstore"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/jupyterserver"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/jupyter"
@@ -68,6 +69,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	adapter := jupyterserver.NewWithEngine(client, cfg.Engine)
 	checkJupyter(ctx, client, adapter, log)
+	state, err := openState(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer state.close()
 
 	manager, err := bridge.NewManager(bridge.ManagerOptions{
 		Jupyter:         adapter,
@@ -82,12 +88,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 				Initials:    cfg.AgentInitials,
 				Color:       cfg.AgentColor,
 			},
-			NoAutosave:    cfg.NoAutosave,
-			SaveInterval:  cfg.SaveInterval,
-			DeadRoomWait:  cfg.DeadRoomWait,
-			HistoryBudget: cfg.HistoryBudgetMB << 20,
-			HistoryDir:    cfg.StateDir,
+			NoAutosave:       cfg.NoAutosave,
+			SaveInterval:     cfg.SaveInterval,
+			DeadRoomWait:     cfg.DeadRoomWait,
+			HistoryBudget:    cfg.HistoryBudgetMB << 20,
+			HistoryDir:       state.dir,
+			HistoryLegacyDir: state.legacyDir,
 		},
+		Journal: journalstore.New(state.journal),
 	})
 	if err != nil {
 		return err
