@@ -8,6 +8,7 @@ import (
 	"math"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/rs/zerolog"
@@ -474,6 +475,14 @@ func writeCellKey(b *strings.Builder, c Cell, ignoreOutputs bool) {
 
 // writeCanonical writes a JSON-like value canonically: keys sorted, numbers by value (integral
 // ones as integers, others at float32 precision).
+// writeString writes a string as its length and its bytes: as unambiguous as a quoted string,
+// without escaping megabytes of output text on every fingerprint.
+func writeString(b *strings.Builder, s string) {
+	b.WriteString(strconv.Itoa(len(s)))
+	b.WriteByte('"')
+	b.WriteString(s)
+}
+
 func writeCanonical(b *strings.Builder, v any) {
 	switch t := v.(type) {
 	case nil:
@@ -485,7 +494,7 @@ func writeCanonical(b *strings.Builder, v any) {
 			b.WriteString("false")
 		}
 	case string:
-		fmt.Fprintf(b, "%q", t)
+		writeString(b, t)
 	case int:
 		writeNumber(b, float64(t))
 	case int64:
@@ -509,7 +518,8 @@ func writeCanonical(b *strings.Builder, v any) {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			fmt.Fprintf(b, "%q:", k)
+			writeString(b, k)
+			b.WriteByte(':')
 			writeCanonical(b, t[k])
 		}
 		b.WriteByte('}')
@@ -528,7 +538,7 @@ func writeCanonical(b *strings.Builder, v any) {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			fmt.Fprintf(b, "%q", x)
+			writeString(b, x)
 		}
 		b.WriteByte(']')
 	case []map[string]any:
