@@ -25,7 +25,8 @@ type ManagerOptions struct {
 	Room RoomOptions
 	// IdleTimeout closes rooms nobody used for this long (10 min; negative: never).
 	IdleTimeout time.Duration
-	// JoinTimeout bounds how long Open waits for a new room's first sync (30s).
+	// JoinTimeout bounds how long Open waits to join a room: its turn (firstJoin), the file's
+	// check and the room's first sync (20s: far below the 60 s after which MCP clients give up).
 	JoinTimeout time.Duration
 	// GlobalAwareness joins JupyterLab:globalAwareness, where JupyterLab's collaborators panel
 	// looks: the agent is listed with the document it works on.
@@ -100,7 +101,7 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 		return nil, fmt.Errorf("manager: rooms: %w", err)
 	}
 	if opts.JoinTimeout <= 0 {
-		opts.JoinTimeout = 30 * time.Second
+		opts.JoinTimeout = 20 * time.Second
 	}
 	if opts.SaveConcurrency <= 0 {
 		opts.SaveConcurrency = 4
@@ -187,9 +188,11 @@ func (m *Manager) Open(ctx context.Context, path string, kind ydoc.Kind) (*Room,
 	} else {
 		m.misses.Add(1)
 	}
+	wctx, cancel := context.WithTimeout(ctx, m.opts.JoinTimeout)
+	defer cancel()
 	release := func() {}
 	if room == nil && !m.warm.Load() {
-		if release, err = m.firstJoin(ctx); err != nil {
+		if release, err = m.firstJoin(wctx); err != nil {
 			return nil, err
 		}
 		defer release()
@@ -198,15 +201,13 @@ func (m *Manager) Open(ctx context.Context, path string, kind ydoc.Kind) (*Room,
 		}
 	}
 	if room == nil {
-		if err := m.checkFile(ctx, path, kind); err != nil {
+		if err := m.checkFile(wctx, path, kind); err != nil {
 			return nil, err
 		}
 		if room, err = m.start(key); err != nil {
 			return nil, err
 		}
 	}
-	wctx, cancel := context.WithTimeout(ctx, m.opts.JoinTimeout)
-	defer cancel()
 	if err := room.WaitSynced(wctx); err != nil {
 		if errors.Is(err, ErrRoomClosed) && m.life.Err() == nil && ctx.Err() == nil {
 			release()
@@ -235,7 +236,7 @@ func (m *Manager) firstJoin(ctx context.Context) (release func(), err error) {
 	select {
 	case m.first <- struct{}{}:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("wait for the first join: %w", ctx.Err())
+		return nil, fmt.Errorf("waiting for the first room of this server to be joined (joins take turns until one has synced): %w", ctx.Err())
 	case <-m.life.Done():
 		return nil, ErrManagerStopped
 	}

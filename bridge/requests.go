@@ -63,6 +63,8 @@ func (r *Room) whenReady(ctx context.Context, fn func(*roomLoop) error) error {
 	if err := r.do(ctx, func(l *roomLoop) { l.whenReady(rc) }); err != nil {
 		return err
 	}
+	bound := time.NewTimer(r.opts.ReadyWait)
+	defer bound.Stop()
 	select {
 	case err := <-rc.errc:
 		return err
@@ -78,7 +80,23 @@ func (r *Room) whenReady(ctx context.Context, fn func(*roomLoop) error) error {
 			return ctx.Err() // it will not run: nothing touches the caller's variables later
 		}
 		return <-rc.errc // already running on the room goroutine: wait for it (callbacks are short)
+	case <-bound.C:
+		if rc.state.CompareAndSwap(readPending, readCancelled) {
+			return r.notReadyErr()
+		}
+		return <-rc.errc
 	}
+}
+
+// notReadyErr says why a request gave up waiting for the replica to be in sync.
+func (r *Room) notReadyErr() error {
+	info := r.Info()
+	why := string(info.Status)
+	if info.Err != "" {
+		why += ": " + info.Err
+	}
+	return fmt.Errorf("room %s is not in sync with the server (%s): waited %s for it to sync; try again in a moment",
+		r.opts.Path, why, r.opts.ReadyWait)
 }
 
 // View runs fn on the replica in the room goroutine, once the replica holds the server's state

@@ -93,8 +93,11 @@ type RoomOptions struct {
 	HistoryBudget int
 	HistoryDir    string
 	// LoadWait bounds how long a read waits for the server to finish loading a notebook it
-	// streams in progressively (jupyter-collaboration 5.0; outputs.go) (60s).
+	// streams in progressively (jupyter-collaboration 5.0; outputs.go) (10s).
 	LoadWait time.Duration
+	// ReadyWait bounds how long a read waits for the replica to be in sync with the server (after
+	// a reconnect) before it fails saying so (20s).
+	ReadyWait time.Duration
 	// SaveInterval: while the document holds changes the server has not saved, ask it to save
 	// (Jupyter's RAW save message) once the oldest is this old, and then at most this often
 	// (saveguard.go). 0 leaves saving to the server: for engines without a save message, or that
@@ -151,6 +154,7 @@ func (o *RoomOptions) defaults() error {
 	def(&o.WriteTimeout, 10*time.Second)
 	def(&o.TickInterval, time.Second)
 	def(&o.SaveTimeout, 30*time.Second)
+	def(&o.ReadyWait, 20*time.Second)
 	if err := checkPingInterval(o.Jupyter, o.PingInterval); err != nil {
 		return fmt.Errorf("room %s: %w", o.Path, err)
 	}

@@ -166,6 +166,7 @@ type Server struct {
 	onCloseNorm  func(*Conn)
 	engine       bridge.Engine // what document sessions say the server speaks
 	stepTwoFirst bool          // jupyter-server-documents' handshake order
+	loader       bool          // rooms are written by client 0, as jupyter-collaboration's loader writes them
 
 	openCalls, dialCalls int
 	conns                []*Conn // every conn ever dialled, in order
@@ -474,7 +475,11 @@ func (s *Server) newRoomLocked(id, docType, fileID string) (*room, error) {
 		return nil, &CloseError{Code: CloseBadRequest, Reason: "Error initializing: " + p + "."}
 	}
 	s.nextCID++
-	doc, err := ydoc.NewDoc(kind, s.nextCID, zerolog.Nop())
+	newDoc := func() (*ydoc.Doc, error) { return ydoc.NewDoc(kind, s.nextCID, zerolog.Nop()) }
+	if s.loader {
+		newDoc = func() (*ydoc.Doc, error) { return ydoc.NewLoaderDoc(kind, zerolog.Nop()) }
+	}
+	doc, err := newDoc()
 	if err != nil {
 		return nil, &CloseError{Code: 4500, Reason: err.Error()}
 	}
@@ -482,7 +487,7 @@ func (s *Server) newRoomLocked(id, docType, fileID string) (*room, error) {
 		if kind == ydoc.KindText {
 			return tx.SetText(f.Text)
 		}
-		return tx.LoadNotebook(f.Notebook)
+		return tx.LoadNotebook(serverRead(f.Notebook))
 	})
 	if err != nil {
 		return nil, &CloseError{Code: 4500, Reason: err.Error()}
@@ -625,6 +630,44 @@ func copyNotebook(nb ydoc.Notebook) ydoc.Notebook {
 		return nb
 	}
 	return c
+}
+
+// serverRead is a notebook as jupyter-server reads its file: in nbformat 4.5, a cell without an
+// id, or with an id an earlier cell has, gets a new random id (nbformat's validator repairs it),
+// on every read.
+func serverRead(nb ydoc.Notebook) ydoc.Notebook {
+	nb = copyNotebook(nb)
+	if nb.NBFormatMinor < 5 {
+		return nb
+	}
+	seen := map[string]bool{}
+	for i := range nb.Cells {
+		if c := &nb.Cells[i]; c.ID == "" || seen[c.ID] {
+			c.ID = ydoc.NewCellID()
+		}
+		seen[nb.Cells[i].ID] = true
+	}
+	return nb
+}
+
+var _ bridge.NotebookFileServer = (*Server)(nil)
+
+// NotebookFile implements bridge.NotebookFileServer: the file as the contents API reads it
+// (serverRead).
+func (s *Server) NotebookFile(ctx context.Context, p string) (ydoc.Notebook, error) {
+	if err := ctx.Err(); err != nil {
+		return ydoc.Notebook{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return ydoc.Notebook{}, ErrConnRefused
+	}
+	f, ok := s.files[p]
+	if !ok || f.Type != "notebook" {
+		return ydoc.Notebook{}, &Error{Status: 404, Msg: "No such notebook: " + p, Perm: true}
+	}
+	return serverRead(f.Notebook), nil
 }
 
 // ReadFile implements bridge.FileReader.
