@@ -23,6 +23,8 @@ type link struct {
 	wg     sync.WaitGroup
 	closed bool
 	recv   atomic.Int64     // unix nanos of the last frame read, by now
+	// The sync step 1s the loop sent and the step 2s it got back (fresh.go); the loop's own.
+	stepOnes, stepTwos uint64
 	now    func() time.Time // the room's clock; write deadlines are the conn's business, in wall time
 }
 

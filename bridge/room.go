@@ -95,6 +95,9 @@ type RoomOptions struct {
 	// LoadWait bounds how long a read waits for the server to finish loading a notebook it
 	// streams in progressively (jupyter-collaboration 5.0; outputs.go) (10s).
 	LoadWait time.Duration
+	// NoFreshReads lets a read show what the replica holds without asking the server first
+	// for what it lacks (fresh.go): one round trip less, but an edit on its way is not shown.
+	NoFreshReads bool
 	// ReadyWait bounds how long a read waits for the replica to be in sync with the server (after
 	// a reconnect) before it fails saying so (20s).
 	ReadyWait time.Duration
@@ -476,6 +479,7 @@ type roomLoop struct {
 	saveSeq    uint64
 	ready      bool        // the replica holds the server's state
 	deferred   []*readCall // reads waiting for ready
+	fresh      []freshRead // reads waiting for the server's answer to their step 1 (fresh.go)
 	needReset  string      // non-empty: rebuild the replica before the next connect
 	serverLost bool        // the pending reset is for a room the server lost (it restarted)
 	awayFrom   time.Time   // when the last connection dropped (zero while connected)

@@ -5,8 +5,13 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
+	"math"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
 // Notebooks whose cells jupyter-server gives new random ids on every read — nbformat v3 (its
@@ -79,4 +84,72 @@ func partialCellIDs(t testing.TB, b []byte, n int) []byte {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// An edit by an independent yjs peer is in the sidecar's next read: a read asks the server for
+// what the replica lacks before it answers (bridge/fresh.go). 100 trials of a peer edit followed at
+// once by get_notebook; at least 99 must show it (a peer's update can still be in its own socket,
+// not yet at the server, when the read reaches the server). Then the price: the added time per
+// read, fresh against not, measured on the same room by turns.
+func TestFreshReadsShowAPeersEdit(t *testing.T) {
+	ctx := ctxT(t, 3*time.Minute)
+	name := uniqueName(t, ".ipynb")
+	if err := shared.WriteFile(name, fixture(t, "jupyter_ydoc--nb1.ipynb")); err != nil {
+		t.Fatal(err)
+	}
+	a := newAgent(t, shared)
+	a.ok(ctx, "get_notebook", map[string]any{"path": name})
+	p := newPeer(t)
+	if err := p.Connect(ctx, shared, name, "notebook"); err != nil {
+		t.Fatal(err)
+	}
+	const trials = 100
+	seen := 0
+	var missed []int
+	for i := 0; i < trials; i++ {
+		want := fmt.Sprintf("edited by the peer, trial %d", i)
+		if err := p.Transact(ctx, `const s = cells.get(0).get('source'); s.delete(0, s.length); s.insert(0, args.s)`, map[string]any{"s": want}); err != nil {
+			t.Fatal(err)
+		}
+		out := a.ok(ctx, "get_notebook", map[string]any{"path": name, "format": "json", "cell_range": map[string]any{"start": 0, "end": 0}, "include_collaboration_state": false})
+		if src, _ := cellResults(out)[0]["source"].(string); src == want {
+			seen++
+		} else {
+			missed = append(missed, i)
+		}
+	}
+	t.Logf("the peer's edit was in the next read in %d of %d trials (missed: %v)", seen, trials, missed)
+	if seen < 99 {
+		t.Errorf("the peer's edit was in the next read in only %d of %d trials (missed: %v)", seen, trials, missed)
+	}
+
+	// The price of a fresh read, on this room (bridge level: the room's Read with and without).
+	stale := newSidecar(t, shared, func(o *bridge.ManagerOptions) { o.Room.NoFreshReads = true })
+	fresh := a.sc
+	rooms := map[bool]*bridge.Room{}
+	for isFresh, sc := range map[bool]*sidecar{true: fresh, false: stale} {
+		r, err := sc.manager.Open(ctx, name, ydoc.KindNotebook)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rooms[isFresh] = r
+	}
+	const reads = 400
+	took := map[bool][]time.Duration{}
+	for i := 0; i < 2*reads; i++ {
+		isFresh := i%2 == 0
+		start := time.Now()
+		if err := rooms[isFresh].View(ctx, func(d *ydoc.Doc) error { _, err := d.Notebook(); return err }); err != nil {
+			t.Fatal(err)
+		}
+		took[isFresh] = append(took[isFresh], time.Since(start))
+	}
+	pct := func(ds []time.Duration, q float64) time.Duration {
+		s := slices.Clone(ds)
+		slices.Sort(s)
+		return s[min(len(s)-1, int(math.Ceil(q*float64(len(s))))-1)]
+	}
+	t.Logf("a read of %s (%d reads each, by turns): fresh p50 %s p99 %s; without p50 %s p99 %s; added p50 %s p99 %s",
+		name, reads, pct(took[true], .5), pct(took[true], .99), pct(took[false], .5), pct(took[false], .99),
+		pct(took[true], .5)-pct(took[false], .5), pct(took[true], .99)-pct(took[false], .99))
 }
