@@ -28,6 +28,9 @@ type ManagerOptions struct {
 	// JoinTimeout bounds how long Open waits to join a room: its turn (firstJoin), the file's
 	// check and the room's first sync (20s: far below the 60 s after which MCP clients give up).
 	JoinTimeout time.Duration
+	// FirstReadWait is how long a first read of a notebook whose room is not readable yet waits
+	// for it before it answers from the file (OpenForRead; 150ms; negative: it always waits).
+	FirstReadWait time.Duration
 	// GlobalAwareness joins JupyterLab:globalAwareness, where JupyterLab's collaborators panel
 	// looks: the agent is listed with the document it works on.
 	GlobalAwareness bool
@@ -102,6 +105,9 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 	}
 	if opts.JoinTimeout <= 0 {
 		opts.JoinTimeout = 20 * time.Second
+	}
+	if opts.FirstReadWait == 0 {
+		opts.FirstReadWait = 150 * time.Millisecond
 	}
 	if opts.SaveConcurrency <= 0 {
 		opts.SaveConcurrency = 4

@@ -279,13 +279,18 @@ func (r *Room) expectedFile(ctx context.Context) (*ydoc.Notebook, error) {
 	if exp != nil {
 		return exp, nil
 	}
-	fs, ok := r.opts.Jupyter.(NotebookFileServer)
-	if !ok {
-		return nil, fmt.Errorf("the server cannot read notebook files")
-	}
-	nb, err := fs.NotebookFile(ctx, r.opts.Path)
+	// The file as it is on disk (firstread.go) is the cheaper read: the server neither upgrades nor
+	// validates it. Files it cannot parse (nbformat 3) are read as the server upgrades them.
+	fr, err := readNotebookText(ctx, r.opts.Jupyter, r.opts.Path)
+	nb := fr.Notebook
 	if err != nil {
-		return nil, err
+		fs, ok := r.opts.Jupyter.(NotebookFileServer)
+		if !ok {
+			return nil, fmt.Errorf("the server cannot read notebook files")
+		}
+		if nb, err = fs.NotebookFile(ctx, r.opts.Path); err != nil {
+			return nil, err
+		}
 	}
 	r.prep.mu.Lock()
 	if !r.prep.loadingSince.IsZero() {

@@ -727,3 +727,26 @@ func (s *Server) bumpLocked() {
 	close(s.changed)
 	s.changed = make(chan struct{})
 }
+
+var _ bridge.NotebookTextServer = (*Server)(nil)
+
+// NotebookText implements bridge.NotebookTextServer: the notebook file's JSON (cell ids as the
+// file holds them; none for nbformat < 4.5).
+func (s *Server) NotebookText(ctx context.Context, p string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return nil, ErrConnRefused
+	}
+	f, ok := s.files[p]
+	if !ok || f.Type == "directory" {
+		return nil, &Error{Status: 404, Msg: "No such file: " + p, Perm: true}
+	}
+	if f.Type != "notebook" {
+		return []byte(f.Text), nil
+	}
+	return json.Marshal(f.Notebook.JSON())
+}

@@ -1,0 +1,210 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
+)
+
+// First reads from the file. Joining a notebook's room waits for the server to load the file into
+// it — half a second for 1,000 cells, seconds for more — while the file itself can be read at
+// once. OpenForRead starts the join and reads the file beside it: the first of the two to be ready
+// answers. A read from the file shows the notebook as its file holds it (the server's contents
+// API, the file as it is on disk): what the room will hold unless someone has changes the server
+// has not saved, marked as such for the agent. Edits wait for the room (Open).
+//
+// A cell's id in the file is the room's only where the server keeps it: jupyter-server gives a
+// cell without an id, or with an id an earlier cell has, a new random one when it loads the file
+// (nbformat's upgrade and repairs; jupyter_ydoc for files of nbformat < 4.5). FileRead leaves those
+// ids empty: the room's are not known until it has loaded.
+
+// NotebookTextServer is implemented by a Server that can read a notebook file's JSON as it is on
+// disk (without the server's upgrade and repairs of it).
+type NotebookTextServer interface {
+	NotebookText(ctx context.Context, path string) ([]byte, error)
+}
+
+// FileRead is a notebook as its file holds it, read while its room was joined.
+type FileRead struct {
+	Notebook ydoc.Notebook // cells whose id the room will not share have ID ""
+	NoIDs    int           // how many cells have no id yet
+	Took     time.Duration // how long the read took
+}
+
+// idlessReadWait is how long a first read waits for the room when the file's cells lack ids the
+// room will share (nbformat < 4.5, mostly): a read from the file could not name them, so it is
+// worth waiting for the room longer.
+const idlessReadWait = 2 * time.Second
+
+// errNoFileRead: the server cannot read files as text; joins are awaited.
+var errNoFileRead = errors.New("bridge: the server cannot read notebook files as text")
+
+// readNotebookText reads a notebook file as it is on disk, with the ids the server's room will
+// share (the others empty). Files of nbformat 3 (the server upgrades them, with new ids) are not
+// read here: their rooms are awaited.
+func readNotebookText(ctx context.Context, j Jupyter, path string) (FileRead, error) {
+	start := time.Now()
+	ts, ok := j.(NotebookTextServer)
+	if !ok {
+		return FileRead{}, errNoFileRead
+	}
+	b, err := ts.NotebookText(ctx, path)
+	if err != nil {
+		return FileRead{}, err
+	}
+	nb, err := ydoc.ParseNBFormat(b)
+	if err != nil {
+		return FileRead{}, fmt.Errorf("read %s from its file: %w", path, err)
+	}
+	noIDs := keepTrustedIDs(&nb)
+	return FileRead{Notebook: nb, NoIDs: noIDs, Took: time.Since(start)}, nil
+}
+
+// keepTrustedIDs empties the ids the server's room will not share (none, or an earlier cell's)
+// and returns how many cells have none.
+func keepTrustedIDs(nb *ydoc.Notebook) int {
+	seen := make(map[string]bool, len(nb.Cells))
+	n := 0
+	for i := range nb.Cells {
+		c := &nb.Cells[i]
+		if c.ID != "" && !seen[c.ID] {
+			seen[c.ID] = true
+			continue
+		}
+		c.ID = ""
+		n++
+	}
+	return n
+}
+
+// firstJoin reports whether the room is joining for the first time, or loading what it first
+// joined: what it holds is the file as the server loaded it, nothing more.
+func (r *Room) firstJoin() bool {
+	info := r.Info()
+	if info.Resets > 0 {
+		return false
+	}
+	_, loading := r.prep.loading()
+	return info.JoinedAt.IsZero() || loading
+}
+
+// readable reports whether a read of the room would answer at once: synced, no load awaited.
+func (r *Room) readable() bool {
+	select {
+	case <-r.done:
+		return false
+	case <-r.synced:
+	default:
+		return false
+	}
+	_, loading := r.prep.loading()
+	return !loading
+}
+
+// OpenForRead returns a notebook's room when a read of it answers at once. Otherwise it starts
+// joining the room (the join goes on after it returns: the next call finds the room) and returns
+// the room if it is readable within FirstReadWait (idlessReadWait when cells of the file have no
+// id the room will share), else the notebook as its file holds it, as soon as it has been read
+// (or the room, if it is readable first). A file that cannot be
+// read that way (nbformat 3, not JSON, a server without the contents API's text reads) leaves
+// the answer to the room.
+func (m *Manager) OpenForRead(ctx context.Context, path string) (*Room, *FileRead, error) {
+	path, err := CleanPath(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	r := m.Get(path, ydoc.KindNotebook)
+	if r != nil && r.readable() {
+		r.touch()
+		m.hits.Add(1)
+		m.touch(CurrentString(path, ydoc.KindNotebook))
+		return r, nil, nil
+	}
+	_, textReads := m.opts.Jupyter.(NotebookTextServer)
+	if !textReads || m.opts.FirstReadWait < 0 || r != nil && !isStopped(r) && !r.firstJoin() {
+		// Not a first read: a room the sidecar holds may have changes the file lacks.
+		r, err := m.Open(ctx, path, ydoc.KindNotebook)
+		return r, nil, err
+	}
+	type joined struct {
+		r   *Room
+		err error
+	}
+	joinc := make(chan joined, 1)
+	m.mu.Lock()
+	if m.life.Err() != nil {
+		m.mu.Unlock()
+		return nil, nil, ErrManagerStopped
+	}
+	m.wg.Add(1) // the join is the manager's: it goes on after this call
+	m.mu.Unlock()
+	go func() {
+		defer m.wg.Done()
+		jctx, cancel := context.WithTimeout(m.life, m.opts.JoinTimeout)
+		defer cancel()
+		r, err := m.Open(jctx, path, ydoc.KindNotebook)
+		joinc <- joined{r, err}
+	}()
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel() // the file read is this call's: it ends with it
+	type fileRead struct {
+		fr  FileRead
+		err error
+	}
+	filec := make(chan fileRead, 1)
+	go func() {
+		fr, err := readNotebookText(fctx, m.opts.Jupyter, path)
+		filec <- fileRead{fr, err}
+	}()
+	start := time.Now()
+	grace := time.NewTimer(m.opts.FirstReadWait)
+	defer grace.Stop()
+	var file *FileRead // read, waiting for the grace to end
+	waited := false    // the grace ended
+	for {
+		select {
+		case j := <-joinc:
+			if j.err != nil {
+				return nil, nil, j.err
+			}
+			if j.r.readable() || filec == nil && file == nil {
+				return j.r, nil, nil // readable now, or the file could not be read: its read awaits the load
+			}
+			joinc = nil // joined, still loading: the file answers first
+			if file != nil {
+				return nil, file, nil
+			}
+		case f := <-filec:
+			filec = nil
+			if f.err != nil {
+				if ctx.Err() != nil {
+					return nil, nil, fmt.Errorf("open %s: %w", path, ctx.Err())
+				}
+				m.log.Debug().Err(f.err).Str("path", path).Msg("a first read waits for the room: the file could not be read as a notebook")
+				if joinc == nil { // joined, still loading: the room answers (its read awaits the load)
+					r, err := m.Open(ctx, path, ydoc.KindNotebook)
+					return r, nil, err
+				}
+				continue
+			}
+			if joinc == nil || waited && f.fr.NoIDs == 0 {
+				return nil, &f.fr, nil
+			}
+			file = &f.fr
+			if f.fr.NoIDs > 0 { // a read without ids is worth less: the room gets longer
+				grace.Reset(max(idlessReadWait, m.opts.FirstReadWait) - time.Since(start))
+				waited = false
+			}
+		case <-grace.C:
+			waited = true
+			if file != nil {
+				return nil, file, nil
+			}
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("open %s: %w", path, ctx.Err())
+		}
+	}
+}

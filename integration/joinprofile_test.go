@@ -1,0 +1,202 @@
+//go:build integration
+
+package integration
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
+)
+
+// The join profile (docs/notebooks.md, "Joining a large notebook"): where the time of a cold join
+// goes, the sidecar's beside an independent yjs peer's (the server's own load time), on
+// jupyter-collaboration 5.0 with and without progressive loading and on jupyter-server-documents.
+// A measurement, not a test: it runs only with JCM_JOIN_PROFILE set (a directory for the CPU
+// profiles of the sidecar's joins) and takes a few minutes:
+//
+//	JCM_JOIN_PROFILE=/tmp/joinprof /work/wt/realserver go test -count=1 -tags integration \
+//	  -run TestJoinProfile -v -timeout 30m ./integration/
+//
+// JCM_JOIN_ENGINES (jc5,jc5-progressive,jsd by default) and JCM_JOIN_ROUNDS (3) narrow it.
+func TestJoinProfile(t *testing.T) {
+	dir := os.Getenv("JCM_JOIN_PROFILE")
+	if dir == "" {
+		t.Skip("a measurement: set JCM_JOIN_PROFILE to a directory for the profiles")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	engines := strings.Split(envOr("JCM_JOIN_ENGINES", "jc5,jc5-progressive,jsd"), ",")
+	rounds := 3
+	if n, err := fmt.Sscan(os.Getenv("JCM_JOIN_ROUNDS"), &rounds); n != 1 || err != nil {
+		rounds = 3
+	}
+	notebooks := []struct {
+		name string
+		data []byte
+		n    int
+	}{
+		{"1000-cells", largeNotebook(1000), 1000},
+		{"5000-cells", largeNotebook(5000), 5000},
+		{"20MB-images", imagesNotebook(100, 150<<10), 100},
+	}
+	var report []string
+	for _, e := range engines {
+		opts := ServerOptions{Root: t.TempDir(), StateDir: t.TempDir()}
+		switch e {
+		case "jc5":
+			opts.Engine = EngineJC5
+		case "jc5-progressive":
+			opts.Engine = EngineJC5
+			opts.ExtraArgs = []string{"--YDocExtension.document_load_progressively=True"}
+		case "jsd":
+			opts.Engine = EngineJSD
+		default:
+			t.Fatalf("unknown engine %q", e)
+		}
+		ctx := ctxT(t, 20*time.Minute)
+		srv, err := StartJupyter(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := newAgent(t, srv)
+		warm := "warm.ipynb"
+		if err := srv.WriteFile(warm, largeNotebook(2)); err != nil {
+			t.Fatal(err)
+		}
+		a.ok(ctx, "get_notebook", map[string]any{"path": warm})
+		for _, nb := range notebooks {
+			var peerSync, peerAll, first, join, edit []time.Duration
+			prof, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%s.cpu.pprof", e, nb.name)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < rounds; i++ {
+				// The peer: a cold room of its own file.
+				pname := fmt.Sprintf("peer-%s-%d.ipynb", nb.name, i)
+				if err := srv.WriteFile(pname, nb.data); err != nil {
+					t.Fatal(err)
+				}
+				p := newPeer(t)
+				start := time.Now()
+				if err := p.Connect(ctx, srv, pname, "notebook"); err != nil {
+					t.Fatal(err)
+				}
+				peerSync = append(peerSync, time.Since(start))
+				last := nb.n - 1
+				if _, err := p.WaitFor(ctx, fmt.Sprintf("nb.cells.length === %d && nb.cells[%d].outputs.length > 0", nb.n, last), 120000); err != nil {
+					t.Fatal(err)
+				}
+				peerAll = append(peerAll, time.Since(start))
+				_ = p.Close()
+
+				// The sidecar: its first answer, then ready to edit, then an edit.
+				sname := fmt.Sprintf("sidecar-%s-%d.ipynb", nb.name, i)
+				if err := srv.WriteFile(sname, nb.data); err != nil {
+					t.Fatal(err)
+				}
+				if i == 0 {
+					if err := pprof.StartCPUProfile(prof); err != nil {
+						t.Fatal(err)
+					}
+				}
+				start = time.Now()
+				out := a.ok(ctx, "get_notebook", map[string]any{"path": sname, "format": "outline", "max_content_length": 5_000_000})
+				first = append(first, time.Since(start))
+				if got, _ := out["cell_count"].(float64); int(got) != nb.n {
+					t.Fatalf("%s %s: the first read gave %v cells", e, nb.name, out["cell_count"])
+				}
+				room, err := a.sc.manager.Open(ctx, sname, ydoc.KindNotebook)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := room.View(ctx, func(*ydoc.Doc) error { return nil }); err != nil { // the load awaited
+					t.Fatal(err)
+				}
+				join = append(join, time.Since(start))
+				estart := time.Now()
+				if _, err := room.Edit(ctx, func(tx *ydoc.Txn, _ bool) error { return tx.SetSource(nb.n/2, "edited = True") }); err != nil {
+					t.Fatal(err)
+				}
+				edit = append(edit, time.Since(estart))
+				if i == 0 {
+					pprof.StopCPUProfile()
+				}
+				a.sc.manager.CloseRoom(sname, ydoc.KindNotebook)
+			}
+			_ = prof.Close()
+			line := fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s |", e, nb.name, p50(peerSync), p50(peerAll), p50(first), p50(join), p50(edit))
+			report = append(report, line)
+			t.Log(line)
+		}
+		srv.Stop()
+	}
+	t.Logf("\n| engine | notebook | yjs peer: synced | yjs peer: every cell and output | sidecar: first answer | sidecar: ready to edit | sidecar: first edit |\n|---|---|---|---|---|---|---|\n%s", strings.Join(report, "\n"))
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func p50(ds []time.Duration) string {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[(len(s)-1)/2].Round(time.Millisecond).String()
+}
+
+// largeNotebook is integration/bench's LargeNotebook: n code cells of about 1.5 kB of source,
+// a stream output and a result each (about 2 kB a cell), with ids.
+func largeNotebook(n int) []byte {
+	cells := make([]any, n)
+	for i := range cells {
+		src := strings.Repeat(fmt.Sprintf("value_%d = compute(%d, window=30)  # step %d\n", i, i, i), 30)
+		text := strings.Repeat(fmt.Sprintf("epoch %d: loss 0.%04d ok\n", i, i), 12)
+		data := strings.Repeat("0.123456789, ", 24)
+		cells[i] = map[string]any{
+			"cell_type": "code", "id": fmt.Sprintf("cell-%04d", i), "metadata": map[string]any{},
+			"execution_count": i + 1, "source": src,
+			"outputs": []any{
+				map[string]any{"output_type": "stream", "name": "stdout", "text": text},
+				map[string]any{"output_type": "execute_result", "execution_count": i + 1, "metadata": map[string]any{},
+					"data": map[string]any{"text/plain": "[" + data + "]"}},
+			},
+		}
+	}
+	b, _ := json.Marshal(map[string]any{"cells": cells, "metadata": map[string]any{}, "nbformat": 4, "nbformat_minor": 5})
+	return b
+}
+
+// imagesNotebook is n code cells each with a PNG output of about size bytes (base64 of random
+// bytes behind a PNG signature: what matters to the server and the sidecar is its size).
+func imagesNotebook(n, size int) []byte {
+	rng := rand.New(rand.NewPCG(1, 2))
+	cells := make([]any, n)
+	for i := range cells {
+		raw := make([]byte, size*3/4)
+		for j := range raw {
+			raw[j] = byte(rng.IntN(256))
+		}
+		copy(raw, "\x89PNG\r\n\x1a\n")
+		cells[i] = map[string]any{
+			"cell_type": "code", "id": fmt.Sprintf("img-%03d", i), "metadata": map[string]any{},
+			"execution_count": i + 1, "source": fmt.Sprintf("plot(figure=%d)", i),
+			"outputs": []any{map[string]any{"output_type": "display_data", "metadata": map[string]any{},
+				"data": map[string]any{"image/png": base64.StdEncoding.EncodeToString(raw), "text/plain": "<Figure>"}}},
+		}
+	}
+	b, _ := json.Marshal(map[string]any{"cells": cells, "metadata": map[string]any{}, "nbformat": 4, "nbformat_minor": 5})
+	return b
+}
