@@ -153,3 +153,37 @@ func TestFreshReadsShowAPeersEdit(t *testing.T) {
 		name, reads, pct(took[true], .5), pct(took[true], .99), pct(took[false], .5), pct(took[false], .99),
 		pct(took[true], .5)-pct(took[false], .5), pct(took[true], .99)-pct(took[false], .99))
 }
+
+// A cold 2,000-cell notebook: the first read answers before the server has loaded the room, from
+// the file (or from the room if it was quicker), with every cell; an edit right after it waits for
+// the room and reaches an independent yjs peer.
+func TestFirstReadFromTheFile(t *testing.T) {
+	ctx := ctxT(t, 3*time.Minute)
+	const n = 2000
+	a := newAgentWith(t, shared, func(o *bridge.ManagerOptions) { o.FirstReadWait = 150 * time.Millisecond }, nil)
+	warm := uniqueName(t, ".ipynb")
+	if err := shared.WriteFile(warm, largeNotebook(2)); err != nil {
+		t.Fatal(err)
+	}
+	a.ok(ctx, "get_notebook", map[string]any{"path": warm})
+	name := uniqueName(t, ".ipynb")
+	if err := shared.WriteFile(name, largeNotebook(n)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	out := a.ok(ctx, "get_notebook", map[string]any{"path": name, "format": "outline", "max_content_length": 5_000_000})
+	took := time.Since(start)
+	_, fromFile := out["from_file"]
+	t.Logf("first read of a cold %d-cell notebook: %s (from the file: %v)", n, took.Round(time.Millisecond), fromFile)
+	if out["cell_count"] != float64(n) || fromFile == (out["version"] != nil) {
+		t.Fatalf("first read: %d cells, version %v, from_file %v", out["cell_count"], out["version"], out["from_file"])
+	}
+	a.ok(ctx, "batch_update_notebook_cells", map[string]any{"path": name, "updates": []any{map[string]any{"cell_id": "cell-1000", "content": "edited_after_the_first_read = True"}}})
+	p := newPeer(t)
+	if err := p.Connect(ctx, shared, name, "notebook"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.WaitFor(ctx, fmt.Sprintf("nb.cells.length === %d && nb.cells[1000].source === 'edited_after_the_first_read = True'", n), 30000); err != nil {
+		t.Fatalf("the peer never saw the edit: %v", err)
+	}
+}
