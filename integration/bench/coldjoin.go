@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/integration"
 )
 
 // FirstReader is a server whose first read of a notebook answers before its room has loaded
@@ -94,12 +96,15 @@ func (r *Runner) peerJoin(ctx context.Context, t *Target, data []byte, cells int
 	if err != nil {
 		return 0, err
 	}
-	start := time.Now()
-	p, err := r.peer(ctx, path)
+	p, err := integration.StartPeer()
 	if err != nil {
 		return 0, err
 	}
 	defer p.Close()
+	start := time.Now() // the join, not the peer process's start
+	if err := p.Connect(ctx, r.JS, path, "notebook"); err != nil {
+		return 0, fmt.Errorf("peer connect: %w", err)
+	}
 	if _, err := p.WaitFor(ctx, fmt.Sprintf("nb.cells.length === %d", cells), int(r.Cfg.PeerTimeout.Milliseconds())); err != nil {
 		return 0, fmt.Errorf("the peer's join never held %d cells: %w", cells, err)
 	}
