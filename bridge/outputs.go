@@ -232,6 +232,10 @@ func (r *Room) awaitLoad(ctx context.Context) error {
 		}
 		var m fileMatch
 		if err := r.readRaw(ctx, false, func(d *ydoc.Doc, _ History) error {
+			if n := d.NumCells(); n < len(exp.Cells) { // cheap: the cells are still coming
+				m = fileMatch{cells: len(exp.Cells), lacking: len(exp.Cells) - n}
+				return nil
+			}
 			m = matchFile(d, exp)
 			return nil
 		}); err != nil {
@@ -259,6 +263,32 @@ func (r *Room) awaitLoad(ctx context.Context) error {
 		case _, ok := <-sub.C:
 			if !ok {
 				return r.stoppedErr()
+			}
+			// The loader writes a cell or an output a transaction: look again once the updates
+			// of the moment are in, not after each (every look reads the whole replica).
+			if err := drainFor(ctx, sub, loadLookEvery); err != nil {
+				return r.stoppedErr()
+			}
+		}
+	}
+}
+
+// loadLookEvery is how often a read waiting for a load looks at the replica again.
+const loadLookEvery = 20 * time.Millisecond
+
+// drainFor consumes a subscription's events for d (they only say "look again").
+func drainFor(ctx context.Context, sub *Subscription, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return nil // the caller's loop reports it
+		case _, ok := <-sub.C:
+			if !ok {
+				return ErrRoomClosed
 			}
 		}
 	}
