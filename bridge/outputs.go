@@ -63,7 +63,7 @@ type readPrep struct {
 
 	loadingSince time.Time      // the loader wrote after the sync (zero: no load going on)
 	loaderAt     time.Time      // when the loader last wrote
-	expected     *ydoc.Notebook // the file, for the load going on
+	expected     []fileCell     // the file, for the load going on
 }
 
 type fetchedOutput struct {
@@ -232,8 +232,8 @@ func (r *Room) awaitLoad(ctx context.Context) error {
 		}
 		var m fileMatch
 		if err := r.readRaw(ctx, false, func(d *ydoc.Doc, _ History) error {
-			if n := d.NumCells(); n < len(exp.Cells) { // cheap: the cells are still coming
-				m = fileMatch{cells: len(exp.Cells), lacking: len(exp.Cells) - n}
+			if n := d.NumCells(); n < len(exp) { // cheap: the cells are still coming
+				m = fileMatch{cells: len(exp), lacking: len(exp) - n}
 				return nil
 			}
 			m = matchFile(d, exp)
@@ -302,32 +302,77 @@ func (r *Room) loadWait() time.Duration {
 }
 
 // expectedFile returns the file the load going on comes from (read once per load).
-func (r *Room) expectedFile(ctx context.Context) (*ydoc.Notebook, error) {
+func (r *Room) expectedFile(ctx context.Context) ([]fileCell, error) {
 	r.prep.mu.Lock()
 	exp := r.prep.expected
 	r.prep.mu.Unlock()
 	if exp != nil {
 		return exp, nil
 	}
-	// The file as it is on disk (firstread.go) is the cheaper read: the server neither upgrades nor
-	// validates it. Files it cannot parse (nbformat 3) are read as the server upgrades them.
-	fr, err := readNotebookText(ctx, r.opts.Jupyter, r.opts.Path)
-	nb := fr.Notebook
+	exp, err := readFileCells(ctx, r.opts.Jupyter, r.opts.Path)
 	if err != nil {
-		fs, ok := r.opts.Jupyter.(NotebookFileServer)
-		if !ok {
-			return nil, fmt.Errorf("the server cannot read notebook files")
-		}
-		if nb, err = fs.NotebookFile(ctx, r.opts.Path); err != nil {
-			return nil, err
-		}
+		return nil, err
 	}
 	r.prep.mu.Lock()
 	if !r.prep.loadingSince.IsZero() {
-		r.prep.expected = &nb
+		r.prep.expected = exp
 	}
 	r.prep.mu.Unlock()
-	return &nb, nil
+	return exp, nil
+}
+
+// fileCell is what the load wait compares of a file's cell.
+type fileCell struct {
+	id      string // "" where the room will not share it (firstread.go)
+	code    bool
+	outputs int
+}
+
+// readFileCells reads what the load wait compares of a notebook file: the file as it is on disk
+// (the cheaper read: the server neither upgrades nor validates it, and only each cell's id, type
+// and number of outputs are decoded), or for files that are not nbformat 4 (nbformat 3) the
+// notebook as the server upgrades it.
+func readFileCells(ctx context.Context, j Jupyter, path string) ([]fileCell, error) {
+	if ts, ok := j.(NotebookTextServer); ok {
+		b, err := ts.NotebookText(ctx, path)
+		if err != nil {
+			return nil, err
+		}
+		var f struct {
+			NBFormat json.Number `json:"nbformat"`
+			Cells    []struct {
+				ID      any        `json:"id"`
+				Type    any        `json:"cell_type"`
+				Outputs []struct{} `json:"outputs"`
+			} `json:"cells"`
+		}
+		if err := json.Unmarshal(b, &f); err == nil && f.NBFormat.String() == "4" {
+			cells := make([]fileCell, len(f.Cells))
+			seen := make(map[string]bool, len(cells))
+			for i, c := range f.Cells {
+				id, _ := c.ID.(string)
+				if seen[id] {
+					id = ""
+				}
+				seen[id] = id != ""
+				cells[i] = fileCell{id: id, code: c.Type == ydoc.CellCode, outputs: len(c.Outputs)}
+			}
+			return cells, nil
+		}
+	}
+	fs, ok := j.(NotebookFileServer)
+	if !ok {
+		return nil, fmt.Errorf("the server cannot read notebook files")
+	}
+	nb, err := fs.NotebookFile(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	cells := make([]fileCell, len(nb.Cells))
+	for i, c := range nb.Cells {
+		cells[i] = fileCell{id: c.ID, code: c.Type == ydoc.CellCode, outputs: len(c.Outputs)}
+	}
+	return cells, nil
 }
 
 // fileMatch is how much of a notebook file a replica holds.
@@ -353,44 +398,44 @@ func (m fileMatch) String() string {
 // 4.0–4.4 files have no id at all (the room gives them new ones). So a file cell whose id the
 // replica holds is that cell, and the others are matched in order with the replica's cells no
 // file id named: the server loads a notebook cell after cell in the file's order, its outputs last.
-func matchFile(d *ydoc.Doc, file *ydoc.Notebook) fileMatch {
-	m := fileMatch{cells: len(file.Cells)}
-	cells, err := d.Cells(nil)
-	if err != nil {
-		return fileMatch{}
+func matchFile(d *ydoc.Doc, file []fileCell) fileMatch {
+	m := fileMatch{cells: len(file)}
+	ids, outs := d.CellIDs(), d.OutputCounts()
+	if len(ids) != len(outs) {
+		return fileMatch{cells: len(file), lacking: len(file)}
 	}
-	byID := make(map[string]int, len(cells))
-	for i, c := range cells {
-		if _, dup := byID[c.ID]; !dup && c.ID != "" {
-			byID[c.ID] = i
+	byID := make(map[string]int, len(ids))
+	for i, id := range ids {
+		if _, dup := byID[id]; !dup && id != "" {
+			byID[id] = i
 		}
 	}
-	named := make([]bool, len(cells))
-	pair := make([]int, len(file.Cells)) // the replica's cell of each file cell, -1 for none yet
-	for i, fc := range file.Cells {
+	named := make([]bool, len(ids))
+	pair := make([]int, len(file)) // the replica's cell of each file cell, -1 for none yet
+	for i, fc := range file {
 		pair[i] = -1
-		if j, ok := byID[fc.ID]; ok && fc.ID != "" && !named[j] {
+		if j, ok := byID[fc.id]; ok && fc.id != "" && !named[j] {
 			pair[i], named[j] = j, true
 		}
 	}
 	next := 0 // the replica's next cell no file id named
-	for i := range file.Cells {
+	for i := range file {
 		if pair[i] >= 0 {
 			continue
 		}
-		for next < len(cells) && named[next] {
+		for next < len(ids) && named[next] {
 			next++
 		}
-		if next < len(cells) {
+		if next < len(ids) {
 			pair[i] = next
 			next++
 		}
 	}
-	for i, fc := range file.Cells {
+	for i, fc := range file {
 		switch j := pair[i]; {
 		case j < 0:
 			m.lacking++
-		case fc.Type == ydoc.CellCode && len(fc.Outputs) > 0 && len(cells[j].Outputs) == 0:
+		case fc.code && fc.outputs > 0 && outs[j] == 0:
 			m.outputs++
 		}
 	}
