@@ -61,9 +61,9 @@ type readPrep struct {
 	bytes        int
 	resets       int // the room's resets when the cache was filled: a new server document empties it
 
-	loadingSince time.Time      // the loader wrote after the sync (zero: no load going on)
-	loaderAt     time.Time      // when the loader last wrote
-	expected     []fileCell     // the file, for the load going on
+	loadingSince time.Time  // the loader wrote after the sync (zero: no load going on)
+	loaderAt     time.Time  // when the loader last wrote
+	expected     []fileCell // the file, for the load going on
 }
 
 type fetchedOutput struct {
