@@ -43,7 +43,9 @@ func (l *roomLoop) freshen(rc *readCall) bool {
 	if l.link == nil || !l.sess.Synced() {
 		return false
 	}
-	l.handle(l.sess.Resync())
+	for _, f := range l.sess.Resync().Frames {
+		l.send(f)
+	}
 	l.fresh = append(l.fresh, freshRead{rc: rc, after: l.link.stepOnes, at: l.r.opts.Now()})
 	return true
 }
