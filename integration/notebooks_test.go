@@ -170,7 +170,7 @@ func TestFirstReadFromTheFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	out := a.ok(ctx, "get_notebook", map[string]any{"path": name, "format": "outline", "max_content_length": 5_000_000})
+	out := a.ok(ctx, "get_notebook", map[string]any{"path": name, "format": "json", "include_outputs": false, "cell_range": map[string]any{"start": 0, "end": 9}})
 	took := time.Since(start)
 	_, fromFile := out["from_file"]
 	t.Logf("first read of a cold %d-cell notebook: %s (from the file: %v)", n, took.Round(time.Millisecond), fromFile)
