@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -69,7 +70,7 @@ func TestJoinProfile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := newAgent(t, srv)
+		a := newAgentWith(t, srv, func(o *bridge.ManagerOptions) { o.FirstReadWait = 150 * time.Millisecond }, nil)
 		warm := "warm.ipynb"
 		if err := srv.WriteFile(warm, largeNotebook(2)); err != nil {
 			t.Fatal(err)
@@ -77,6 +78,7 @@ func TestJoinProfile(t *testing.T) {
 		a.ok(ctx, "get_notebook", map[string]any{"path": warm})
 		for _, nb := range notebooks {
 			var peerSync, peerAll, first, join, edit []time.Duration
+			fromFile := 0
 			prof, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%s.cpu.pprof", e, nb.name)))
 			if err != nil {
 				t.Fatal(err)
@@ -111,10 +113,14 @@ func TestJoinProfile(t *testing.T) {
 					}
 				}
 				start = time.Now()
-				out := a.ok(ctx, "get_notebook", map[string]any{"path": sname, "format": "outline", "max_content_length": 5_000_000})
+				_, res := a.call(ctx, "get_notebook", map[string]any{"path": sname, "format": "outline", "max_content_length": 5_000_000})
 				first = append(first, time.Since(start))
-				if got, _ := out["cell_count"].(float64); int(got) != nb.n {
-					t.Fatalf("%s %s: the first read gave %v cells", e, nb.name, out["cell_count"])
+				out, _ := res.StructuredContent.(map[string]any)
+				if got, _ := out["cell_count"].(float64); res.IsError || int(got) != nb.n {
+					t.Fatalf("%s %s: the first read gave %v cells: %v", e, nb.name, out["cell_count"], res.Content)
+				}
+				if _, ok := out["from_file"]; ok {
+					fromFile++
 				}
 				room, err := a.sc.manager.Open(ctx, sname, ydoc.KindNotebook)
 				if err != nil {
@@ -135,7 +141,7 @@ func TestJoinProfile(t *testing.T) {
 				a.sc.manager.CloseRoom(sname, ydoc.KindNotebook)
 			}
 			_ = prof.Close()
-			line := fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s |", e, nb.name, p50(peerSync), p50(peerAll), p50(first), p50(join), p50(edit))
+			line := fmt.Sprintf("| %s | %s | %s | %s | %s (%d of %d from the file) | %s | %s |", e, nb.name, p50(peerSync), p50(peerAll), p50(first), fromFile, rounds, p50(join), p50(edit))
 			report = append(report, line)
 			t.Log(line)
 		}
