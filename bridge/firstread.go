@@ -208,3 +208,77 @@ func (m *Manager) OpenForRead(ctx context.Context, path string) (*Room, *FileRea
 		}
 	}
 }
+
+// The file read beside a first join: the load wait compares the replica with the file once the
+// room has synced, and on jupyter-collaboration's default (non-progressive) load that compare is
+// all the wait there is, so the file is read while the server loads the room instead of after.
+
+// prefetchFile reads what the load wait compares of a notebook's file beside the room's first
+// join (on the manager's time: it goes on after the caller's call).
+func (m *Manager) prefetchFile(r *Room) {
+	if r.opts.Kind != ydoc.KindNotebook || r.opts.Transient != "" || r.opts.Fork != "" {
+		return
+	}
+	done := r.prep.startPrefetch()
+	if done == nil {
+		return
+	}
+	m.mu.Lock()
+	if m.life.Err() != nil {
+		m.mu.Unlock()
+		r.prep.endPrefetch(done, nil)
+		return
+	}
+	m.wg.Add(1)
+	m.mu.Unlock()
+	go func() {
+		defer m.wg.Done()
+		ctx, cancel := context.WithTimeout(m.life, m.opts.JoinTimeout)
+		defer cancel()
+		cells, err := readFileCells(ctx, m.opts.Jupyter, r.opts.Path)
+		if err != nil {
+			m.log.Debug().Err(err).Str("path", r.opts.Path).Msg("could not read the file beside the join; the load wait reads it")
+		}
+		r.prep.endPrefetch(done, cells)
+	}()
+}
+
+// startPrefetch marks a prefetch as started (nil: one was already).
+func (p *readPrep) startPrefetch() chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.prefetch != nil {
+		return nil
+	}
+	p.prefetch = make(chan struct{})
+	return p.prefetch
+}
+
+// endPrefetch keeps a prefetch's result (nil: it failed).
+func (p *readPrep) endPrefetch(done chan struct{}, cells []fileCell) {
+	p.mu.Lock()
+	p.prefetched = cells
+	p.mu.Unlock()
+	close(done)
+}
+
+// takePrefetched returns the prefetched file once, waiting for a prefetch in flight; nil when
+// there is none (any more).
+func (p *readPrep) takePrefetched(ctx context.Context) ([]fileCell, error) {
+	p.mu.Lock()
+	done := p.prefetch
+	p.mu.Unlock()
+	if done == nil {
+		return nil, nil
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cells := p.prefetched
+	p.prefetched = nil
+	return cells, nil
+}

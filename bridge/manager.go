@@ -213,6 +213,7 @@ func (m *Manager) Open(ctx context.Context, path string, kind ydoc.Kind) (*Room,
 		if room, err = m.start(key); err != nil {
 			return nil, err
 		}
+		m.prefetchFile(room) // the load wait's file, read while the server loads the room
 	}
 	if err := room.WaitSynced(wctx); err != nil {
 		if errors.Is(err, ErrRoomClosed) && m.life.Err() == nil && ctx.Err() == nil {

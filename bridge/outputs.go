@@ -61,9 +61,11 @@ type readPrep struct {
 	bytes        int
 	resets       int // the room's resets when the cache was filled: a new server document empties it
 
-	loadingSince time.Time  // the loader wrote after the sync (zero: no load going on)
-	loaderAt     time.Time  // when the loader last wrote
-	expected     []fileCell // the file, for the load going on
+	loadingSince time.Time     // the loader wrote after the sync (zero: no load going on)
+	loaderAt     time.Time     // when the loader last wrote
+	expected     []fileCell    // the file, for the load going on
+	prefetch     chan struct{} // closed when the file read beside the first join is in (firstread.go)
+	prefetched   []fileCell    // that read, for the first load check (nil: none, or used)
 }
 
 type fetchedOutput struct {
@@ -309,7 +311,10 @@ func (r *Room) expectedFile(ctx context.Context) ([]fileCell, error) {
 	if exp != nil {
 		return exp, nil
 	}
-	exp, err := readFileCells(ctx, r.opts.Jupyter, r.opts.Path)
+	exp, err := r.prep.takePrefetched(ctx)
+	if exp == nil && err == nil {
+		exp, err = readFileCells(ctx, r.opts.Jupyter, r.opts.Path)
+	}
 	if err != nil {
 		return nil, err
 	}
