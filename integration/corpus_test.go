@@ -194,24 +194,12 @@ func TestNotebookCorpus(t *testing.T) {
 	a := newAgentWith(t, shared, func(o *bridge.ManagerOptions) { o.FirstReadWait = 150 * time.Millisecond }, nil)
 	a.ok(ctx, "get_notebook", map[string]any{"path": nbs[0].path}) // the first join of this sidecar is not timed
 
-	// Open and read all, four at a time.
+	// Open and read all, one after the other: an open is timed as one agent meets it, not
+	// queued behind others' in the server.
 	results := make([]opened, len(nbs))
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for w := 0; w < 4; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				results[i] = openCorpusNotebook(ctx, a, nbs[i])
-			}
-		}()
+	for i, nb := range nbs {
+		results[i] = openCorpusNotebook(ctx, a, nb)
 	}
-	for i := range nbs {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
 
 	var times []time.Duration
 	var refused []opened
@@ -539,7 +527,7 @@ func runFirstCodeCell(ctx context.Context, t *testing.T, a *agent, nb *corpusNot
 		t.Logf("%s: its first cell needs what this environment lacks; skipped", nb.source)
 		return false
 	}
-	if st, _ := out["status"].(string); st != "ok" && st != "error" {
+	if st, _ := out["status"].(string); st != "completed" {
 		a.call(ctx, "interrupt_kernel", map[string]any{"path": nb.path})
 		t.Logf("%s: its first cell did not finish within 20 s (interrupted); skipped: %.300s", nb.source, text)
 		return false
