@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
@@ -124,7 +125,8 @@ func (m *Manager) OpenForRead(ctx context.Context, path string) (*Room, *FileRea
 		return r, nil, nil
 	}
 	_, textReads := m.opts.Jupyter.(NotebookTextServer)
-	if !textReads || m.opts.FirstReadWait < 0 || r != nil && !isStopped(r) && !r.firstJoin() {
+	if !textReads || m.opts.FirstReadWait < 0 || r != nil && !isStopped(r) && !r.firstJoin() || m.refused.recent(path, m.opts.Now()) {
+		// A file the server just refused is not read from the file again: the join says why.
 		// Not a first read: a room the sidecar holds may have changes the file lacks.
 		r, err := m.Open(ctx, path, ydoc.KindNotebook)
 		return r, nil, err
@@ -146,6 +148,9 @@ func (m *Manager) OpenForRead(ctx context.Context, path string) (*Room, *FileRea
 		jctx, cancel := context.WithTimeout(m.life, m.opts.JoinTimeout)
 		defer cancel()
 		r, err := m.Open(jctx, path, ydoc.KindNotebook)
+		if isPermanent(err) {
+			m.refused.add(path, m.opts.Now()) // a read from the file may have answered: the next read must say it
+		}
 		joinc <- joined{r, err}
 	}()
 	fctx, cancel := context.WithCancel(ctx)
@@ -281,4 +286,36 @@ func (p *readPrep) takePrefetched(ctx context.Context) ([]fileCell, error) {
 	cells := p.prefetched
 	p.prefetched = nil
 	return cells, nil
+}
+
+// refusals remembers, for a while, the notebooks whose join failed for good after a first read may
+// have answered from the file: the server refuses the file (it cannot load it), so the next read
+// waits for the join and gives the server's reason instead of the file again.
+type refusals struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+// refusalMemory is how long a refusal is remembered.
+const refusalMemory = time.Minute
+
+func (f *refusals) add(path string, now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.at == nil {
+		f.at = map[string]time.Time{}
+	}
+	for p, t := range f.at { // forget the old ones: the map stays small
+		if now.Sub(t) >= refusalMemory {
+			delete(f.at, p)
+		}
+	}
+	f.at[path] = now
+}
+
+func (f *refusals) recent(path string, now time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, ok := f.at[path]
+	return ok && now.Sub(t) < refusalMemory
 }

@@ -84,6 +84,7 @@ type Manager struct {
 
 	saves   *Saves      // the rooms' save requests: bounded and counted
 	notices noticeBoard // what agents must be told (rescue.go)
+	refused refusals    // notebooks whose join failed after a first read from the file (firstread.go)
 }
 
 type roomKey struct {

@@ -3,6 +3,7 @@ package bridge
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -141,4 +142,24 @@ func shape(nb *ydoc.Notebook) []fileCell {
 		out[i] = fileCell{id: c.ID, code: c.Type == ydoc.CellCode, outputs: len(c.Outputs)}
 	}
 	return out
+}
+
+// A refusal is remembered for refusalMemory, per path.
+func TestRefusalsAreRemembered(t *testing.T) {
+	var f refusals
+	now := time.Unix(1000, 0)
+	if f.recent("a.ipynb", now) {
+		t.Error("a refusal before any")
+	}
+	f.add("a.ipynb", now)
+	if !f.recent("a.ipynb", now.Add(refusalMemory-time.Second)) || f.recent("b.ipynb", now) {
+		t.Error("the refusal of a.ipynb is not remembered, or is b.ipynb's")
+	}
+	if f.recent("a.ipynb", now.Add(refusalMemory)) {
+		t.Error("a refusal remembered past refusalMemory")
+	}
+	f.add("b.ipynb", now.Add(2*refusalMemory))
+	if len(f.at) != 1 {
+		t.Errorf("old refusals kept: %v", f.at)
+	}
 }

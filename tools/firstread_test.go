@@ -93,3 +93,30 @@ func TestFirstReadFromTheRoomWhenItJoinsInTime(t *testing.T) {
 		t.Errorf("read: %s", compact(out))
 	}
 }
+
+// A notebook the server refuses to load may be read from the file first (the refusal comes with
+// the join); the next read gives the server's reason, not the file again.
+func TestFirstReadFromTheFileThenTheRefusal(t *testing.T) {
+	e := newEnvWith(t, nil, func(o *bridge.ManagerOptions) { o.FirstReadWait = 20 * time.Millisecond })
+	e.srv.BlockOpen()
+	e.srv.RejectConnections(bridgetest.CloseBadRequest, "Error initializing: nb.ipynb.")
+	out := e.ok("get_notebook", map[string]any{"path": bridgetest.NotebookPath, "format": "json"})
+	if out["from_file"] == nil {
+		t.Fatalf("first read: %s", compact(out))
+	}
+	e.srv.UnblockOpen()
+	deadline := time.Now().Add(waitLimit)
+	for {
+		r := e.call("get_notebook", map[string]any{"path": bridgetest.NotebookPath, "format": "json"})
+		if r.IsError {
+			if !strings.Contains(r.Texts[0], "refused to load the document") {
+				t.Errorf("the refusal: %s", r.Texts[0])
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reads kept answering from the file: %s", r)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
