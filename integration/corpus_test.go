@@ -636,7 +636,7 @@ func TestHostileNotebooks(t *testing.T) {
 	if err := srv.WriteFile(name, largeNotebook(3)); err != nil {
 		t.Fatal(err)
 	}
-	if out := a.ok(ctx, "get_notebook", map[string]any{"path": name, "format": "outline"}); out["cell_count"] != float64(3) {
+	if out := a.ok(ctx, "get_notebook", map[string]any{"path": name, "format": "json"}); out["cell_count"] != float64(3) {
 		t.Errorf("after the hostile notebooks: %v", out)
 	}
 }
