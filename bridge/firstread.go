@@ -131,6 +131,13 @@ func (m *Manager) OpenForRead(ctx context.Context, path string) (*Room, *FileRea
 		r, err := m.Open(ctx, path, ydoc.KindNotebook)
 		return r, nil, err
 	}
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel() // the file read is this call's: it ends with it
+	file := &sharedRead{done: make(chan struct{})}
+	go func() {
+		defer close(file.done)
+		file.fr, file.err = readNotebookText(fctx, m.opts.Jupyter, path)
+	}()
 	type joined struct {
 		r   *Room
 		err error
@@ -147,71 +154,99 @@ func (m *Manager) OpenForRead(ctx context.Context, path string) (*Room, *FileRea
 		defer m.wg.Done()
 		jctx, cancel := context.WithTimeout(m.life, m.opts.JoinTimeout)
 		defer cancel()
-		r, err := m.Open(jctx, path, ydoc.KindNotebook)
+		r, err := m.open(jctx, path, ydoc.KindNotebook, false)
 		if isPermanent(err) {
 			m.refused.add(path, m.opts.Now()) // a read from the file may have answered: the next read must say it
 		}
 		joinc <- joined{r, err}
-	}()
-	fctx, cancel := context.WithCancel(ctx)
-	defer cancel() // the file read is this call's: it ends with it
-	type fileRead struct {
-		fr  FileRead
-		err error
-	}
-	filec := make(chan fileRead, 1)
-	go func() {
-		fr, err := readNotebookText(fctx, m.opts.Jupyter, path)
-		filec <- fileRead{fr, err}
+		if err == nil {
+			m.handOver(jctx, r, file) // the load wait compares with this read, not another
+		}
 	}()
 	start := time.Now()
 	grace := time.NewTimer(m.opts.FirstReadWait)
 	defer grace.Stop()
-	var file *FileRead // read, waiting for the grace to end
-	waited := false    // the grace ended
+	filed := file.done
+	var answer *FileRead // read, waiting for the grace to end
+	waited := false      // the grace ended
 	for {
 		select {
 		case j := <-joinc:
 			if j.err != nil {
 				return nil, nil, j.err
 			}
-			if j.r.readable() || filec == nil && file == nil {
+			if j.r.readable() || filed == nil && answer == nil {
 				return j.r, nil, nil // readable now, or the file could not be read: its read awaits the load
 			}
 			joinc = nil // joined, still loading: the file answers first
-			if file != nil {
-				return nil, file, nil
+			if answer != nil {
+				return nil, answer, nil
 			}
-		case f := <-filec:
-			filec = nil
-			if f.err != nil {
+		case <-filed:
+			filed = nil
+			if file.err != nil {
 				if ctx.Err() != nil {
 					return nil, nil, fmt.Errorf("open %s: %w", path, ctx.Err())
 				}
-				m.log.Debug().Err(f.err).Str("path", path).Msg("a first read waits for the room: the file could not be read as a notebook")
+				m.log.Debug().Err(file.err).Str("path", path).Msg("a first read waits for the room: the file could not be read as a notebook")
 				if joinc == nil { // joined, still loading: the room answers (its read awaits the load)
 					r, err := m.Open(ctx, path, ydoc.KindNotebook)
 					return r, nil, err
 				}
 				continue
 			}
-			if joinc == nil || waited && f.fr.NoIDs == 0 {
-				return nil, &f.fr, nil
+			fr := file.fr
+			if joinc == nil || waited && fr.NoIDs == 0 {
+				return nil, &fr, nil
 			}
-			file = &f.fr
-			if f.fr.NoIDs > 0 { // a read without ids is worth less: the room gets longer
+			answer = &fr
+			if fr.NoIDs > 0 { // a read without ids is worth less: the room gets longer
 				grace.Reset(max(idlessReadWait, m.opts.FirstReadWait) - time.Since(start))
 				waited = false
 			}
 		case <-grace.C:
 			waited = true
-			if file != nil {
-				return nil, file, nil
+			if answer != nil {
+				return nil, answer, nil
 			}
 		case <-ctx.Done():
 			return nil, nil, fmt.Errorf("open %s: %w", path, ctx.Err())
 		}
 	}
+}
+
+// sharedRead is a first read's file read, which the join's load wait uses too.
+type sharedRead struct {
+	done chan struct{} // closed when fr, err are set
+	fr   FileRead
+	err  error
+}
+
+// handOver gives a room joined for a first read that read's file, for its load wait to compare
+// with (instead of reading the file again); a read that failed leaves the wait to read it.
+func (m *Manager) handOver(ctx context.Context, r *Room, file *sharedRead) {
+	done := r.prep.startPrefetch()
+	if done == nil {
+		return
+	}
+	var cells []fileCell
+	select {
+	case <-file.done:
+		if file.err == nil {
+			cells = fileCellsOf(file.fr.Notebook)
+		}
+	case <-ctx.Done():
+	}
+	r.prep.endPrefetch(done, cells)
+}
+
+// fileCellsOf is what the load wait compares of a notebook read from its file.
+func fileCellsOf(nb ydoc.Notebook) []fileCell {
+	out := make([]fileCell, len(nb.Cells))
+	for i, c := range nb.Cells {
+		out[i] = fileCell{id: c.ID, code: c.Type == ydoc.CellCode, outputs: len(c.Outputs)}
+	}
+	return out
 }
 
 // The file read beside a first join: the load wait compares the replica with the file once the

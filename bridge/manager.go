@@ -178,6 +178,12 @@ func (m *Manager) Subscribe(buffer int) *Subscription { return m.hub.subscribe(b
 // Open returns the live room for a document, joining it if needed, once its replica is in sync.
 // Errors name what is wrong: no such file, a directory, the wrong kind of document.
 func (m *Manager) Open(ctx context.Context, path string, kind ydoc.Kind) (*Room, error) {
+	return m.open(ctx, path, kind, true)
+}
+
+// open is Open; prefetch reads the file the load wait compares beside a cold join (OpenForRead
+// hands its own read over instead).
+func (m *Manager) open(ctx context.Context, path string, kind ydoc.Kind, prefetch bool) (*Room, error) {
 	path, err := CleanPath(path)
 	if err != nil {
 		return nil, err
@@ -214,12 +220,14 @@ func (m *Manager) Open(ctx context.Context, path string, kind ydoc.Kind) (*Room,
 		if room, err = m.start(key); err != nil {
 			return nil, err
 		}
-		m.prefetchFile(room) // the load wait's file, read while the server loads the room
+		if prefetch {
+			m.prefetchFile(room) // the load wait's file, read while the server loads the room
+		}
 	}
 	if err := room.WaitSynced(wctx); err != nil {
 		if errors.Is(err, ErrRoomClosed) && m.life.Err() == nil && ctx.Err() == nil {
 			release()
-			return m.Open(ctx, path, kind) // closed as idle while we joined it: start afresh
+			return m.open(ctx, path, kind, prefetch) // closed as idle while we joined it: start afresh
 		}
 		return nil, fmt.Errorf("join %s: %w", path, err)
 	}
