@@ -40,6 +40,10 @@ type FileRead struct {
 // worth waiting for the room longer.
 const idlessReadWait = 2 * time.Second
 
+// joinHeadStart bounds how long a first read's join waits for the server to answer the file read
+// (the file of a notebook of thousands of cells takes the server a few hundred milliseconds).
+const joinHeadStart = 2 * time.Second
+
 // errNoFileRead: the server cannot read files as text; joins are awaited.
 var errNoFileRead = errors.New("bridge: the server cannot read notebook files as text")
 
@@ -47,12 +51,24 @@ var errNoFileRead = errors.New("bridge: the server cannot read notebook files as
 // share (the others empty). Files of nbformat 3 (the server upgrades them, with new ids) are not
 // read here: their rooms are awaited.
 func readNotebookText(ctx context.Context, j Jupyter, path string) (FileRead, error) {
+	return readNotebookTextThen(ctx, j, path, nil)
+}
+
+// readNotebookTextThen is readNotebookText calling fetched (when not nil) once the server has
+// answered, before the sidecar parses the answer.
+func readNotebookTextThen(ctx context.Context, j Jupyter, path string, fetched func()) (FileRead, error) {
 	start := time.Now()
 	ts, ok := j.(NotebookTextServer)
 	if !ok {
+		if fetched != nil {
+			fetched()
+		}
 		return FileRead{}, errNoFileRead
 	}
 	b, err := ts.NotebookText(ctx, path)
+	if fetched != nil {
+		fetched()
+	}
 	if err != nil {
 		return FileRead{}, err
 	}
@@ -134,9 +150,10 @@ func (m *Manager) OpenForRead(ctx context.Context, path string) (*Room, *FileRea
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel() // the file read is this call's: it ends with it
 	file := &sharedRead{done: make(chan struct{})}
+	fetched := make(chan struct{})
 	go func() {
 		defer close(file.done)
-		file.fr, file.err = readNotebookText(fctx, m.opts.Jupyter, path)
+		file.fr, file.err = readNotebookTextThen(fctx, m.opts.Jupyter, path, func() { close(fetched) })
 	}()
 	type joined struct {
 		r   *Room
@@ -152,6 +169,16 @@ func (m *Manager) OpenForRead(ctx context.Context, path string) (*Room, *FileRea
 	m.mu.Unlock()
 	go func() {
 		defer m.wg.Done()
+		// The join waits for the server to have answered the file read (at most joinHeadStart):
+		// jupyter-server serves both from one event loop, and a room loading a large notebook holds
+		// it for seconds, so the read would wait for the load it is meant to spare the agent.
+		head := time.NewTimer(joinHeadStart)
+		select {
+		case <-fetched:
+		case <-head.C:
+		case <-m.life.Done():
+		}
+		head.Stop()
 		jctx, cancel := context.WithTimeout(m.life, m.opts.JoinTimeout)
 		defer cancel()
 		r, err := m.open(jctx, path, ydoc.KindNotebook, false)

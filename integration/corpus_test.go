@@ -564,7 +564,7 @@ func TestHostileNotebooks(t *testing.T) {
 	t.Cleanup(srv.Stop)
 	a := newAgentWith(t, srv, func(o *bridge.ManagerOptions) { o.FirstReadWait = 150 * time.Millisecond }, nil)
 	nested := func(depth int) string {
-		return `{"cells": [], "nbformat": 4, "nbformat_minor": 5, "metadata": {"deep": ` + strings.Repeat(`{"d": `, depth) + `1` + strings.Repeat(`}`, depth) + `}}`
+		return `{"cells": [{"cell_type": "markdown", "id": "m", "metadata": {}, "source": "deep"}], "nbformat": 4, "nbformat_minor": 5, "metadata": {"deep": ` + strings.Repeat(`{"d": `, depth) + `1` + strings.Repeat(`}`, depth) + `}}`
 	}
 	huge := func() []byte {
 		line := strings.Repeat("x", 99) + "\n"
@@ -588,8 +588,8 @@ func TestHostileNotebooks(t *testing.T) {
 		{"nbformat 5", func() []byte { return []byte(`{"cells": [], "metadata": {}, "nbformat": 5, "nbformat_minor": 0}`) }, 0, 2 * time.Second},
 		{"metadata nested 3,000 deep", func() []byte { return []byte(nested(3000)) }, 0, 5 * time.Second},
 		{"metadata nested 200 deep", func() []byte { return []byte(nested(200)) }, 1, 5 * time.Second},
-		{"10,000 cells", func() []byte { return largeNotebook(10000) }, 10000, 10 * time.Second},
-		{"a 100 MB output", huge, 1, 30 * time.Second},
+		{"10,000 cells", func() []byte { return largeNotebook(10000) }, 10000, 20 * time.Second},
+		{"a 100 MB output", huge, 1, 40 * time.Second},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
