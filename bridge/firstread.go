@@ -50,13 +50,9 @@ var errNoFileRead = errors.New("bridge: the server cannot read notebook files as
 // readNotebookText reads a notebook file as it is on disk, with the ids the server's room will
 // share (the others empty). Files of nbformat 3 (the server upgrades them, with new ids) are not
 // read here: their rooms are awaited.
-func readNotebookText(ctx context.Context, j Jupyter, path string) (FileRead, error) {
-	return readNotebookTextThen(ctx, j, path, nil)
-}
-
-// readNotebookTextThen is readNotebookText calling fetched (when not nil) once the server has
-// answered, before the sidecar parses the answer.
-func readNotebookTextThen(ctx context.Context, j Jupyter, path string, fetched func()) (FileRead, error) {
+// fetched (when not nil) is called once the server has answered, before the sidecar parses the
+// answer.
+func readNotebookText(ctx context.Context, j Jupyter, path string, fetched func()) (FileRead, error) {
 	start := time.Now()
 	ts, ok := j.(NotebookTextServer)
 	if !ok {
@@ -153,7 +149,7 @@ func (m *Manager) OpenForRead(ctx context.Context, path string) (*Room, *FileRea
 	fetched := make(chan struct{})
 	go func() {
 		defer close(file.done)
-		file.fr, file.err = readNotebookTextThen(fctx, m.opts.Jupyter, path, func() { close(fetched) })
+		file.fr, file.err = readNotebookText(fctx, m.opts.Jupyter, path, func() { close(fetched) })
 	}()
 	type joined struct {
 		r   *Room
