@@ -191,12 +191,20 @@ func (m *Manager) OpenForRead(ctx context.Context, path string) (*Room, *FileRea
 	defer grace.Stop()
 	filed := file.done
 	var answer *FileRead // read, waiting for the grace to end
+	var joinErr error    // the join gave up, but not for good
 	waited := false      // the grace ended
 	for {
 		select {
 		case j := <-joinc:
-			if j.err != nil {
+			if j.err != nil && (isPermanent(j.err) || filed == nil && answer == nil) {
 				return nil, nil, j.err
+			}
+			if j.err != nil { // the join gave up (a room too large to load within JoinTimeout): the file may not
+				joinc, joinErr = nil, j.err
+				if answer != nil {
+					return nil, answer, nil
+				}
+				continue
 			}
 			if j.r.readable() || filed == nil && answer == nil {
 				return j.r, nil, nil // readable now, or the file could not be read: its read awaits the load
@@ -212,6 +220,9 @@ func (m *Manager) OpenForRead(ctx context.Context, path string) (*Room, *FileRea
 					return nil, nil, fmt.Errorf("open %s: %w", path, ctx.Err())
 				}
 				m.log.Debug().Err(file.err).Str("path", path).Msg("a first read waits for the room: the file could not be read as a notebook")
+				if joinErr != nil {
+					return nil, nil, joinErr
+				}
 				if joinc == nil { // joined, still loading: the room answers (its read awaits the load)
 					r, err := m.Open(ctx, path, ydoc.KindNotebook)
 					return r, nil, err

@@ -388,15 +388,16 @@ func (c *Client) ContentsHashed(ctx context.Context, path, docType string, conte
 func (c *Client) FileText(ctx context.Context, path string) (string, error) {
 	u := c.endpoint("api", "contents", strings.Trim(path, "/"))
 	u.RawQuery = url.Values{"content": {"1"}, "type": {"file"}, "format": {"text"}}.Encode()
-	var e Entry
+	var e struct {
+		Content *string `json:"content"` // decoded straight into the text: a notebook can be large
+	}
 	if _, err := c.do(ctx, http.MethodGet, u, nil, &e); err != nil {
 		return "", err
 	}
-	var text string
-	if err := json.Unmarshal(e.Content, &text); err != nil {
-		return "", fmt.Errorf("GET %s: the content is not text: %w", u.Path, err)
+	if e.Content == nil {
+		return "", fmt.Errorf("GET %s: no text content", u.Path)
 	}
-	return text, nil
+	return *e.Content, nil
 }
 
 // List returns the entries of a directory.
