@@ -124,6 +124,7 @@ func profileEngine(t *testing.T, e, dir string, rounds int, notebooks []profiled
 					if err := pprof.StartCPUProfile(prof); err != nil {
 						t.Fatal(err)
 					}
+					t.Cleanup(pprof.StopCPUProfile) // a failed round must not keep it for the next engine
 				}
 				start = time.Now()
 				_, res := a.call(ctx, "get_notebook", map[string]any{"path": sname, "format": "outline", "max_content_length": 5_000_000})
@@ -139,8 +140,16 @@ func profileEngine(t *testing.T, e, dir string, rounds int, notebooks []profiled
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := room.View(ctx, func(*ydoc.Doc) error { return nil }); err != nil { // the load awaited
-					t.Fatal(err)
+				// The load awaited: a read gives up after LoadWait while a progressive load goes on,
+				// and is asked again.
+				for deadline := time.Now().Add(3 * time.Minute); ; {
+					err := room.View(ctx, func(*ydoc.Doc) error { return nil })
+					if err == nil {
+						break
+					}
+					if !strings.Contains(err.Error(), "still loading") || time.Now().After(deadline) {
+						t.Fatal(err)
+					}
 				}
 				join = append(join, time.Since(start))
 				synced = append(synced, room.Info().JoinedAt.Sub(start))
