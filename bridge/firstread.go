@@ -177,14 +177,11 @@ func (m *Manager) OpenForRead(ctx context.Context, path string) (*Room, *FileRea
 		head.Stop()
 		jctx, cancel := context.WithTimeout(m.life, m.opts.JoinTimeout)
 		defer cancel()
-		r, err := m.open(jctx, path, ydoc.KindNotebook, false)
+		r, err := m.open(jctx, path, ydoc.KindNotebook, func(r *Room) { m.handOver(r, file) })
 		if isPermanent(err) {
 			m.refused.add(path, m.opts.Now()) // a read from the file may have answered: the next read must say it
 		}
 		joinc <- joined{r, err}
-		if err == nil {
-			m.handOver(jctx, r, file) // the load wait compares with this read, not another
-		}
 	}()
 	start := time.Now()
 	grace := time.NewTimer(m.opts.FirstReadWait)
@@ -256,22 +253,33 @@ type sharedRead struct {
 	err  error
 }
 
-// handOver gives a room joined for a first read that read's file, for its load wait to compare
+// handOver gives a room started for a first read that read's file, for its load wait to compare
 // with (instead of reading the file again); a read that failed leaves the wait to read it.
-func (m *Manager) handOver(ctx context.Context, r *Room, file *sharedRead) {
+func (m *Manager) handOver(r *Room, file *sharedRead) {
 	done := r.prep.startPrefetch()
 	if done == nil {
 		return
 	}
-	var cells []fileCell
-	select {
-	case <-file.done:
-		if file.err == nil {
-			cells = fileCellsOf(file.fr.Notebook)
-		}
-	case <-ctx.Done():
+	m.mu.Lock()
+	if m.life.Err() != nil {
+		m.mu.Unlock()
+		r.prep.endPrefetch(done, nil)
+		return
 	}
-	r.prep.endPrefetch(done, cells)
+	m.wg.Add(1)
+	m.mu.Unlock()
+	go func() {
+		defer m.wg.Done()
+		var cells []fileCell
+		select {
+		case <-file.done: // bounded by the first read's call
+			if file.err == nil {
+				cells = fileCellsOf(file.fr.Notebook)
+			}
+		case <-m.life.Done():
+		}
+		r.prep.endPrefetch(done, cells)
+	}()
 }
 
 // fileCellsOf is what the load wait compares of a notebook read from its file.

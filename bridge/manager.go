@@ -178,12 +178,12 @@ func (m *Manager) Subscribe(buffer int) *Subscription { return m.hub.subscribe(b
 // Open returns the live room for a document, joining it if needed, once its replica is in sync.
 // Errors name what is wrong: no such file, a directory, the wrong kind of document.
 func (m *Manager) Open(ctx context.Context, path string, kind ydoc.Kind) (*Room, error) {
-	return m.open(ctx, path, kind, true)
+	return m.open(ctx, path, kind, m.prefetchFile)
 }
 
-// open is Open; prefetch reads the file the load wait compares beside a cold join (OpenForRead
-// hands its own read over instead).
-func (m *Manager) open(ctx context.Context, path string, kind ydoc.Kind, prefetch bool) (*Room, error) {
+// open is Open; prefetch gives a room it starts the file its load wait compares, read beside the
+// join (prefetchFile; OpenForRead hands its own read over instead).
+func (m *Manager) open(ctx context.Context, path string, kind ydoc.Kind, prefetch func(*Room)) (*Room, error) {
 	path, err := CleanPath(path)
 	if err != nil {
 		return nil, err
@@ -220,9 +220,7 @@ func (m *Manager) open(ctx context.Context, path string, kind ydoc.Kind, prefetc
 		if room, err = m.start(key); err != nil {
 			return nil, err
 		}
-		if prefetch {
-			m.prefetchFile(room) // the load wait's file, read while the server loads the room
-		}
+		prefetch(room) // the load wait's file, read while the server loads the room
 	}
 	if err := room.WaitSynced(wctx); err != nil {
 		if errors.Is(err, ErrRoomClosed) && m.life.Err() == nil && ctx.Err() == nil {
