@@ -589,7 +589,7 @@ func TestHostileNotebooks(t *testing.T) {
 		{"metadata nested 3,000 deep", func() []byte { return []byte(nested(3000)) }, 0, 5 * time.Second},
 		{"metadata nested 200 deep", func() []byte { return []byte(nested(200)) }, 1, 5 * time.Second},
 		{"10,000 cells", func() []byte { return largeNotebook(10000) }, 10000, 20 * time.Second},
-		{"a 100 MB output", huge, 1, 40 * time.Second},
+		{"a 100 MB output", huge, 1, map[bool]time.Duration{false: 30 * time.Second, true: 120 * time.Second}[raceEnabled]},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
