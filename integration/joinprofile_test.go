@@ -26,7 +26,7 @@ import (
 // A measurement, not a test: it runs only with JCM_JOIN_PROFILE set (a directory for the CPU
 // profiles of the sidecar's joins) and takes a few minutes:
 //
-//	JCM_JOIN_PROFILE=/tmp/joinprof /work/wt/realserver go test -count=1 -tags integration \
+//	JCM_JOIN_PROFILE=/tmp/joinprof go test -count=1 -tags integration \
 //	  -run TestJoinProfile -v -timeout 30m ./integration/
 //
 // JCM_JOIN_ENGINES (jc5,jc5-progressive,jsd by default) and JCM_JOIN_ROUNDS (3) narrow it.
