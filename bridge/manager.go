@@ -25,8 +25,12 @@ type ManagerOptions struct {
 	Room RoomOptions
 	// IdleTimeout closes rooms nobody used for this long (10 min; negative: never).
 	IdleTimeout time.Duration
-	// JoinTimeout bounds how long Open waits for a new room's first sync (30s).
+	// JoinTimeout bounds how long Open waits to join a room: its turn (firstJoin), the file's
+	// check and the room's first sync (20s: far below the 60 s after which MCP clients give up).
 	JoinTimeout time.Duration
+	// FirstReadWait is how long a first read of a notebook whose room is not readable yet waits
+	// for it before it answers from the file (OpenForRead; 150ms; negative: it always waits).
+	FirstReadWait time.Duration
 	// GlobalAwareness joins JupyterLab:globalAwareness, where JupyterLab's collaborators panel
 	// looks: the agent is listed with the document it works on.
 	GlobalAwareness bool
@@ -87,6 +91,7 @@ type Manager struct {
 
 	saves   *Saves      // the rooms' save requests: bounded and counted
 	notices noticeBoard // what agents must be told (rescue.go)
+	refused refusals    // notebooks whose join failed after a first read from the file (firstread.go)
 }
 
 type roomKey struct {
@@ -107,7 +112,10 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 		return nil, fmt.Errorf("manager: rooms: %w", err)
 	}
 	if opts.JoinTimeout <= 0 {
-		opts.JoinTimeout = 30 * time.Second
+		opts.JoinTimeout = 20 * time.Second
+	}
+	if opts.FirstReadWait == 0 {
+		opts.FirstReadWait = 150 * time.Millisecond
 	}
 	if opts.SaveConcurrency <= 0 {
 		opts.SaveConcurrency = 4
@@ -150,7 +158,7 @@ func (m *Manager) recover() {
 		var again []JournalDoc
 		for _, d := range docs {
 			ctx, cancel := context.WithTimeout(m.life, m.opts.JoinTimeout)
-			_, err := m.open(ctx, d.Path, d.Kind, true)
+			_, err := m.open(ctx, d.Path, d.Kind, m.prefetchFile, true)
 			cancel()
 			switch {
 			case err == nil:
@@ -233,12 +241,14 @@ func (m *Manager) Subscribe(buffer int) *Subscription { return m.hub.subscribe(b
 // Open returns the live room for a document, joining it if needed, once its replica is in sync.
 // Errors name what is wrong: no such file, a directory, the wrong kind of document.
 func (m *Manager) Open(ctx context.Context, path string, kind ydoc.Kind) (*Room, error) {
-	return m.open(ctx, path, kind, false)
+	return m.open(ctx, path, kind, m.prefetchFile, false)
 }
 
-// open is Open; recovering: a room opened to rescue what the journal holds, not for an agent
-// (it does not become the agent's current document).
-func (m *Manager) open(ctx context.Context, path string, kind ydoc.Kind, recovering bool) (*Room, error) {
+// open is Open. prefetch gives a room it starts the file its load wait compares, read beside the
+// join (prefetchFile; OpenForRead hands its own read over instead). recovering: a room opened to
+// rescue what the journal holds, not for an agent (it does not become the agent's current
+// document).
+func (m *Manager) open(ctx context.Context, path string, kind ydoc.Kind, prefetch func(*Room), recovering bool) (*Room, error) {
 	path, err := CleanPath(path)
 	if err != nil {
 		return nil, err
@@ -256,9 +266,11 @@ func (m *Manager) open(ctx context.Context, path string, kind ydoc.Kind, recover
 	} else {
 		m.misses.Add(1)
 	}
+	wctx, cancel := context.WithTimeout(ctx, m.opts.JoinTimeout)
+	defer cancel()
 	release := func() {}
 	if room == nil && !m.warm.Load() {
-		if release, err = m.firstJoin(ctx); err != nil {
+		if release, err = m.firstJoin(wctx); err != nil {
 			return nil, err
 		}
 		defer release()
@@ -267,19 +279,18 @@ func (m *Manager) open(ctx context.Context, path string, kind ydoc.Kind, recover
 		}
 	}
 	if room == nil {
-		if err := m.checkFile(ctx, path, kind); err != nil {
+		if err := m.checkFile(wctx, path, kind); err != nil {
 			return nil, err
 		}
 		if room, err = m.start(key); err != nil {
 			return nil, err
 		}
+		prefetch(room) // the load wait's file, read while the server loads the room
 	}
-	wctx, cancel := context.WithTimeout(ctx, m.opts.JoinTimeout)
-	defer cancel()
 	if err := room.WaitSynced(wctx); err != nil {
 		if errors.Is(err, ErrRoomClosed) && m.life.Err() == nil && ctx.Err() == nil {
 			release()
-			return m.open(ctx, path, kind, recovering) // closed as idle while we joined it: start afresh
+			return m.open(ctx, path, kind, prefetch, recovering) // closed as idle while we joined it: start afresh
 		}
 		return nil, fmt.Errorf("join %s: %w", path, err)
 	}
@@ -306,7 +317,7 @@ func (m *Manager) firstJoin(ctx context.Context) (release func(), err error) {
 	select {
 	case m.first <- struct{}{}:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("wait for the first join: %w", ctx.Err())
+		return nil, fmt.Errorf("waiting for the first room of this server to be joined (joins take turns until one has synced): %w", ctx.Err())
 	case <-m.life.Done():
 		return nil, ErrManagerStopped
 	}

@@ -100,8 +100,14 @@ type RoomOptions struct {
 	// Document rooms only (not forks, not awareness-only rooms).
 	Journal Journal
 	// LoadWait bounds how long a read waits for the server to finish loading a notebook it
-	// streams in progressively (jupyter-collaboration 5.0; outputs.go) (60s).
+	// streams in progressively (jupyter-collaboration 5.0; outputs.go) (10s).
 	LoadWait time.Duration
+	// NoFreshReads lets a read show what the replica holds without asking the server first
+	// for what it lacks (fresh.go): one round trip less, but an edit on its way is not shown.
+	NoFreshReads bool
+	// ReadyWait bounds how long a read waits for the replica to be in sync with the server (after
+	// a reconnect) before it fails saying so (20s).
+	ReadyWait time.Duration
 	// Saves of the document by the server (saveguard.go): they keep the file on disk current;
 	// the journal, not the file, is what keeps the work safe. While the document holds changes
 	// the server has not saved, the room asks for a save (Jupyter's RAW save message) once the
@@ -168,6 +174,7 @@ func (o *RoomOptions) defaults() error {
 	def(&o.SaveTimeout, 30*time.Second)
 	def(&o.SaveSpacing, time.Second)
 	def(&o.AutosaveWait, 2*time.Second)
+	def(&o.ReadyWait, 20*time.Second)
 	if err := checkPingInterval(o.Jupyter, o.PingInterval); err != nil {
 		return fmt.Errorf("room %s: %w", o.Path, err)
 	}
@@ -501,6 +508,7 @@ type roomLoop struct {
 	saveSeq    uint64
 	ready      bool        // the replica holds the server's state
 	deferred   []*readCall // reads waiting for ready
+	fresh      []freshRead // reads waiting for the server's answer to their step 1 (fresh.go)
 	needReset  string      // non-empty: rebuild the replica before the next connect
 	serverLost bool        // the pending reset is for a room the server lost (it restarted)
 	awayFrom   time.Time   // when the last connection dropped (zero while connected)

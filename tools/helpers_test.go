@@ -75,14 +75,15 @@ func callTimeout(d time.Duration) envOpt { return func(o *tools.Options) { o.Cal
 // newEnv starts everything on a fake holding files (the fake's default table when none).
 func newEnv(t *testing.T, files []bridgetest.File, opts ...envOpt) *env {
 	t.Helper()
-	return newEnvManager(t, files, nil, opts...)
+	return newEnvWith(t, files, nil, opts...)
 }
 
-// newEnvManager is newEnv with changed manager options.
-func newEnvManager(t *testing.T, files []bridgetest.File, manager func(*bridge.ManagerOptions), opts ...envOpt) *env {
+// newEnvWith is newEnv with changed manager options. By default a first read always waits for
+// the room (FirstReadWait -1): tests read a room and then change it as a collaborator would.
+func newEnvWith(t *testing.T, files []bridgetest.File, manager func(*bridge.ManagerOptions), opts ...envOpt) *env {
 	t.Helper()
 	srv := bridgetest.New(files...)
-	mo := bridge.ManagerOptions{Jupyter: srv, Logger: zerolog.Nop(), Room: fastRoom(), JoinTimeout: waitLimit}
+	mo := bridge.ManagerOptions{Jupyter: srv, Logger: zerolog.Nop(), Room: fastRoom(), JoinTimeout: waitLimit, FirstReadWait: -1}
 	if manager != nil {
 		manager(&mo)
 	}

@@ -22,7 +22,7 @@ func TestJournalInSessionsAndMetrics(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = store.Close() })
 	reg := prometheus.NewRegistry()
-	e := newEnvManager(t, nil, func(o *bridge.ManagerOptions) { o.Journal = journalstore.New(store) }, func(o *tools.Options) { o.Metrics = reg })
+	e := newEnvWith(t, nil, func(o *bridge.ManagerOptions) { o.Journal = journalstore.New(store) }, func(o *tools.Options) { o.Metrics = reg })
 	path := bridgetest.NotebookPath
 	e.ok("batch_insert_notebook_cells", map[string]any{"path": path, "cells": []map[string]any{{"id": "agent", "content": "x = 1"}}})
 	sessions := e.ok("get_active_sessions", map[string]any{})

@@ -61,7 +61,7 @@ func (s *Server) registerNotebookTools() {
 		).required("path"),
 		Example:  map[string]any{"path": "analysis/report.ipynb", "cell_range": map[string]any{"start": 0, "end": 9}},
 		ReadOnly: true, Idempotent: true, Forkable: true, Budgeted: true,
-		Doc: docRef{Arg: "path", Ref: refNotebook, Open: true},
+		Doc: docRef{Arg: "path", Ref: refNotebook, Open: true, FromFile: true},
 		Run: handle(s.readNotebookCells, s.renderNotebook),
 	})
 	s.register(&operation{
@@ -298,15 +298,37 @@ type notebookRead struct {
 	nb          ydoc.Notebook
 	version     bridge.Version
 	collab      *collab
-	first, last int      // the range asked for (inclusive)
-	idxs        []int    // the cells to show: the range, or those of it changed since a version
-	removed     []string // since_version: cells deleted since
+	first, last int              // the range asked for (inclusive)
+	idxs        []int            // the cells to show: the range, or those of it changed since a version
+	removed     []string         // since_version: cells deleted since
+	file        *bridge.FileRead // read from the file while the room is joined (no version yet)
 	since       ydoc.Change
 	saved       int // since_version: what the cells not resent would have cost
 }
 
 // readNotebookCells reads the notebook and selects the cells to show.
 func (s *Server) readNotebookCells(ctx context.Context, c *call, a getNotebookArgs) (notebookRead, error) {
+	if c.File != nil && a.SinceVersion != "" { // what changed since a version: the room's history
+		room, err := s.openDoc(ctx, c.Path, ydoc.KindNotebook, "")
+		if err != nil {
+			return notebookRead{}, err
+		}
+		c.Room, c.File = room, nil
+	}
+	if c.File != nil {
+		r := notebookRead{path: c.Path, nb: c.File.Notebook, file: c.File}
+		var err error
+		if r.first, r.last, err = resolveRange(a.CellRange, len(r.nb.Cells)); err != nil {
+			return notebookRead{}, err
+		}
+		if a.IncludeCollab {
+			r.collab = &collab{Status: string(bridge.StatusConnecting), Collaborators: []collaborator{}}
+		}
+		for i := r.first; i <= r.last; i++ {
+			r.idxs = append(r.idxs, i)
+		}
+		return r, nil
+	}
 	r := notebookRead{path: c.Room.Path()}
 	if err := c.Room.Read(ctx, func(d *ydoc.Doc, h bridge.History) error {
 		var err error
@@ -367,6 +389,10 @@ func (s *Server) readNotebookCells(ctx context.Context, c *call, a getNotebookAr
 func (s *Server) renderNotebook(c *call, a getNotebookArgs, r notebookRead) result {
 	opts := viewOpts{outputs: a.IncludeOutputs, maxChars: a.MaxOutputChars}
 	out := map[string]any{"path": r.path, "version": r.version, "cell_count": len(r.nb.Cells)}
+	if r.file != nil {
+		delete(out, "version")
+		out["from_file"] = fromFileNote(r.file)
+	}
 	if r.collab != nil {
 		out["collaboration"] = *r.collab
 	}
@@ -466,7 +492,7 @@ func (s *Server) renderNotebook(c *call, a getNotebookArgs, r notebookRead) resu
 		return s.renderNotebookText(a, r, out, pg.pieces, shown, saved)
 	}
 	out["format"] = a.Format
-	header := fmt.Sprintf("# %s\nversion %s · %d cells", r.path, r.version, len(r.nb.Cells))
+	header := fmt.Sprintf("# %s\n%s · %d cells", r.path, versionLine(r), len(r.nb.Cells))
 	if a.SinceVersion != "" {
 		header += fmt.Sprintf(" · %d cells changed since %s", len(r.idxs), a.SinceVersion)
 	} else if r.first != 0 || shown < len(r.idxs) || r.last != len(r.nb.Cells)-1 {
@@ -497,7 +523,7 @@ func (s *Server) renderNotebook(c *call, a getNotebookArgs, r notebookRead) resu
 // costs it about what the text costs (readformat.go).
 func (s *Server) renderNotebookText(a getNotebookArgs, r notebookRead, full map[string]any, pieces []string, shown int, saved map[string]int) result {
 	var h strings.Builder
-	fmt.Fprintf(&h, "%s · version %s · %d cells", r.path, r.version, len(r.nb.Cells))
+	fmt.Fprintf(&h, "%s · %s · %d cells", r.path, versionLine(r), len(r.nb.Cells))
 	if names := collaboratorNames(r.collab); names != "" {
 		h.WriteString(" · with " + names)
 	}
@@ -522,6 +548,10 @@ func (s *Server) renderNotebookText(a getNotebookArgs, r notebookRead, full map[
 	h.WriteByte('\n')
 	text := h.String() + strings.Join(pieces, "")
 	out := map[string]any{"path": r.path, "version": r.version, "cell_count": len(r.nb.Cells), "format": "text"}
+	if r.file != nil {
+		delete(out, "version")
+		out["from_file"] = fromFileNote(r.file)
+	}
 	if t, ok := full["truncated"].(map[string]any); ok {
 		out["truncated"] = t
 		more := "the rest of the cell is not shown"
@@ -537,6 +567,29 @@ func (s *Server) renderNotebookText(a getNotebookArgs, r notebookRead, full map[
 	}
 	out["content"] = text
 	return result{Data: out, Text: text, Saved: saved}
+}
+
+// versionLine is the header's "version v", or for a read from the file what it is.
+func versionLine(r notebookRead) string {
+	if r.file == nil {
+		return "version " + string(r.version)
+	}
+	s := "read from the file while the room loads (no version yet; edits wait for the room"
+	if r.file.NoIDs > 0 {
+		s += fmt.Sprintf("; %d cells have no id until it has loaded: read again to edit them", r.file.NoIDs)
+	}
+	return s + ")"
+}
+
+// fromFileNote says, in a read's structured result, that it was read from the file.
+func fromFileNote(f *bridge.FileRead) map[string]any {
+	note := map[string]any{"note": "the notebook as its file holds it, read while the sidecar joins its room: unsaved changes " +
+		"of collaborators are not in it, and it has no version yet; edits wait for the room"}
+	if f.NoIDs > 0 {
+		note["cells_without_id"] = f.NoIDs
+		note["note"] = note["note"].(string) + fmt.Sprintf("; %d cells have no id until the room has loaded (the server gives them new ones): read again to edit them", f.NoIDs)
+	}
+	return note
 }
 
 // readNotebook reads a notebook the door admitted, as get_notebook does.

@@ -93,6 +93,25 @@ func (d *Doc) CellIDs() []string {
 	return ids
 }
 
+// OutputCounts returns how many outputs each cell holds, in order, without reading them.
+func (d *Doc) OutputCounts() []int {
+	var out []int
+	_ = d.run(func() error {
+		out = make([]int, len(d.ord.maps))
+		for i, m := range d.ord.maps {
+			raw, _ := mapGet(m, "outputs")
+			switch a := raw.(type) {
+			case *y.YArray:
+				out[i] = len(arrayItems(a))
+			case y.ArrayAny:
+				out[i] = len(a)
+			}
+		}
+		return nil
+	})
+	return out
+}
+
 // NumCells returns the number of cells.
 func (d *Doc) NumCells() int {
 	n := 0

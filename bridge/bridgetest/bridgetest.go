@@ -192,6 +192,7 @@ type Server struct {
 	stepTwoFirst bool          // jupyter-server-documents' handshake order
 	load         RoomLoad
 	store        map[string][]byte // LoadStore: path → the room's state as the store kept it
+	loader       bool              // rooms are written by client 0, as jupyter-collaboration's loader writes them
 
 	openCalls, dialCalls int
 	conns                []*Conn // every conn ever dialled, in order
@@ -507,13 +508,17 @@ func (s *Server) newRoomLocked(id, docType, fileID string) (*room, error) {
 		return nil, &CloseError{Code: CloseBadRequest, Reason: "Error initializing: " + p + "."}
 	}
 	s.nextCID++
-	doc, err := ydoc.NewDoc(kind, s.nextCID, zerolog.Nop())
+	newDoc := func() (*ydoc.Doc, error) { return ydoc.NewDoc(kind, s.nextCID, zerolog.Nop()) }
+	if s.loader {
+		newDoc = func() (*ydoc.Doc, error) { return ydoc.NewLoaderDoc(kind, zerolog.Nop()) }
+	}
+	doc, err := newDoc()
 	if err != nil {
 		return nil, &CloseError{Code: 4500, Reason: err.Error()}
 	}
 	content := ydoc.Snapshot{Kind: kind, Text: f.Text}
 	if kind == ydoc.KindNotebook {
-		content.Notebook = copyNotebook(f.Notebook)
+		content.Notebook = serverRead(f.Notebook)
 	}
 	if err := s.loadLocked(doc, p, content); err != nil {
 		return nil, &CloseError{Code: 4500, Reason: err.Error()}
@@ -706,6 +711,44 @@ func copyNotebook(nb ydoc.Notebook) ydoc.Notebook {
 	return c
 }
 
+// serverRead is a notebook as jupyter-server reads its file: in nbformat 4.5, a cell without an
+// id, or with an id an earlier cell has, gets a new random id (nbformat's validator repairs it),
+// on every read.
+func serverRead(nb ydoc.Notebook) ydoc.Notebook {
+	nb = copyNotebook(nb)
+	if nb.NBFormatMinor < 5 {
+		return nb
+	}
+	seen := map[string]bool{}
+	for i := range nb.Cells {
+		if c := &nb.Cells[i]; c.ID == "" || seen[c.ID] {
+			c.ID = ydoc.NewCellID()
+		}
+		seen[nb.Cells[i].ID] = true
+	}
+	return nb
+}
+
+var _ bridge.NotebookFileServer = (*Server)(nil)
+
+// NotebookFile implements bridge.NotebookFileServer: the file as the contents API reads it
+// (serverRead).
+func (s *Server) NotebookFile(ctx context.Context, p string) (ydoc.Notebook, error) {
+	if err := ctx.Err(); err != nil {
+		return ydoc.Notebook{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return ydoc.Notebook{}, ErrConnRefused
+	}
+	f, ok := s.files[p]
+	if !ok || f.Type != "notebook" {
+		return ydoc.Notebook{}, &Error{Status: 404, Msg: "No such notebook: " + p, Perm: true}
+	}
+	return serverRead(f.Notebook), nil
+}
+
 // ReadFile implements bridge.FileReader.
 func (s *Server) ReadFile(ctx context.Context, p string, kind ydoc.Kind, content bool) (bridge.FileContent, error) {
 	if err := ctx.Err(); err != nil {
@@ -762,4 +805,27 @@ func (s *Server) detachLocked(c *Conn) {
 func (s *Server) bumpLocked() {
 	close(s.changed)
 	s.changed = make(chan struct{})
+}
+
+var _ bridge.NotebookTextServer = (*Server)(nil)
+
+// NotebookText implements bridge.NotebookTextServer: the notebook file's JSON (cell ids as the
+// file holds them; none for nbformat < 4.5).
+func (s *Server) NotebookText(ctx context.Context, p string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return nil, ErrConnRefused
+	}
+	f, ok := s.files[p]
+	if !ok || f.Type == "directory" {
+		return nil, &Error{Status: 404, Msg: "No such file: " + p, Perm: true}
+	}
+	if f.Type != "notebook" {
+		return []byte(f.Text), nil
+	}
+	return json.Marshal(f.Notebook.JSON())
 }

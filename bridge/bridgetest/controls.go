@@ -107,6 +107,12 @@ func (s *Server) Engine(context.Context) (bridge.Engine, error) {
 // step 1 is answered with the step 2 and then the server's own step 1.
 func (s *Server) StepTwoFirst(on bool) { s.set(func() { s.stepTwoFirst = on }) }
 
+// LoadAsLoader makes the rooms built from now on written by client 0, as jupyter-collaboration's
+// loader writes a room it loads from its file: a client's read then waits while the document
+// lacks what its file holds (bridge/outputs.go), and EditDoc writes as the loader, as a
+// progressive load goes on.
+func (s *Server) LoadAsLoader(on bool) { s.set(func() { s.loader = on }) }
+
 // WriteFile replaces a file's content outside the server (an editor, git, a script): rooms are
 // not told (the real server would notice within its poll interval; a stopped one never).
 func (s *Server) WriteFile(f File) {

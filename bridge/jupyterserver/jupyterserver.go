@@ -425,6 +425,14 @@ func (s Adapter) FetchOutput(ctx context.Context, url string) (map[string]any, e
 	return s.C.FetchOutput(ctx, url)
 }
 
+var _ bridge.NotebookTextServer = Adapter{}
+
+// NotebookText implements bridge.NotebookTextServer: the notebook file's JSON as it is on disk.
+func (s Adapter) NotebookText(ctx context.Context, path string) ([]byte, error) {
+	text, err := s.C.FileText(ctx, path)
+	return []byte(text), err
+}
+
 // NotebookFile implements bridge.NotebookFileServer: the notebook as saved.
 func (s Adapter) NotebookFile(ctx context.Context, path string) (ydoc.Notebook, error) {
 	e, err := s.C.Contents(ctx, path, true)

@@ -162,6 +162,7 @@ func (r *Runner) Run(ctx context.Context) *Results {
 	r.reads(ctx)
 	r.executes(ctx)
 	r.joins(ctx)
+	r.coldJoins(ctx)
 	r.smallJoins()
 	r.memory("end")
 	r.kernelNote(ctx)
