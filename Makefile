@@ -73,6 +73,27 @@ $(E2E)/node_modules/.installed: $(E2E)/package.json $(E2E)/package-lock.json
 	npm ci --prefix $(E2E) --no-audit --no-fund --loglevel=error
 	touch $@
 
+# --- MCP Apps (apps/, docs/apps.md) --------------------------------------------------------
+# APPS-SECTION (owned by the apps work)
+#   make apps  rebuild apps/dist (committed; embedded by go build) from apps/web with the pinned
+#              esbuild and packages of apps/web/package-lock.json; go test ./apps/ fails when
+#              apps/dist does not match its sources.
+# The browser test of the apps (integration/apps, in `make integration`) has its own packages:
+# the SDK's host bridge, the MCP client, playwright-core and esbuild, pinned in
+# integration/apps/package-lock.json.
+APPS_WEB := apps/web
+APPS_TEST := integration/apps
+.PHONY: apps apps-test-deps
+apps: $(APPS_WEB)/node_modules/.installed
+	node $(APPS_WEB)/build.mjs
+$(APPS_WEB)/node_modules/.installed: $(APPS_WEB)/package.json $(APPS_WEB)/package-lock.json
+	npm ci --prefix $(APPS_WEB) --no-audit --no-fund --loglevel=error
+	touch $@
+apps-test-deps: chromium $(APPS_TEST)/node_modules/.installed
+$(APPS_TEST)/node_modules/.installed: $(APPS_TEST)/package.json $(APPS_TEST)/package-lock.json
+	npm ci --prefix $(APPS_TEST) --no-audit --no-fund --loglevel=error
+	touch $@
+
 # --- comparison benchmarks (integration/bench) ---------------------------------------------
 # BENCH-SECTION (owned by the bench work)
 # Datalayer's jupyter-mcp-server, pinned (with all its dependencies) in its own virtualenv so it
@@ -129,7 +150,7 @@ unit:
 
 # -p 1: each package starts its own jupyter-server; on 2 cores, in parallel they starve each
 # other's timeouts.
-integration: deps conformance-deps e2e-deps bench-deps
+integration: deps conformance-deps e2e-deps bench-deps apps-test-deps
 	$(GO) test -race -count=1 -p 1 -tags integration -timeout 60m $(GOTESTFLAGS) ./integration/...
 
 # The compatibility matrix (docs/engines.md): on jupyter-collaboration 4.4 and
@@ -183,4 +204,4 @@ run: deps build
 	./bin/devrun
 
 clean:
-	rm -rf bin $(NODE)/node_modules $(CONFORMANCE)/node_modules
+	rm -rf bin $(NODE)/node_modules $(CONFORMANCE)/node_modules $(APPS_WEB)/node_modules $(APPS_TEST)/node_modules

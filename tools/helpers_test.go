@@ -75,6 +75,12 @@ func callTimeout(d time.Duration) envOpt { return func(o *tools.Options) { o.Cal
 // newEnv starts everything on a fake holding files (the fake's default table when none).
 func newEnv(t *testing.T, files []bridgetest.File, opts ...envOpt) *env {
 	t.Helper()
+	return newEnvCaps(t, files, mcp.ClientCapabilities{}, opts...)
+}
+
+// newEnvCaps is newEnv with a client that announces caps at initialize.
+func newEnvCaps(t *testing.T, files []bridgetest.File, caps mcp.ClientCapabilities, opts ...envOpt) *env {
+	t.Helper()
 	srv := bridgetest.New(files...)
 	m, err := bridge.NewManager(bridge.ManagerOptions{Jupyter: srv, Logger: zerolog.Nop(), Room: fastRoom(), JoinTimeout: waitLimit})
 	if err != nil {
@@ -102,6 +108,7 @@ func newEnv(t *testing.T, files []bridgetest.File, opts ...envOpt) *env {
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
 	init.Params.ClientInfo = mcp.Implementation{Name: "tools-test", Version: "1"}
+	init.Params.Capabilities = caps
 	if _, err := c.Initialize(ctx, init); err != nil {
 		t.Fatalf("Initialize: %v", err)
 	}
