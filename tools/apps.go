@@ -73,15 +73,20 @@ func (s *Server) appsFor(ctx context.Context) bool {
 	return false
 }
 
-// clientRendersApps reports whether the session's client announced MCP Apps at initialize:
-// capabilities.extensions["io.modelcontextprotocol/ui"], with text/html;profile=mcp-app among its
+// clientRendersApps reports whether the client announced MCP Apps: in the request's _meta
+// (protocol 2026-07-28 and later) or else at initialize,
+// capabilities.extensions["io.modelcontextprotocol/ui"] with text/html;profile=mcp-app among its
 // mimeTypes (a client that leaves mimeTypes out is taken at its word too).
 func clientRendersApps(ctx context.Context) bool {
-	ci, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo)
-	if !ok {
+	var caps mcp.ClientCapabilities
+	if info := server.RequestProtocolInfoFromContext(ctx); info != nil && info.ClientCapabilities != nil {
+		caps = *info.ClientCapabilities
+	} else if ci, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo); ok {
+		caps = ci.GetClientCapabilities()
+	} else {
 		return false
 	}
-	ext, ok := ci.GetClientCapabilities().Extensions[AppsExtension]
+	ext, ok := caps.Extensions[AppsExtension]
 	if !ok || ext == nil {
 		return false
 	}

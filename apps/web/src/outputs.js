@@ -66,7 +66,7 @@ async function watchJob (ctx, id) {
 }
 
 function render (view, path, fork, onlyWithOutputs, running) {
-  let cells = view.cells ?? []
+  let cells = (view.cells ?? []).filter((c) => c.cell_type === 'code')
   if (onlyWithOutputs) cells = cells.filter((c) => (c.outputs ?? []).length > 0)
   const head = h('header', { class: 'bar' },
     h('span', { class: 'title', title: path }, path),

@@ -100,7 +100,7 @@ function card (c, state, off, flip) {
 
 function lines (src, sign) {
   const cls = sign === '+' ? 'ins' : 'del'
-  return h('pre', { class: 'diff' }, src.split('\n').map((l) => h('span', { class: cls }, sign + l + '\n')))
+  return h('pre', { class: 'diff' }, src.split('\n').map((l) => h('span', { class: cls }, sign + l)))
 }
 
 // diffBlock renders a unified diff.
@@ -108,6 +108,6 @@ function diffBlock (diff) {
   const shown = diff.split('\n').filter((l, i, all) => (l !== '' || i < all.length - 1) && !l.startsWith('\\'))
   return h('pre', { class: 'diff' }, shown.map((l) => {
     const cls = l.startsWith('@@') ? 'hunk' : l.startsWith('+') ? 'ins' : l.startsWith('-') ? 'del' : 'ctx'
-    return h('span', { class: cls }, l + '\n')
+    return h('span', { class: cls }, l)
   }))
 }
