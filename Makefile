@@ -89,6 +89,10 @@ apps: $(APPS_WEB)/node_modules/.installed
 $(APPS_WEB)/node_modules/.installed: $(APPS_WEB)/package.json $(APPS_WEB)/package-lock.json
 	npm ci --prefix $(APPS_WEB) --no-audit --no-fund --loglevel=error
 	touch $@
+# The screenshots in docs/apps.md (docs/img/app-*.png), from the browser test.
+.PHONY: apps-pictures
+apps-pictures: deps apps-test-deps
+	JCM_APPS_PICTURES=$(CURDIR)/docs/img $(GO) test -count=1 -tags integration -run 'Test.*App' ./integration/apps/
 apps-test-deps: chromium $(APPS_TEST)/node_modules/.installed
 $(APPS_TEST)/node_modules/.installed: $(APPS_TEST)/package.json $(APPS_TEST)/package-lock.json
 	npm ci --prefix $(APPS_TEST) --no-audit --no-fund --loglevel=error

@@ -240,6 +240,16 @@ func TestAppReadNotebookGivesTheOutputsWhole(t *testing.T) {
 	if str(body["version"]) == "" {
 		t.Errorf("no version: %s", compact(body)[:200])
 	}
+	// What an app reads is not what the model reads: the token statistics do not count it.
+	req := mcp.ReadResourceRequest{}
+	req.Params.URI = "jupyter://stats/tokens"
+	stats, err := e.c.ReadResource(ctxT(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := stats.Contents[0].(mcp.TextResourceContents).Text; strings.Contains(text, "app_read_notebook") {
+		t.Errorf("the token statistics count the app's reads: %s", text)
+	}
 }
 
 func mapsOf(t *testing.T, v any) []map[string]any {

@@ -177,7 +177,10 @@ func (s *Server) handler(op *operation) server.ToolHandlerFunc {
 		}
 		s.audit(ctx, op, d)
 		res, err := op.Run(ctx, &call{doc: d, tool: op.Name, args: args, budget: s.maxTokensOf(args)})
-		notices := s.takeNotices(ctx) // work lost in a server crash, told once (notices.go)
+		var notices []noticeView
+		if op.Category != appCategory { // told to the model: an app's call must not take them
+			notices = s.takeNotices(ctx) // work lost in a server crash, told once (notices.go)
+		}
 		if err != nil {
 			s.log.Debug().Str(logfield.Tool, op.Name).Err(err).Msg("tool call failed")
 			outcome = "error"
@@ -190,7 +193,9 @@ func (s *Server) handler(op *operation) server.ToolHandlerFunc {
 				te.Extra["notices"] = notices
 			}
 			out := s.failure(op, te)
-			s.account(op, d, out, nil)
+			if op.Category != appCategory { // the token statistics count what the model reads
+				s.account(op, d, out, nil)
+			}
 			return out, nil
 		}
 		if op.Budgeted {
@@ -199,6 +204,9 @@ func (s *Server) handler(op *operation) server.ToolHandlerFunc {
 		res = addNotices(res, notices)
 		embed := includeSchema || s.opts.AlwaysEmbedSchema
 		out := s.success(op, res, embed)
+		if op.Category == appCategory { // for an app's view: not what the model reads
+			return out, nil
+		}
 		saved := res.Saved
 		if !embed {
 			if saved == nil {
@@ -207,7 +215,7 @@ func (s *Server) handler(op *operation) server.ToolHandlerFunc {
 			saved[savedLean] += s.schemaTokens(op)
 		}
 		s.account(op, d, out, saved)
-		if d.Named() && d.Fork == "" && op.Category != appCategory { // a fork is not the document the human sees; an app's read is not the agent's
+		if d.Named() && d.Fork == "" { // a fork is not the document the human sees
 			s.noteTouched(ctx, d)
 		}
 		return out, nil

@@ -297,7 +297,10 @@ func TestNotebookAppShowsAHumansEditLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer peer.Close()
-	if err := peer.Connect(ctx, env.srv, nb, "notebook"); err != nil {
+	// The human, as JupyterLab's awareness names them.
+	if err := peer.Call(ctx, "connect", map[string]any{"url": env.srv.URL, "token": env.srv.Token, "path": nb, "kind": "notebook",
+		"engine": string(env.srv.Engine), "awareness": map[string]any{"user": map[string]any{"username": "ada", "name": "Ada Lovelace",
+			"display_name": "Ada Lovelace", "initials": "AL", "color": "#e91e63"}}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	// Give the app's long poll time to be waiting (it answers a change either way).
@@ -312,6 +315,14 @@ func TestNotebookAppShowsAHumansEditLive(t *testing.T) {
 	if took > time.Second {
 		t.Errorf("the human's edit took %v to show in the app, want within a second", took)
 	}
+	// Who is where: the human's cursor in the second cell.
+	if err := peer.Call(ctx, "setCursor", map[string]any{"cellId": "l2", "anchor": 3}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitApp(t, ctx, "live", `document.querySelector('.cell[data-cell-id="l2"] .where .chip')?.innerText === 'Ada Lovelace' && document.querySelector('.cell[data-cell-id="l2"]').classList.contains('peer-here')`, 10*time.Second, nil)
+	// The agent runs the first cell: its count and output arrive in the view.
+	call(t, ctx, "execute_notebook_cell", map[string]any{"path": nb, "cell_id": "l1", "timeout": 60})
+	waitApp(t, ctx, "live", `document.querySelector('.cell[data-cell-id="l1"] .prompt').innerText === '[1]:' && document.querySelector('.cell[data-cell-id="l1"] .outputs')?.innerText.trim() === '42'`, 30*time.Second, nil)
 	// A cell the human adds appears too, in its place.
 	if err := peer.Transact(ctx, `const c = new Y.Map(); c.set('id', 'h1'); c.set('cell_type', 'markdown'); c.set('source', new Y.Text('## Added by a human')); c.set('metadata', new Y.Map()); cells.insert(1, [c])`, nil); err != nil {
 		t.Fatal(err)

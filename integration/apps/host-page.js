@@ -24,6 +24,7 @@ window.hostShow = async ({ id, html, args, result, theme, tools }) => {
   frame.setAttribute('sandbox', 'allow-scripts')
   frame.style.cssText = 'display:block;width:860px;height:200px;border:1px solid #d0d0d0;border-radius:8px;margin:8px;background:transparent'
   document.body.append(frame)
+  frame.scrollIntoView() // the newest result in view, as a chat shows it
   const styles = theme === 'dark'
     ? { '--color-background-primary': '#18181b', '--color-text-primary': '#fafafa', '--font-sans': 'DejaVu Sans, sans-serif' }
     : { '--color-background-primary': '#ffffff', '--color-text-primary': '#18181b', '--font-sans': 'DejaVu Sans, sans-serif' }

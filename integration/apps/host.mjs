@@ -91,16 +91,25 @@ const ops = {
     return { result: await client.callTool({ name: req.tool, arguments: req.args }, { timeout: 120000 }) }
   },
 
-  // waitFor waits until a JS expression is truthy in an app's frame and returns its value.
+  // waitFor waits until a JS expression is truthy in an app's frame and returns its value. It
+  // polls from here, every 10 ms: playwright's own waitForFunction evaluates the expression with
+  // eval inside the page, which the app's CSP forbids (as it should).
   async waitFor (req) {
     const f = frameOf(req.frame)
-    try {
-      const handle = await f.waitForFunction(req.expr, null, { timeout: req.timeoutMs ?? 30000, polling: req.pollMs ?? 'raf' })
-      return { value: await handle.jsonValue() }
-    } catch (e) {
-      const shown = await f.evaluate(() => document.body.innerText.slice(0, 2000)).catch(() => null)
-      throw new Error(`${e.message.split('\n')[0]}; waiting for ${req.expr}; the app shows: ${JSON.stringify(shown)}`)
+    const deadline = Date.now() + (req.timeoutMs ?? 30000)
+    let last = null
+    for (;;) {
+      try {
+        const v = await f.evaluate(req.expr)
+        if (v) return { value: v }
+      } catch (e) {
+        last = e
+      }
+      if (Date.now() > deadline) break
+      await new Promise((resolve) => setTimeout(resolve, 10))
     }
+    const shown = await f.evaluate(() => document.body.innerText.slice(0, 2000)).catch(() => null)
+    throw new Error(`timed out after ${req.timeoutMs ?? 30000} ms waiting for ${req.expr}${last ? ` (last error: ${last.message.split('\n')[0]})` : ''}; the app shows: ${JSON.stringify(shown)}`)
   },
 
   async eval (req) {

@@ -7,8 +7,10 @@ import { App, applyDocumentTheme, applyHostFonts, applyHostStyleVariables } from
 export class ToolError extends Error {}
 
 // connect starts a view: view.start(ctx, args, result) runs once the host has sent the tool's
-// input and result. ctx offers call(name, args) → structuredContent, openLink(url), and stopped
-// (true once the host tears the view down: long loops end).
+// input and result. ctx offers call(name, args) → structuredContent, openLink(url), stopped
+// (true once the host tears the view down: long loops end) and whenVisible() (resolves while
+// the view is on screen: a view that follows the notebook waits for it before each long poll,
+// so views scrolled away in a chat hold no request open; a session has a few at most).
 export async function connect (name, root, view) {
   const app = new App({ name: 'jupyter-collab-mcp ' + name, version: '1' }, {})
   const ctx = {
@@ -25,6 +27,15 @@ export async function connect (name, root, view) {
     canFullscreen: () => (app.getHostContext()?.availableDisplayModes ?? []).includes('fullscreen'),
     fullscreen: () => app.requestDisplayMode({ mode: 'fullscreen' })
   }
+  let visible = true
+  const waiting = []
+  if (typeof IntersectionObserver === 'function') {
+    new IntersectionObserver((entries) => {
+      visible = entries.some((e) => e.isIntersecting)
+      if (visible) waiting.splice(0).forEach((resolve) => resolve())
+    }).observe(document.documentElement)
+  }
+  ctx.whenVisible = () => (visible ? Promise.resolve() : new Promise((resolve) => waiting.push(resolve)))
   let args = null
   let result = null
   let started = false

@@ -21,6 +21,7 @@ export const notebookView = {
     ui.update(view)
     let failures = 0
     while (!ctx.stopped) {
+      await ctx.whenVisible()
       try {
         const next = await ctx.call('app_read_notebook', { path, since_version: view.version, wait_ms: 20000 })
         if (next.unchanged) view = { ...view, version: next.version, collaborators: next.collaborators }

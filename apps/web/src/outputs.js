@@ -40,6 +40,7 @@ export const outputsView = {
     let done = false
     const job = watchJob(ctx, sc.job_id).finally(() => { done = true })
     while (!done && !ctx.stopped) {
+      await Promise.race([ctx.whenVisible(), job])
       const next = await Promise.race([
         ctx.call('app_read_notebook', { ...query, since_version: view.version, wait_ms: 20000 }),
         job.then(() => null)

@@ -134,8 +134,10 @@ function mimeBundle (data, metadata) {
   return image(`data:${mime};base64,${v.replace(/\s+/g, '')}`, md, mime.slice(6))
 }
 
+// image shows an image output fitted to the view; a click shows it pixel for pixel (scrolling).
 function image (src, md, kind) {
-  const img = h('img', { class: 'output image', src, alt: `${kind} output`, width: md.width, height: md.height })
+  const img = h('img', { class: 'output image', src, alt: `${kind} output`, width: md.width, height: md.height, title: 'Click: actual size' })
+  img.addEventListener('click', () => img.classList.toggle('actual'))
   return h('div', { class: 'output image-box' }, img)
 }
 
