@@ -337,6 +337,12 @@ func TestNotebookAppShowsAHumansEditLive(t *testing.T) {
 		t.Errorf("Open in JupyterLab asked the host to open %q, want %q", rep.Opened, want)
 	}
 	picture(t, ctx, "live", "app-notebook.png")
+	// The app follows the host's theme: its colours, light then dark.
+	waitApp(t, ctx, "live", `document.documentElement.dataset.theme === 'light' && getComputedStyle(document.body).backgroundColor === 'rgb(253, 252, 247)'`, 5*time.Second, nil)
+	if err := env.host.Call(ctx, "theme", map[string]any{"frame": "live", "theme": "dark"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitApp(t, ctx, "live", `document.documentElement.dataset.theme === 'dark' && getComputedStyle(document.body).backgroundColor === 'rgb(24, 24, 27)'`, 5*time.Second, nil)
 	checkNothingFetched(t, ctx)
 }
 

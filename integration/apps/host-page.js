@@ -15,6 +15,16 @@ window.__logs = []
 window.__cspViolations = []
 document.addEventListener('securitypolicyviolation', (e) => window.__cspViolations.push(`${e.violatedDirective} ${e.blockedURI}`))
 
+// hostStyles are the host's CSS variables (MCP Apps' standard names) for a theme.
+function hostStyles (theme) {
+  return theme === 'dark'
+    ? { '--color-background-primary': '#18181b', '--color-text-primary': '#fafafa', '--font-sans': 'DejaVu Sans, sans-serif' }
+    : { '--color-background-primary': '#fdfcf7', '--color-text-primary': '#18181b', '--font-sans': 'DejaVu Sans, sans-serif' }
+}
+
+// hostTheme switches an app's host to another theme (ui/notifications/host-context-changed).
+window.hostTheme = ({ id, theme }) => window.__bridges[id].sendHostContextChange({ theme, styles: { variables: hostStyles(theme) } })
+
 // hostShow renders an app for one tool call: the frame, the bridge, then the call's input and
 // result once the app has initialized. toolMeta is the tool's listing (for the visibility rule).
 window.hostShow = async ({ id, html, args, result, theme, tools }) => {
@@ -25,9 +35,7 @@ window.hostShow = async ({ id, html, args, result, theme, tools }) => {
   frame.style.cssText = 'display:block;width:860px;height:200px;border:1px solid #d0d0d0;border-radius:8px;margin:8px;background:transparent'
   document.body.append(frame)
   frame.scrollIntoView() // the newest result in view, as a chat shows it
-  const styles = theme === 'dark'
-    ? { '--color-background-primary': '#18181b', '--color-text-primary': '#fafafa', '--font-sans': 'DejaVu Sans, sans-serif' }
-    : { '--color-background-primary': '#ffffff', '--color-text-primary': '#18181b', '--font-sans': 'DejaVu Sans, sans-serif' }
+  const styles = hostStyles(theme)
   const bridge = new AppBridge(null, { name: 'jupyter-collab-mcp test host', version: '1' },
     { serverTools: {}, serverResources: {}, openLinks: {}, logging: {} },
     { hostContext: { theme, styles: { variables: styles }, displayMode: 'inline', availableDisplayModes: ['inline'], platform: 'web', containerDimensions: { width: 860, maxHeight: 4000 } } })

@@ -112,6 +112,12 @@ const ops = {
     throw new Error(`timed out after ${req.timeoutMs ?? 30000} ms waiting for ${req.expr}${last ? ` (last error: ${last.message.split('\n')[0]})` : ''}; the app shows: ${JSON.stringify(shown)}`)
   },
 
+  // theme switches the host's theme for an app, as a person toggling dark mode would.
+  async theme (req) {
+    await page.evaluate((a) => window.hostTheme(a), { id: req.frame, theme: req.theme })
+    return {}
+  },
+
   async eval (req) {
     return { value: await frameOf(req.frame).evaluate(req.expr) }
   },
