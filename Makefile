@@ -87,6 +87,31 @@ $(E2E)/node_modules/.installed: $(E2E)/package.json $(E2E)/package-lock.json
 	npm ci --prefix $(E2E) --no-audit --no-fund --loglevel=error
 	touch $@
 
+# --- MCP Apps (apps/, docs/apps.md) --------------------------------------------------------
+# APPS-SECTION (owned by the apps work)
+#   make apps  rebuild apps/dist (committed; embedded by go build) from apps/web with the pinned
+#              esbuild and packages of apps/web/package-lock.json; go test ./apps/ fails when
+#              apps/dist does not match its sources.
+# The browser test of the apps (integration/apps, in `make integration`) has its own packages:
+# the SDK's host bridge, the MCP client, playwright-core and esbuild, pinned in
+# integration/apps/package-lock.json.
+APPS_WEB := apps/web
+APPS_TEST := integration/apps
+.PHONY: apps apps-test-deps
+apps: $(APPS_WEB)/node_modules/.installed
+	node $(APPS_WEB)/build.mjs
+$(APPS_WEB)/node_modules/.installed: $(APPS_WEB)/package.json $(APPS_WEB)/package-lock.json
+	npm ci --prefix $(APPS_WEB) --no-audit --no-fund --loglevel=error
+	touch $@
+# The screenshots in docs/apps.md (docs/img/app-*.png), from the browser test.
+.PHONY: apps-pictures
+apps-pictures: deps apps-test-deps
+	JCM_APPS_PICTURES=$(CURDIR)/docs/img $(GO) test -count=1 -tags integration -run 'Test.*App' ./integration/apps/
+apps-test-deps: chromium $(APPS_TEST)/node_modules/.installed
+$(APPS_TEST)/node_modules/.installed: $(APPS_TEST)/package.json $(APPS_TEST)/package-lock.json
+	npm ci --prefix $(APPS_TEST) --no-audit --no-fund --loglevel=error
+	touch $@
+
 # --- comparison benchmarks (integration/bench) ---------------------------------------------
 # BENCH-SECTION (owned by the bench work)
 # The two servers compared with the sidecar, pinned (with all their dependencies) in their own
@@ -146,7 +171,7 @@ unit:
 
 # -p 1: each package starts its own jupyter-server; on 2 cores, in parallel they starve each
 # other's timeouts.
-integration: deps conformance-deps e2e-deps bench-deps corpus
+integration: deps conformance-deps e2e-deps bench-deps corpus apps-test-deps
 	$(GO) test -race -count=1 -p 1 -tags integration -timeout 60m $(GOTESTFLAGS) ./integration/...
 
 # The compatibility matrix (docs/engines.md): on jupyter-collaboration 4.4 and
@@ -200,4 +225,4 @@ run: deps build
 	./bin/devrun
 
 clean:
-	rm -rf bin $(NODE)/node_modules $(CONFORMANCE)/node_modules
+	rm -rf bin $(NODE)/node_modules $(CONFORMANCE)/node_modules $(APPS_WEB)/node_modules $(APPS_TEST)/node_modules

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/apps"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
@@ -48,6 +49,47 @@ func TestGeneratedDocs(t *testing.T) {
 		"reference": s.referenceDoc(),
 	}, *updateDocs)
 	gendoc.Check(t, "../README.md", map[string]string{"toolsets": s.toolsetsDoc("docs/tools.md")}, *updateDocs)
+	withApps := docServerWith(t, AppsAuto)
+	gendoc.Check(t, "../docs/apps.md", map[string]string{"apps": withApps.appsDoc()}, *updateDocs)
+}
+
+// docServerWith is docServer with the MCP Apps in a mode.
+func docServerWith(t *testing.T, mode AppsMode) *Server {
+	t.Helper()
+	m, err := bridge.NewManager(bridge.ManagerOptions{Jupyter: bridgetest.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	s, err := New(Options{Manager: m, Executor: anyExecutor{}, Apps: mode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// appsDoc is the table of the apps (resource, what it shows, the tools whose results it shows)
+// and the reference of the tools only the apps call.
+func (s *Server) appsDoc() string {
+	var b strings.Builder
+	b.WriteString("| app | resource | shows | beside the results of |\n|---|---|---|---|\n")
+	for _, a := range apps.List() {
+		var names []string
+		for _, op := range s.ops {
+			if op.App == a.URI {
+				names = append(names, "[`"+op.Name+"`](tools.md#"+op.Name+")")
+			}
+		}
+		fmt.Fprintf(&b, "| %s | `%s` | %s | %s |\n", a.Title, a.URI, cell(a.Description), strings.Join(names, ", "))
+	}
+	b.WriteString("\nThe tools the apps call through the host, listed only to sessions that get the apps, with " +
+		"`_meta.ui.visibility: [\"app\"]` (a host keeps them from the model):\n")
+	for _, op := range s.ops {
+		if op.Category == appCategory {
+			b.WriteString(strings.Replace(operationDoc(op), "\n#### ", "\n### ", 1))
+		}
+	}
+	return b.String()
 }
 
 // toolsetsDoc is the table of toolsets and what the common selections list; each set links to
@@ -140,6 +182,7 @@ func operationDoc(op *operation) string {
 		{op.Budgeted, "`max_tokens` caps the result"},
 		{op.Retryable, "`request_id` makes a retry safe"},
 		{op.Task, "runs as an MCP task"},
+		{op.App != "", "its results show in an [MCP App](apps.md) (`" + op.App + "`)"},
 	} {
 		if f.on {
 			facts = append(facts, f.text)

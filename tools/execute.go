@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/apps"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
@@ -69,6 +70,7 @@ func (s *Server) registerExecutionTools() {
 		Forkable: true, Budgeted: true,
 		Doc: docRef{Arg: "path", Ref: refNotebook, Open: true, Cells: []string{"cell_ids"}},
 		Run: handle(s.batchExecute, s.renderJobRun),
+		App: apps.Outputs.URI,
 	})
 	s.register(&operation{
 		Name:        "execute_notebook_cell",
@@ -83,6 +85,7 @@ func (s *Server) registerExecutionTools() {
 		Forkable:    true, Budgeted: true,
 		Doc: docRef{Arg: "path", Ref: refNotebook, Open: true, Cells: []string{"cell_id"}},
 		Run: handle(s.batchExecute, s.renderJobRun),
+		App: apps.Outputs.URI,
 	})
 	s.register(&operation{
 		Name:        "get_execution",
@@ -100,6 +103,7 @@ func (s *Server) registerExecutionTools() {
 		ReadOnly: true, Idempotent: true, Budgeted: true,
 		Doc: jobDoc,
 		Run: handle(s.getExecution, s.renderJobRun),
+		App: apps.Outputs.URI,
 	})
 	s.register(&operation{
 		Name:        "cancel_execution",

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/apps"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
@@ -66,6 +67,7 @@ func (s *Server) registerForkTools() {
 		ReadOnly: true, Idempotent: true, Budgeted: true,
 		Doc: forkDoc,
 		Run: handle(s.diffFork, renderForkDiff),
+		App: apps.Suggestion.URI,
 	})
 	s.register(&operation{
 		Name:        "merge_document_fork",

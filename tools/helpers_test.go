@@ -75,12 +75,25 @@ func callTimeout(d time.Duration) envOpt { return func(o *tools.Options) { o.Cal
 // newEnv starts everything on a fake holding files (the fake's default table when none).
 func newEnv(t *testing.T, files []bridgetest.File, opts ...envOpt) *env {
 	t.Helper()
-	return newEnvWith(t, files, nil, opts...)
+	return newEnvFull(t, files, nil, mcp.ClientCapabilities{}, opts...)
 }
 
-// newEnvWith is newEnv with changed manager options. By default a first read always waits for
-// the room (FirstReadWait -1): tests read a room and then change it as a collaborator would.
+// newEnvWith is newEnv with changed manager options.
 func newEnvWith(t *testing.T, files []bridgetest.File, manager func(*bridge.ManagerOptions), opts ...envOpt) *env {
+	t.Helper()
+	return newEnvFull(t, files, manager, mcp.ClientCapabilities{}, opts...)
+}
+
+// newEnvCaps is newEnv with a client that announces caps at initialize.
+func newEnvCaps(t *testing.T, files []bridgetest.File, caps mcp.ClientCapabilities, opts ...envOpt) *env {
+	t.Helper()
+	return newEnvFull(t, files, nil, caps, opts...)
+}
+
+// newEnvFull is newEnv with changed manager options and a client that announces caps. By
+// default a first read always waits for the room (FirstReadWait -1): tests read a room and then
+// change it as a collaborator would.
+func newEnvFull(t *testing.T, files []bridgetest.File, manager func(*bridge.ManagerOptions), caps mcp.ClientCapabilities, opts ...envOpt) *env {
 	t.Helper()
 	srv := bridgetest.New(files...)
 	mo := bridge.ManagerOptions{Jupyter: srv, Logger: zerolog.Nop(), Room: fastRoom(), JoinTimeout: waitLimit, FirstReadWait: -1}
@@ -113,6 +126,7 @@ func newEnvWith(t *testing.T, files []bridgetest.File, manager func(*bridge.Mana
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
 	init.Params.ClientInfo = mcp.Implementation{Name: "tools-test", Version: "1"}
+	init.Params.Capabilities = caps
 	if _, err := c.Initialize(ctx, init); err != nil {
 		t.Fatalf("Initialize: %v", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/apps"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
@@ -63,6 +64,7 @@ func (s *Server) registerNotebookTools() {
 		ReadOnly: true, Idempotent: true, Forkable: true, Budgeted: true,
 		Doc: docRef{Arg: "path", Ref: refNotebook, Open: true, FromFile: true},
 		Run: handle(s.readNotebookCells, s.renderNotebook),
+		App: apps.Outputs.URI,
 	})
 	s.register(&operation{
 		Name:     "create_notebook_session",
@@ -82,6 +84,7 @@ func (s *Server) registerNotebookTools() {
 		Destructive: false,
 		Doc:         docRef{Arg: "path", Ref: refNotebook},
 		Run:         handle(s.createNotebookSession, renderSession),
+		App:         apps.Notebook.URI,
 	})
 }
 

@@ -50,6 +50,9 @@ type operation struct {
 	Doc docRef
 	// Run is the tool's body, usually made by handle (handler.go) from an action and a renderer.
 	Run runner
+	// App is the ui:// resource of the MCP App that shows the tool's results to the person in
+	// the chat (apps.go), for sessions that get the apps.
+	App string
 }
 
 // result is what a tool returns on success.
@@ -89,7 +92,7 @@ func (s *Server) register(op *operation) {
 	if op.Scope == "" || (op.ReadOnly && op.Scope != auth.ScopeRead) {
 		panic(fmt.Sprintf("tool %s: scope %q (every tool declares one; read-only tools need read)", op.Name, op.Scope)) // a programming error
 	}
-	if !isToolset(op.Category) && op.Category != discoveryCategory {
+	if !isToolset(op.Category) && op.Category != discoveryCategory && op.Category != appCategory {
 		panic(fmt.Sprintf("tool %s: category %q is no toolset (toolsets.go)", op.Name, op.Category)) // a programming error
 	}
 	if op.Forkable {
@@ -119,6 +122,9 @@ func (s *Server) register(op *operation) {
 		DestructiveHint: mcp.ToBoolPtr(op.Destructive),
 		IdempotentHint:  mcp.ToBoolPtr(op.Idempotent),
 		OpenWorldHint:   mcp.ToBoolPtr(false), // only the Jupyter server the sidecar is attached to
+	}
+	if op.Category == appCategory { // called by the apps through the host, never by the model
+		tool.Meta = &mcp.Meta{AdditionalFields: map[string]any{"ui": map[string]any{"visibility": []string{"app"}}}}
 	}
 	s.mcp.AddTool(tool, s.handler(op))
 }
@@ -171,7 +177,10 @@ func (s *Server) handler(op *operation) server.ToolHandlerFunc {
 		}
 		s.audit(ctx, op, d)
 		res, err := op.Run(ctx, &call{doc: d, tool: op.Name, args: args, budget: s.maxTokensOf(args)})
-		notices := s.takeNotices(ctx) // work lost in a server crash, told once (notices.go)
+		var notices []noticeView
+		if op.Category != appCategory { // told to the model: an app's call must not take them
+			notices = s.takeNotices(ctx) // work lost in a server crash, told once (notices.go)
+		}
 		if err != nil {
 			s.log.Debug().Str(logfield.Tool, op.Name).Err(err).Msg("tool call failed")
 			outcome = "error"
@@ -184,7 +193,9 @@ func (s *Server) handler(op *operation) server.ToolHandlerFunc {
 				te.Extra["notices"] = notices
 			}
 			out := s.failure(op, te)
-			s.account(op, d, out, nil)
+			if op.Category != appCategory { // the token statistics count what the model reads
+				s.account(op, d, out, nil)
+			}
 			return out, nil
 		}
 		if op.Budgeted {
@@ -193,6 +204,9 @@ func (s *Server) handler(op *operation) server.ToolHandlerFunc {
 		res = addNotices(res, notices)
 		embed := includeSchema || s.opts.AlwaysEmbedSchema
 		out := s.success(op, res, embed)
+		if op.Category == appCategory { // for an app's view: not what the model reads
+			return out, nil
+		}
 		saved := res.Saved
 		if !embed {
 			if saved == nil {
@@ -309,6 +323,9 @@ func (s *Server) registerOperationResources() {
 	), func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
 		list := make([]map[string]string, 0, len(s.ops))
 		for _, op := range s.ops {
+			if op.Category == appCategory {
+				continue // the apps' own tools: not for the model
+			}
 			list = append(list, map[string]string{"name": op.Name, "title": op.Title, "category": op.Category,
 				"description": firstSentence(op.Description), "uri": operationURI(op.Name)})
 		}

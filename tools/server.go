@@ -45,6 +45,11 @@ type Options struct {
 	// "default" and "all", comma-separated; empty is the default set. Over HTTP a request may
 	// choose its own (X-MCP-Toolsets, ?toolsets=).
 	Toolsets []string
+	// Apps says which sessions get the MCP Apps (apps.go); the zero value is none.
+	Apps AppsMode
+	// LabURL is the jupyter-server's address as people open it (its base URL, no token): the
+	// apps link a notebook to <LabURL>/lab/tree/<path>. Empty: no link.
+	LabURL string
 }
 
 // Server is the MCP server. Tool handlers are goroutine-safe: they only touch bridge, whose
@@ -107,6 +112,9 @@ func New(opts Options) (*Server, error) {
 	if opts.Executor != nil {
 		taskCaps = append(taskCaps, server.WithTaskCapabilities(true, true, true)) // advertised only: tasks.go answers
 	}
+	if opts.Apps != AppsOff {
+		taskCaps = append(taskCaps, server.WithExtensions(map[string]any{AppsExtension: map[string]any{}})) // apps.go
+	}
 	s.mcp = server.NewMCPServer("jupyter-collab-mcp", opts.Version, append([]server.ServerOption{
 		server.WithToolCapabilities(true),           // list_changed: enable_toolset changes a session's list
 		server.WithResourceCapabilities(true, true), // subscribe; list_changed as rooms open and close
@@ -132,6 +140,11 @@ func New(opts Options) (*Server, error) {
 	s.registerHistoryTools()
 	s.registerTokenTools()
 	s.registerToolsetTools()
+	if opts.Apps != AppsOff {
+		if err := s.registerApps(); err != nil {
+			return nil, fmt.Errorf("tools: apps: %w", err)
+		}
+	}
 	if s.toolsets, err = parseSelection(opts.Toolsets, s.opsByName); err != nil {
 		return nil, fmt.Errorf("tools: toolsets: %w", err)
 	}

@@ -250,6 +250,13 @@ func (s *Server) engineLimits(ctx context.Context) map[string]string {
 // offered refuses a call to a tool outside the caller's toolsets, saying which set holds it and
 // how to turn it on, or one the engine cannot support, saying why.
 func (s *Server) offered(ctx context.Context, op *operation) *toolError {
+	if op.Category == appCategory {
+		if s.appsFor(ctx) {
+			return nil
+		}
+		return failf("%s serves the MCP Apps' views, which this session does not get (its client did not announce "+
+			"the %s extension at initialize; the server's --apps option can offer them to every session)", op.Name, AppsExtension)
+	}
 	if why, ok := s.engineLimits(ctx)[op.Name]; ok {
 		return failf("%s is not available here: %s", op.Name, why)
 	}
@@ -263,13 +270,15 @@ func (s *Server) offered(ctx context.Context, op *operation) *toolError {
 		ToolsetHeader, op.Category, ToolsetQuery, op.Category)
 }
 
-// listFilter leaves out of tools/list what the caller's session is not offered.
+// listFilter leaves out of tools/list what the caller's session is not offered; for a session
+// that gets the MCP Apps, it lists the apps' own tools and marks the tools an app shows (apps.go).
 func (s *Server) listFilter(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	sel := s.selectionOf(ctx)
 	limits := s.engineLimits(ctx)
+	withApps := s.appsFor(ctx)
 	offPending := false // some set the engine supports is still off: offer enable_toolset
 	for _, op := range s.ops {
-		if op.Category != discoveryCategory && limits[op.Name] == "" && !sel.has(op) {
+		if op.Category != discoveryCategory && op.Category != appCategory && limits[op.Name] == "" && !sel.has(op) {
 			offPending = true
 			break
 		}
@@ -280,6 +289,10 @@ func (s *Server) listFilter(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 		switch {
 		case op == nil:
 		case limits[op.Name] != "":
+		case op.Category == appCategory:
+			if withApps {
+				out = append(out, t)
+			}
 		case op.Category == discoveryCategory:
 			if offPending {
 				out = append(out, t)
@@ -287,6 +300,9 @@ func (s *Server) listFilter(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 		case sel.has(op):
 			out = append(out, t)
 		}
+	}
+	if withApps {
+		out = s.withAppMeta(out)
 	}
 	return out
 }
@@ -329,7 +345,7 @@ func (s *Server) enableToolset(ctx context.Context, _ *call, a enableArgs) (tool
 	before := s.selectionOf(ctx)
 	out := toolsetEnabled{set: a.Toolset, unavailable: map[string]string{}}
 	for _, op := range s.ops {
-		if op.Category == discoveryCategory || (a.Toolset != "all" && op.Category != a.Toolset) {
+		if op.Category == discoveryCategory || op.Category == appCategory || (a.Toolset != "all" && op.Category != a.Toolset) {
 			continue
 		}
 		if why := limits[op.Name]; why != "" {
@@ -358,7 +374,7 @@ func (s *Server) enableToolset(ctx context.Context, _ *call, a enableArgs) (tool
 
 func hasAvailable(ops []*operation, set string, limits map[string]string) bool {
 	for _, op := range ops {
-		if (set == "all" || op.Category == set) && op.Category != discoveryCategory && limits[op.Name] == "" {
+		if (set == "all" || op.Category == set) && op.Category != discoveryCategory && op.Category != appCategory && limits[op.Name] == "" {
 			return true
 		}
 	}

@@ -46,6 +46,8 @@ type Config struct {
 	CallTimeout       time.Duration
 	AlwaysEmbedSchema bool
 	Toolsets          []string // toolsets and tools offered (tools/toolsets.go)
+	Apps              tools.AppsMode
+	LabURL            string // where the apps link a notebook to; empty: JupyterURL
 	NoGlobalAwareness bool
 	StateDir          string // "" memory only (resolved: never "auto" or "none" after loadConfig)
 	stateDirAuto      bool   // StateDir is the default location (not given): failing to use it is not fatal
@@ -194,6 +196,12 @@ func options() []option {
 		{"max-response-tokens", "MAX_RESPONSE_TOKENS", strconv.Itoa(tools.DefaultMaxResponseTokens), "default max_tokens of content tools and the cap of resources (some clients reject results over 25000 tokens)", "int", false, integer(func(c *Config) *int { return &c.MaxResponseTokens })},
 		{"tokenizer", "TOKENIZER", "o200k_base", "token encoding for counts and budgets: o200k_base or cl100k_base (both compiled in)", "string", false, str(func(c *Config) *string { return &c.Tokenizer })},
 		{"toolsets", "MCP_TOOLSETS", "default", "the tools sessions are offered, comma-separated: toolsets (" + strings.Join(tools.ToolsetNames(), ", ") + "; default is the daily loop, all every tool) and tool names; over HTTP a request may choose its own (" + tools.ToolsetHeader + " header or ?" + tools.ToolsetQuery + "=)", "list", false, list(func(c *Config) *[]string { return &c.Toolsets })},
+		{"apps", "MCP_APPS", "auto", "MCP Apps (docs/apps.md): the outputs, live-notebook and suggestion views a chat host shows beside the tools' results. auto: for sessions whose client announces them; always: for every session; off: none (no ui:// resources, no _meta.ui, no app-only tools)", "string", false, func(c *Config, v string) error {
+			m, err := tools.ParseAppsMode(v)
+			c.Apps = m
+			return err
+		}},
+		{"lab-url", "LAB_URL", "", "the jupyter-server's address as people open it in a browser (e.g. https://hub.example.org/user/alice/), for the apps' \"Open in JupyterLab\"; default: --jupyter-url without its token", "string", false, str(func(c *Config) *string { return &c.LabURL })},
 		{"always-embed-schema", "ALWAYS_EMBED_SCHEMA", "false", "embed each tool's input schema in every result (by default only in failures and when a call passes includeSchema)", "bool", false, boolean(func(c *Config) *bool { return &c.AlwaysEmbedSchema })},
 	}
 }
@@ -508,6 +516,12 @@ func (c Config) validate() error {
 		}
 		if !isLoopback(host) {
 			return fmt.Errorf("--pprof-listen is unauthenticated and only allowed on a loopback address, not %q", host)
+		}
+	}
+	if c.LabURL != "" {
+		u, err := url.Parse(c.LabURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.User != nil {
+			return errors.New("--lab-url: must be an http(s) URL without a query or credentials (people sign in to JupyterLab themselves)")
 		}
 	}
 	if c.PublicURL != "" {

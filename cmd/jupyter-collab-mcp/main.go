@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
@@ -121,7 +122,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	registry.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsGC)), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mcpServer, err := tools.New(tools.Options{Manager: manager, Executor: executor, Logger: log, Version: version,
 		CallTimeout: cfg.CallTimeout, AlwaysEmbedSchema: cfg.AlwaysEmbedSchema, AgentName: cfg.AgentName,
-		MaxResponseTokens: cfg.MaxResponseTokens, Tokenizer: cfg.Tokenizer, Metrics: registry, Toolsets: cfg.Toolsets})
+		MaxResponseTokens: cfg.MaxResponseTokens, Tokenizer: cfg.Tokenizer, Metrics: registry, Toolsets: cfg.Toolsets,
+		Apps: cfg.Apps, LabURL: labURL(cfg)})
 	if err != nil {
 		return err
 	}
@@ -196,6 +198,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	log.Info().Msg("stopped")
 	return err
+}
+
+// labURL is where the apps send people to open a notebook: --lab-url, or the jupyter-server's
+// base URL (its token already taken out by splitJupyterURL; credentials never go into a link).
+func labURL(cfg Config) string {
+	if cfg.LabURL != "" {
+		return cfg.LabURL
+	}
+	u, err := url.Parse(cfg.JupyterURL)
+	if err != nil || u.User != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return ""
+	}
+	u.RawQuery, u.Fragment = "", ""
+	return u.String()
 }
 
 // executorFor runs cells the way the server's collaboration engine needs: the sidecar is the
