@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
@@ -78,7 +79,9 @@ func (s *Server) runScript(ctx context.Context, c *call, a scriptArgs) (script.R
 	case <-ctx.Done():
 		return script.Result{}, failf("%d scripts are running: none finished before the call's timeout; try again", maxScriptsRunning)
 	}
+	started := time.Now()
 	res, err := script.Run(ctx, a.Script, s.scriptFuncs(), script.DefaultLimits)
+	s.log.Debug().Uint64("steps", res.Steps).Int("calls", res.Calls).Dur("took", time.Since(started)).Bool("failed", err != nil).Msg("script ran")
 	if err != nil {
 		var se *script.Error
 		if errors.As(err, &se) && se.Stack != "" {
