@@ -193,16 +193,19 @@ type keyed struct{ k, v starlark.Value }
 // keys returns iterable's elements with their keys (key applied, or the element), after
 // checking they can be compared in bounded time.
 func (r *run) keys(thread *starlark.Thread, name string, iterable, key starlark.Value) ([]keyed, error) {
-	n := length(iterable)
-	if n < 0 {
+	n := starlark.Len(iterable)
+	it := starlark.Iterate(iterable)
+	if it == nil {
 		return nil, fmt.Errorf("%s: got %s, want an iterable", name, iterable.Type())
+	}
+	defer it.Done()
+	if n < 0 {
+		return nil, fmt.Errorf("%s: got %s, want a sized iterable", name, iterable.Type())
 	}
 	if err := r.charge(int64(n) * 2 * wordBytes); err != nil {
 		return nil, err
 	}
 	out := make([]keyed, 0, n)
-	it := starlark.Iterate(iterable)
-	defer it.Done()
 	var e starlark.Value
 	cost := 0
 	for it.Next(&e) {

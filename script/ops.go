@@ -214,15 +214,19 @@ func (r *run) inplaceAdd(thread *starlark.Thread, b *starlark.Builtin, args star
 
 // extend appends y's elements to list, charging them first.
 func (r *run) extend(list *starlark.List, y starlark.Value) error {
-	n := length(y)
-	if n < 0 {
+	n := starlark.Len(y)
+	it := starlark.Iterate(y)
+	if n < 0 || it == nil {
+		if it != nil {
+			it.Done()
+		}
 		return fmt.Errorf("cannot extend a list with a %s", y.Type())
 	}
 	if err := r.charge(int64(n) * wordBytes); err != nil {
+		it.Done()
 		return err
 	}
 	elems := make([]starlark.Value, 0, n) // a copy, taken before appending: y may be list itself
-	it := starlark.Iterate(y)
 	var e starlark.Value
 	for it.Next(&e) {
 		elems = append(elems, e)
