@@ -195,7 +195,13 @@ func Run(ctx context.Context, src string, funcs []Func, lim Limits) (res Result,
 	}
 
 	thread.SetMaxExecutionSteps(lim.Steps)
-	stop := context.AfterFunc(ctx, func() { thread.Cancel("deadline") })
+	stop := context.AfterFunc(ctx, func() {
+		reason := "deadline"
+		if errors.Is(ctx.Err(), context.Canceled) {
+			reason = "cancelled by the caller"
+		}
+		thread.Cancel(reason)
+	})
 	defer stop()
 	globals, err := prog.Init(thread, predeclared)
 	res = Result{Printed: r.printed, Steps: thread.ExecutionSteps(), Calls: r.calls}
@@ -374,6 +380,8 @@ func (r *run) limitMessage(msg string) string {
 		return fmt.Sprintf("the script ran more than %d steps (the step limit): do less per call, or narrow what it reads", r.lim.Steps)
 	case strings.Contains(msg, "cancelled: deadline"):
 		return "the script ran out of time (the call's timeout)"
+	case strings.Contains(msg, "cancelled: cancelled by the caller"):
+		return "the call was cancelled"
 	}
 	return msg
 }

@@ -210,6 +210,18 @@ func TestDeadlineStopsAScript(t *testing.T) {
 	}
 }
 
+// A call cancelled by its caller stops the script and says so.
+func TestCancelStopsAScript(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	lim := DefaultLimits
+	lim.Steps = 1 << 62
+	time.AfterFunc(20*time.Millisecond, cancel)
+	_, err := Run(ctx, "for i in range(9999999):\n    for j in range(9999999):\n        pass", nil, lim)
+	if err == nil || !strings.Contains(err.Error(), "the call was cancelled") {
+		t.Fatalf("err %v", err)
+	}
+}
+
 // Source and the interpreter's universe: a script longer than the limit is refused; a script
 // cannot reach the checked operations by name, nor change the universe other scripts see.
 func TestScriptCannotEscape(t *testing.T) {
