@@ -111,8 +111,10 @@ func TestScriptChoreTokens(t *testing.T) {
 	var plans []plan
 
 	// 1. Every cell whose output has an error: its source and the last traceback line.
-	// Tool by tool: the outline shows which cells have an error; a read of each shows its
-	// source and traceback.
+	// Tool by tool, the cheapest plan we found: a search of the outputs for the line a read
+	// starts an error with ("error Name: value", which is the traceback's last line), then a
+	// read of each of those cells without outputs for its source. (Reading the outline and then
+	// each cell with its outputs costs about 5,000 tokens.)
 	p := plan{chore: "errors: source + last traceback line"}
 	c, r := measure(t, e, enc, "run_script", map[string]any{"script": choreErrors})
 	p.script = append(p.script, c)
@@ -120,16 +122,16 @@ func TestScriptChoreTokens(t *testing.T) {
 	for _, x := range r.Structured.(map[string]any)["result"].([]any) {
 		errCells = append(errCells, int(x.(map[string]any)["index"].(float64)))
 	}
-	c, r = measure(t, e, enc, "get_notebook", map[string]any{"path": nb, "format": "outline"})
+	c, r = measure(t, e, enc, "search_notebook", map[string]any{"path": nb, "pattern": "^error ", "regex": true, "case_sensitive": true, "in": "outputs", "context": 0})
 	p.tools = append(p.tools, c)
-	if n := strings.Count(r.Texts[0], "→ error "); n != len(errCells) || n != 3 {
-		t.Fatalf("the outline shows %d cells with errors, the script found %v", n, errCells)
+	if !strings.Contains(r.Texts[0], "3 matches") || len(errCells) != 3 {
+		t.Fatalf("the search finds %s; the script found %v", r.Texts[0], errCells)
 	}
 	for _, i := range errCells {
-		c, _ = measure(t, e, enc, "get_notebook", map[string]any{"path": nb, "cell_range": map[string]any{"start": i, "end": i}, "include_collaboration_state": false})
+		c, _ = measure(t, e, enc, "get_notebook", map[string]any{"path": nb, "cell_range": map[string]any{"start": i, "end": i}, "include_outputs": false, "include_collaboration_state": false})
 		p.tools = append(p.tools, c)
 	}
-	p.how = "get_notebook outline, then get_notebook cell_range for each of the 3 error cells"
+	p.how = "search_notebook for ^error in outputs, then get_notebook cell_range (no outputs) for each of the 3 error cells"
 	plans = append(plans, p)
 
 	// 2. The cells that import pandas, with their execution counts. Tool by tool: a search of
