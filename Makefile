@@ -199,10 +199,11 @@ integration-matrix: deps engine-deps e2e-deps
 
 test: lint unit integration integration-matrix
 
-# Short fuzz runs of every decoder (go test -fuzz takes one target at a time).
+# Short fuzz runs of every decoder and of the script sandbox (go test -fuzz takes one target at a
+# time; -fuzzminimizetime keeps the fuzzer from spending a minute minimising each new input).
 fuzz:
-	@for pkg in ./ydoc/ ./journal/; do for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
-	  echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done; done
+	@for pkg in ./ydoc/ ./journal/ ./script/; do for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	  echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $$pkg || exit 1; done; done
 
 bench: deps bench-deps
 	$(GO) test -tags integration -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./integration/...

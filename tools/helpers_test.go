@@ -30,7 +30,7 @@ const waitLimit = 10 * time.Second
 // allTools are the operations the server exposes without an executor (the execution tools
 // come with one).
 var allTools = []string{
-	"list_notebooks", "get_notebook", "search_notebook", "create_notebook_session",
+	"list_notebooks", "get_notebook", "search_notebook", "create_notebook_session", "run_script",
 	"batch_insert_notebook_cells", "batch_update_notebook_cells", "batch_delete_notebook_cells", "move_notebook_cells", "clear_outputs",
 	"list_documents", "get_document", "create_document_session",
 	"batch_update_document", "batch_insert_text", "batch_delete_text",
@@ -40,7 +40,7 @@ var allTools = []string{
 	"get_document_history", "restore_document_version", "undo_last_edit", "redo_edit", "count_tokens",
 }
 
-var readTools = []string{"list_notebooks", "get_notebook", "search_notebook", "list_documents", "get_document",
+var readTools = []string{"list_notebooks", "get_notebook", "search_notebook", "run_script", "list_documents", "get_document",
 	"get_online_users", "get_user_presence", "get_user_cursors", "get_user_activity", "get_active_sessions",
 	"list_forks", "diff_fork", "get_document_history", "count_tokens"}
 

@@ -48,6 +48,10 @@ func (s *Server) instructions() string {
 		"- Content tools take max_tokens (default %d; a cut result says how to read on); the notebook, text and "+
 		"history tools take fork_id (the forks toolset); every tool takes includeSchema. A failed call carries "+
 		"the tool's full schema.\n\n", defaultRunWait, defaultOutputChars, s.opts.MaxResponseTokens)
+	b.WriteString("Scripts: run_script runs a Starlark script (Python without imports, try, while, f-strings) that " +
+		"calls notebooks(prefix), cells(path) (dicts: index, handle, type, source, execution_count, outputs: type, " +
+		"text, traceback lines) and search(pattern, prefix, path, regex); its last expression is the result. One " +
+		"call for chores that take many reads.\n\n")
 	b.WriteString("Full schemas and examples: jupyter://operations/{tool}. How to work in a shared notebook: " +
 		"jupyter://guides/{research|analysis|development}.")
 	return b.String()

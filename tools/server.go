@@ -72,6 +72,7 @@ type Server struct {
 	notices   *noticeSessions // who hears log messages (logging.go)
 	tasks     *taskTable      // MCP tasks over execution jobs (tasks.go)
 	requests  *requestStore   // edits' request ids (idempotent.go)
+	scripts   chan struct{}   // a slot per script running (script.go)
 	// toolsets is what sessions are offered unless a request chooses; sessionSets the sets
 	// sessions turned on since (toolsets.go).
 	toolsets    selection
@@ -100,7 +101,8 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, log: opts.Logger, opsByName: map[string]*operation{}, tokens: tc, stats: newTokenStats(), acct: newAccountant(), subs: newSubscriptions(),
-		events: newEventStore(256<<10, 64), notices: newNoticeSessions(), tasks: newTaskTable(), requests: newRequestStore(time.Now)}
+		events: newEventStore(256<<10, 64), notices: newNoticeSessions(), tasks: newTaskTable(), requests: newRequestStore(time.Now),
+		scripts: make(chan struct{}, maxScriptsRunning)}
 	if opts.Metrics != nil {
 		if s.metrics, err = newMetrics(opts.Metrics, opts.Manager, s.events, s.acct.flush); err != nil {
 			return nil, fmt.Errorf("tools: register metrics: %w", err)
@@ -129,6 +131,7 @@ func New(opts Options) (*Server, error) {
 	}, taskCaps...)...)
 	s.registerNotebookTools()
 	s.registerSearchTools()
+	s.registerScriptTools()
 	s.registerNotebookEditTools()
 	s.registerDocumentTools()
 	if opts.Executor != nil {

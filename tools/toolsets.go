@@ -37,6 +37,7 @@ type toolset struct {
 // toolsets are the sets, in the order the instructions and the README show them.
 var toolsets = []toolset{
 	{"notebooks", "read, search and edit notebooks"},
+	{"scripts", "read many notebooks in one call: a short script loops, filters and returns only what it keeps"},
 	{"execution", "run cells and scratch code, follow and cancel runs"},
 	{"presence", "collaborators' presence, cursors and recent activity; the agent's status and cursor"},
 	{"documents", "text files: list, read, edit"},
@@ -51,7 +52,7 @@ const discoveryCategory = "toolsets"
 
 // CursorToolsets is the selection for clients that refuse more than 40 tools per server
 // (Cursor): every set but documents (such a client edits text files itself). all lists more.
-const CursorToolsets = "notebooks,execution,presence,forks,history,kernels,admin"
+const CursorToolsets = "notebooks,scripts,execution,presence,forks,history,kernels,admin"
 
 // ToolsetHeader is the HTTP request header that chooses a session's toolsets (as --toolsets).
 const ToolsetHeader = "X-MCP-Toolsets"

@@ -37,7 +37,7 @@ var defaultList = []string{
 	"batch_delete_notebook_cells", "batch_execute_notebook_cells", "batch_insert_notebook_cells",
 	"batch_update_notebook_cells", "cancel_execution", "create_notebook_session", "enable_toolset",
 	"execute_code", "execute_notebook_cell", "get_execution", "get_notebook", "get_online_users",
-	"list_notebooks", "move_notebook_cells",
+	"list_notebooks", "move_notebook_cells", "run_script",
 }
 
 func TestDefaultToolsetIsTheDailyLoop(t *testing.T) {
