@@ -138,7 +138,16 @@ func runScenario(t *testing.T, ctx context.Context, c *MCPClient, name string, s
 		t.Fatalf("list_notebooks(%s) = %v", name, list)
 	}
 	nb := loop("get_notebook", map[string]any{"path": name})
+	for nb["from_file"] != nil && strings.Contains(nb["content"].(string), "read again to edit") {
+		// The room was still loading and this notebook's cells have no ids in the file: as the
+		// read says, an agent reads again to get the handles it edits by. (Not counted as a call
+		// of the loop: it depends on how fast the server loads the room, not on the tools.)
+		nb = call("get_notebook", map[string]any{"path": name})
+	}
 	cells := textCells(t, nb)
+	if len(cells) == 0 {
+		t.Fatalf("get_notebook gave no cells: %v", nb)
+	}
 	firstHandle := cells[0].handle
 
 	// A human is in the notebook too.

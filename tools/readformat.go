@@ -35,7 +35,10 @@ import (
 // textCell renders one cell for format=text.
 func textCell(i int, handle string, c ydoc.Cell, o viewOpts, withHash bool) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "@%d %s", i, handle)
+	fmt.Fprintf(&b, "@%d", i)
+	if handle != "" { // a cell read from a file without its id: no handle until the room has it
+		b.WriteString(" " + handle)
+	}
 	switch c.Type {
 	case ydoc.CellMarkdown:
 		b.WriteString(" md")
