@@ -208,6 +208,10 @@ func (l *roomLoop) handle(out ydoc.Output) {
 		h, _ := l.sess.Doc().State()["hash"].(string)
 		l.watchSaved(h, now)
 	}
+	if out.Rescue != nil || out.Strays > 0 {
+		// Typing into cells the rescue replaced is followed while peers may not have it yet.
+		l.strayUntil = now.Add(strayWatchFor)
+	}
 	if out.Rescue != nil {
 		l.onRescue(out.Rescue, now)
 	} else if out.Synced && l.walPending() {
@@ -315,6 +319,9 @@ func (l *roomLoop) tick(now time.Time) error {
 			l.publishInfo()
 			l.r.emit(Event{Path: l.r.opts.Path, Kind: EventAwareness, Time: now})
 		}
+	}
+	if l.sess.StrayWatch() && now.After(l.strayUntil) {
+		l.sess.StopStrayWatch()
 	}
 	if l.snaps != nil && l.snaps.dirty && now.Sub(l.lastSave) >= 10*time.Second {
 		l.queueSave()

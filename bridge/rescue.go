@@ -153,6 +153,11 @@ func (l *roomLoop) decideRescue(file *FileContent, ferr error) {
 		Int("versions_held", versions).Msg("the server lost the room: deciding by the file's content how to bring back the replica")
 }
 
+// strayWatchFor is how long after a rescue (or the last stray keystroke moved) typing into the
+// cells it replaced is followed: peers receive the rescue within a round trip; a few seconds
+// cover a loaded machine.
+const strayWatchFor = 10 * time.Second
+
 func short(h string) string {
 	if len(h) > 12 {
 		return h[:12]
@@ -190,7 +195,7 @@ func (l *roomLoop) onRescue(rep *ydoc.RescueReport, now time.Time) {
 	ev.Bool("restored", rep.Restored).Str(logfield.Reason, rep.Reason).Int("inserted", rep.Stats.Inserted).
 		Int("deleted", rep.Stats.Deleted).Int("moved", rep.Stats.Moved).Int("changed", rep.Stats.Changed).
 		Int("conflicts", rep.Conflicts).Int("replayed", rep.Replayed).Int("failed", rep.Failed).
-		Strs("not_restored", rep.NotRestored).Msg(rep.Summary())
+		Strs("not_restored", rep.NotRestored).Str("reconsidered", rep.Reconsidered).Msg(rep.Summary())
 	if rep.Restored && !rep.Changed && rep.Lossless() && !rep.FileWins {
 		return // nothing was missing: nothing to tell
 	}

@@ -539,6 +539,8 @@ type roomLoop struct {
 	adoptPending bool
 	replay       *replayed
 	riskShown    bool // what AtRisk says
+	// strayUntil: typing into cells a rescue replaced is followed until then (ydoc StrayWatch).
+	strayUntil time.Time
 	serverHeld   bool // the file read before this connection is a state the server went through (journal.go)
 
 	// life is Run's context; helpers are the short-lived goroutines the loop starts (a hash read),

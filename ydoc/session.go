@@ -33,6 +33,9 @@ type Output struct {
 	// Rescue reports what the session did with the replica the server lost (after a sync that
 	// followed ResetServerLost).
 	Rescue *RescueReport
+	// Strays counts cells into which typing that landed in a cell the rescue had replaced was
+	// moved (rescue_strays.go).
+	Strays int
 }
 
 func (o *Output) merge(p Output) {
@@ -46,6 +49,7 @@ func (o *Output) merge(p Output) {
 	if p.Rescue != nil {
 		o.Rescue = p.Rescue
 	}
+	o.Strays += p.Strays
 }
 
 // ErrNotSynced is returned for calls that need a synced session.
@@ -132,6 +136,9 @@ type Session struct {
 	history *History
 	// guard, after a lost room was not restored by id, heals a peer's merge of an old copy.
 	guard *staleGuard
+	// strays, after a rescue deleted cells people may still be typing into, moves what they type
+	// there into the cells that replaced them (rescue_strays.go).
+	strays *strayWatch
 
 	serverSV      StateVector // inserts the server is known to hold
 	serverDeletes IDSet       // deletions the server is known to hold
@@ -227,6 +234,7 @@ func (s *Session) reset(clientID uint32, serverLost bool) error {
 	s.inflight = nil
 	s.rerunDurable = s.rerunDurable || serverLost
 	s.guard = nil
+	s.strays = nil
 	s.doc = doc
 	s.synced = false
 	s.everSynced = false
@@ -423,6 +431,9 @@ func (s *Session) Receive(f Frame) (Output, error) {
 		}
 		if !change.Empty() {
 			out.Changes = append(out.Changes, change)
+		}
+		if s.strays != nil && s.synced {
+			out.merge(s.followStrays(f.Payload, meta))
 		}
 		if pre != nil {
 			out.merge(s.heal(*pre))
