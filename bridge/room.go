@@ -541,7 +541,7 @@ type roomLoop struct {
 	riskShown    bool // what AtRisk says
 	// strayUntil: typing into cells a rescue replaced is followed until then (ydoc StrayWatch).
 	strayUntil time.Time
-	serverHeld   bool // the file read before this connection is a state the server went through (journal.go)
+	serverHeld bool // the file read before this connection is a state the server went through (journal.go)
 
 	// life is Run's context; helpers are the short-lived goroutines the loop starts (a hash read),
 	// waited for before Run returns.
