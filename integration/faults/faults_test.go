@@ -172,6 +172,8 @@ type harness struct {
 	unsavedLosses int
 
 	keys     *keyLedger
+	typists  []*typist
+	loops    context.Context // the typists' loops
 	keyKills []keyKill
 	texts    []textRec // markers the agent appended to the text file
 	outside  []string  // cells added to the notebook file outside Jupyter, while the server was down
@@ -292,11 +294,13 @@ func TestFaultInjection(t *testing.T) {
 		fixtureIDs = append(fixtureIDs, c.ID)
 	}
 	loops, stopLoops := context.WithCancel(ctx)
+	h.loops = loops
 	var typing sync.WaitGroup
-	for _, ty := range []*typist{
+	h.typists = []*typist{
 		startTypist(t, ctx, h.keys, srv, notebook, "notebook", fixtureIDs, false, 100*time.Millisecond),
 		startTypist(t, ctx, h.keys, srv, textDoc, "file", nil, false, 100*time.Millisecond),
-	} {
+	}
+	for _, ty := range h.typists {
 		typing.Add(1)
 		go func() { defer typing.Done(); ty.run(loops, ctx) }()
 	}
@@ -411,6 +415,20 @@ func (h *harness) round(ctx context.Context, r int, kind faultKind, rng *rand.Ra
 		h.ambient++
 	}
 
+	// On jupyter-server-documents 0.3.3 a connection dropped with updates queued can stop the room
+	// for everybody until the server frees it, which it does only while nobody is in it
+	// (docs/engines.md, "one orphaned update stops a room for good"): with a person in the room it
+	// never recovers. The humans step out for the rounds that cut or stall connections there.
+	if integration.DefaultEngine().Documents() && (kind == faultDrop || kind == faultStall) {
+		for _, ty := range h.typists {
+			ty.setAway(h.loops, true)
+		}
+		defer func() {
+			for _, ty := range h.typists {
+				ty.setAway(h.loops, false)
+			}
+		}()
+	}
 	h.proxy.SetDelay(latency)
 	defer h.proxy.SetDelay(0)
 	triggered := make(chan struct{})

@@ -29,7 +29,8 @@ import (
 // (integration/testdata/slow_save.py: four pieces 0.3 s apart). Before each kill everybody pauses
 // for 2.2 s, so jupyter-collaboration saves by itself (a second after the last change) and its
 // save, which nobody asked for and whose publication the next keystroke cancels, races the kill
-// (the pause ends 0.4, 1.2 or 2.5 s before it). After a restart one human of each document
+// (the pause ends 0.4, 1.2 or 2.5 s before it); every second kill also deletes the server's
+// update store (.jupyter_ystore.db). After a restart one human of each document
 // reloads (a fresh document), the other reconnects with its old copy as an open JupyterLab tab
 // does, having typed on while the server was down. Nothing may be lost or doubled:
 //
@@ -282,8 +283,18 @@ func TestStormWithCrashes(t *testing.T) {
 		srv.Kill()
 		kills = append(kills, kill)
 		killTexts = append(killTexts, map[string]string{"notebook": nb.text, "text": text})
-		t.Logf("kill %d at %v (%.1f s after the pause): the sidecar held %d keystrokes and agent markers",
-			k+1, time.Since(start).Round(time.Second), kill.at.Sub(quiet[k].to).Seconds(), len(kill.held))
+		store := "kept"
+		if (k+1)%2 == 0 && !srv.Engine.Documents() {
+			// Every second kill the server's update store goes too, as when its container is
+			// recreated with the notebooks on a volume and its working directory not: the
+			// room is rebuilt from the file alone (jupyter-collaboration #594/#621 for the tabs).
+			if err := removeYStore(stateDir); err != nil {
+				t.Fatal(err)
+			}
+			store = "deleted"
+		}
+		t.Logf("kill %d at %v (%.1f s after the pause, update store %s): the sidecar held %d keystrokes and agent markers",
+			k+1, time.Since(start).Round(time.Second), kill.at.Sub(quiet[k].to).Seconds(), store, len(kill.held))
 		if err := srv.Restart(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -334,6 +345,17 @@ func TestStormWithCrashes(t *testing.T) {
 	if slow == 0 {
 		t.Errorf("no slow save: the contents manager of integration/testdata/slow_save.py is not in use")
 	}
+}
+
+// removeYStore deletes jupyter-collaboration's update store (.jupyter_ystore.db in the server's
+// working directory, the harness's state directory).
+func removeYStore(stateDir string) error {
+	for _, f := range []string{".jupyter_ystore.db", ".jupyter_ystore.db-journal", ".jupyter_ystore.db-wal", ".jupyter_ystore.db-shm"} {
+		if err := os.Remove(filepath.Join(stateDir, f)); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	return nil
 }
 
 // stormAgent plays one agent until loops ends: insert, rewrite, move and delete its own cells;

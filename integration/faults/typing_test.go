@@ -100,6 +100,16 @@ type typist struct {
 	paused  func(time.Time) bool // true while the human pauses (nil: never)
 	led     *keyLedger
 	rng     *rand.Rand
+	away    chan bool // true: close the document (the person leaves); false: open it again
+}
+
+// setAway makes the human leave the document (closing it) or come back (opening it afresh). It
+// returns once the loop took the request (nothing when the loop has ended).
+func (ty *typist) setAway(loops context.Context, away bool) {
+	select {
+	case ty.away <- away:
+	case <-loops.Done():
+	}
 }
 
 // startTypist connects a new human to a document and registers it.
@@ -116,7 +126,7 @@ func startTypist(t *testing.T, ctx context.Context, led *keyLedger, srv *integra
 	name := fmt.Sprintf("%s typist on %s", map[bool]string{true: "tab-like", false: "reloading"}[keepDoc], path)
 	j := led.addHuman(name, keepDoc)
 	return &typist{j: j, peer: p, srv: srv, path: path, kind: kind, cells: cells, keepDoc: keepDoc, every: every, led: led,
-		rng: rand.New(rand.NewPCG(uint64(j)+100, 99))}
+		rng: rand.New(rand.NewPCG(uint64(j)+100, 99)), away: make(chan bool)}
 }
 
 const typeCode = `
@@ -135,6 +145,7 @@ return 'ok'`
 // run types until loops ends; ctx bounds the calls.
 func (ty *typist) run(loops, ctx context.Context) {
 	conn := 0
+	out := false                    // the human left the document (setAway)
 	down := false                   // the connection closed and no new one is synced yet
 	back := make(chan connRec, 1)   // a tab-like human's reconnection, from its goroutine
 	var reconnecting sync.WaitGroup // that goroutine
@@ -146,6 +157,19 @@ func (ty *typist) run(loops, ctx context.Context) {
 		case c := <-back:
 			down = false
 			conn = ty.led.connected(ty.j, c.carried)
+			continue
+		case leave := <-ty.away:
+			switch {
+			case leave && !out && !down:
+				out = true
+				_ = ty.peer.Call(ctx, "disconnect", nil, nil)
+			case !leave && out:
+				if !ty.connectFresh(loops, ctx) {
+					return
+				}
+				out = false
+				conn = ty.led.connected(ty.j, false)
+			}
 			continue
 		case ev := <-ty.peer.Events():
 			if ev.Event != "close" || down {
@@ -167,7 +191,7 @@ func (ty *typist) run(loops, ctx context.Context) {
 			continue
 		case <-time.After(ty.every):
 		}
-		if ty.paused != nil && ty.paused(time.Now()) {
+		if out || (ty.paused != nil && ty.paused(time.Now())) {
 			continue
 		}
 		k++
