@@ -21,7 +21,8 @@ import (
 // The pod crash (issue 26): jupyter-server and the sidecar (the real binary, its --state-dir in a
 // directory that outlives it) are SIGKILLed at the same instant, as when the pod that holds both
 // dies, after ~12 s of an agent inserting a cell every 50 ms and a human (an independent yjs
-// peer) typing into the notebook every 50 ms. Both are started again on the same state. What had
+// peer) typing into the notebook every 50 ms, and 3 s after the file was last written (between
+// two saves, where the most is at risk). Both are started again on the same state. What had
 // reached the sidecar a second before the kill must be back, once: every cell confirmed to the
 // agent by then, every keystroke the sidecar's replica held then (read through get_notebook 1 s
 // before the kill). First without any agent call (the sidecar recovers at start: the human who
@@ -126,6 +127,11 @@ func TestPodCrash(t *testing.T) {
 	case <-time.After(busyFor):
 	case <-ctx.Done():
 		t.Fatal(ctx.Err())
+	}
+	// The kill comes between two saves of the file, where the most is at risk: 3 s after the next
+	// write of the file (or at once if none comes within 10 s: nothing is saved at all).
+	if fileChangeWithin(ctx, srv, path, 10*time.Second) {
+		time.Sleep(3 * time.Second)
 	}
 	// A second before the kill: what the sidecar holds then must survive.
 	before, err := readSidecarNotebook(ctx, observer, path)
@@ -307,4 +313,24 @@ func settlePod(t *testing.T, ctx context.Context, srv *integration.JupyterServer
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// fileChangeWithin waits until the file's modification time or size changes, at most d.
+func fileChangeWithin(ctx context.Context, srv *integration.JupyterServer, path string, d time.Duration) bool {
+	stamp := func() (time.Time, int64) {
+		fi, err := os.Stat(filepath.Join(srv.Root, path))
+		if err != nil {
+			return time.Time{}, -1
+		}
+		return fi.ModTime(), fi.Size()
+	}
+	m0, s0 := stamp()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if m, s := stamp(); !m.Equal(m0) || s != s0 {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
 }
