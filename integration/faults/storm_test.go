@@ -321,6 +321,15 @@ func TestStormWithCrashes(t *testing.T) {
 	counts := tokenCounts(humanTokenRE, final.text, finalText)
 	st := checkKeys(t, keys, kills, counts, end)
 	t.Logf("humans: %s", st)
+	doubledIn := func(text string) (n int) {
+		for _, c := range tokenCounts(tokenRE, text) {
+			if c > 1 {
+				n++
+			}
+		}
+		return n
+	}
+	t.Logf("tokens (keystrokes and agent markers) there more than once: %d in the notebook, %d in the text file", doubledIn(final.text), doubledIn(finalText))
 	if t.Failed() { // what the checks saw, for reading next to the logs
 		dump := map[string]any{"final": final.sources, "order": final.ids, "text": finalText}
 		for k, kt := range killTexts {
