@@ -596,6 +596,15 @@ func settleStorm(t *testing.T, ctx context.Context, srv *integration.JupyterServ
 			nb := fromCells(ids, srcs)
 			if name == "fresh peer" {
 				freshNB = nb
+				if time.Now().After(deadline) { // about to fail: say what the cells without an id are
+					n := 0
+					for i, c := range snap.Cells {
+						if c.ID == "" && n < 5 {
+							n++
+							t.Logf("the fresh peer's cell %d has no id: cell_type %q, source %q, fields %v", i, c.CellType, trim(c.Source, 120), c.Types)
+						}
+					}
+				}
 			}
 			if !sameNotebook(side, nb) && last == "" {
 				last = name + ": " + diffNotebooks(side, nb)
