@@ -133,14 +133,25 @@ const ops = {
     t.done = (async () => {
       for (let n = 1; !t.stop; n++) {
         try {
+          // A dialog is answered as a person who wants to go on typing would: its cancel
+          // button when it has one ("Continue" keeps the tab), else its only button ("Close",
+          // "Reconnect"), else Escape. Each kind of dialog is recorded and photographed once.
           const dialog = page.locator('.jp-Dialog')
-          while (await dialog.count() > 0) {
-            const title = (await dialog.first().locator('.jp-Dialog-header').innerText().catch(() => '')).trim()
-            const body = (await dialog.first().locator('.jp-Dialog-body').innerText().catch(() => '')).trim()
-            t.dialogs.push({ at: Date.now(), title, body: body.slice(0, 300) })
-            if (req.dialogShots) await page.screenshot({ path: `${req.dialogShots}-${t.dialogs.length}.png` }).catch(() => {})
-            const reject = dialog.first().locator('.jp-Dialog-button.jp-mod-reject')
+          for (let k = 0; k < 5 && await dialog.count() > 0; k++) {
+            const d = dialog.first()
+            const title = (await d.locator('.jp-Dialog-header').innerText({ timeout: 1000 }).catch(() => '')).trim()
+            const body = (await d.locator('.jp-Dialog-body').innerText({ timeout: 1000 }).catch(() => '')).trim()
+            const last = t.dialogs[t.dialogs.length - 1]
+            if (!last || last.title !== title || Date.now() - last.at > 2000) {
+              t.dialogs.push({ at: Date.now(), title, body: body.slice(0, 300) })
+              if (req.dialogShots && t.dialogs.length <= 10) await page.screenshot({ path: `${req.dialogShots}-${t.dialogs.length}.png` }).catch(() => {})
+            } else {
+              last.at = Date.now()
+            }
+            const reject = d.locator('.jp-Dialog-button.jp-mod-reject')
+            const accept = d.locator('.jp-Dialog-button.jp-mod-accept')
             if (await reject.count() > 0) await reject.first().click({ timeout: 2000 }).catch(() => {})
+            else if (await accept.count() > 0) await accept.first().click({ timeout: 2000 }).catch(() => {})
             else await page.keyboard.press('Escape')
             await page.waitForTimeout(100)
           }

@@ -94,7 +94,11 @@ func crashRun(t *testing.T, v crashVariant) {
 	t.Cleanup(func() { srv.Stop(); _ = os.RemoveAll(srv.Root) })
 	// The page is left (as a tab closed) before the server stops, so nothing of it keeps
 	// reconnecting into the next test.
-	t.Cleanup(func() { _ = env.browser.Call(context.Background(), "blank", nil, nil) })
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = env.browser.Call(ctx, "blank", nil, nil)
+	})
 
 	const name = "crash.ipynb"
 	writeNotebook(t, srv, name, [2]string{"typed", "# typed by a person:"}, [2]string{"other", "x = 1"})
@@ -141,7 +145,9 @@ func crashRun(t *testing.T, v crashVariant) {
 	typingStopped := false
 	stopTyping := func() typingResult {
 		var r typingResult
-		if err := env.browser.Call(ctx, "stopTyping", nil, &r); err != nil {
+		sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		if err := env.browser.Call(sctx, "stopTyping", nil, &r); err != nil {
 			t.Fatalf("stop typing: %v", err)
 		}
 		typingStopped = true
@@ -149,7 +155,9 @@ func crashRun(t *testing.T, v crashVariant) {
 	}
 	defer func() {
 		if !typingStopped {
-			_ = env.browser.Call(context.Background(), "stopTyping", nil, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = env.browser.Call(ctx, "stopTyping", nil, nil)
 		}
 	}()
 	var mu sync.Mutex
