@@ -214,6 +214,9 @@ type PeerCell struct {
 	ExecutionState string           `json:"execution_state"`
 	Outputs        []map[string]any `json:"outputs"`
 	Types          map[string]any   `json:"_types"`
+	// Invalid is the Yjs type of an entry of the cells array that is not a Y.Map (not a cell at
+	// all: the server cannot read such a notebook); empty for a real cell.
+	Invalid string `json:"invalid"`
 }
 
 // PeerSnapshot is the document as the peer sees it.
