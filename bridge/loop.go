@@ -214,6 +214,12 @@ func (l *roomLoop) handle(out ydoc.Output) {
 	}
 	if out.Rescue != nil {
 		l.onRescue(out.Rescue, now)
+		if h := l.sess.History(); h != nil && l.rescueFile != nil {
+			h.NoteSaved(*l.rescueFile)
+			l.wal.savedLogged = false
+			l.logSavedContent()
+		}
+		l.rescueFile = nil
 	} else if out.Synced && l.walPending() {
 		l.walDecided("nothing to rescue") // the lost replica had never synced
 	}
@@ -320,6 +326,7 @@ func (l *roomLoop) tick(now time.Time) error {
 			l.r.emit(Event{Path: l.r.opts.Path, Kind: EventAwareness, Time: now})
 		}
 	}
+	l.publishRisk()
 	if l.sess.StrayWatch() && now.After(l.strayUntil) {
 		l.sess.StopStrayWatch()
 	}
@@ -375,6 +382,7 @@ func (l *roomLoop) endLink(last [][]byte, graceful bool) {
 		c <- saveResult{err: fmt.Errorf("disconnected before the server answered the save: %w", ErrNotSynced)}
 	}
 	l.stopSaving()
+	l.publishRisk()
 	l.r.mu.Lock()
 	l.r.info.Reconnects++
 	l.r.mu.Unlock()

@@ -289,14 +289,16 @@ type Room struct {
 	prep     *readPrep    // what reads wait for (outputs.go)
 	lastUsed atomic.Int64 // unix nanos
 
-	mu       sync.Mutex
-	info     RoomInfo
-	wal      DocLog    // the document's log while the room holds it (journal.go)
-	atRisk   bool      // the replica holds work the server may not have saved (journal.go)
-	sizes    RoomSizes // recorded by the loop (measure)
-	err      error     // set when the room failed or closed
-	cancel   context.CancelFunc
-	closeReq bool
+	mu     sync.Mutex
+	info   RoomInfo
+	wal    DocLog // the document's log while the room holds it (journal.go)
+	atRisk bool   // the replica holds work the server may not have saved (journal.go)
+	// unsavedOnly: that work is only changes the server holds and has not saved (UnsavedOnly).
+	unsavedOnly bool
+	sizes       RoomSizes // recorded by the loop (measure)
+	err         error     // set when the room failed or closed
+	cancel      context.CancelFunc
+	closeReq    bool
 }
 
 // NewRoom validates options and creates a room; Run makes it live.
@@ -539,9 +541,11 @@ type roomLoop struct {
 	adoptPending bool
 	replay       *replayed
 	riskShown    bool // what AtRisk says
+	unsavedShown bool // what UnsavedOnly says
 	// strayUntil: typing into cells a rescue replaced is followed until then (ydoc StrayWatch).
 	strayUntil time.Time
-	serverHeld bool // the file read before this connection is a state the server went through (journal.go)
+	serverHeld bool           // the file read before this connection is a state the server went through (journal.go)
+	rescueFile *ydoc.Snapshot // the file a rescue was decided by: the last save known once it is done
 
 	// life is Run's context; helpers are the short-lived goroutines the loop starts (a hash read),
 	// waited for before Run returns.
@@ -819,6 +823,7 @@ func (l *roomLoop) connectAndServe(ctx context.Context) error {
 	case !l.awayFrom.IsZero() && now.Sub(l.awayFrom) >= l.r.opts.ResetAfter:
 		l.requestReset(fmt.Sprintf("away for %s, the server may have rebuilt the room", now.Sub(l.awayFrom).Round(time.Second)))
 	}
+	decided := false
 	if l.needReset != "" {
 		lost := l.serverLost
 		if err := l.reset(); err != nil {
@@ -827,13 +832,24 @@ func (l *roomLoop) connectAndServe(ctx context.Context) error {
 		}
 		if lost {
 			l.decideRescue(file, ferr)
+			decided = true
 		}
 	} else if l.adoptPending {
 		l.decideRescue(file, ferr)
+		decided = true
 	}
-	if h := l.sess.History(); h != nil && file != nil && ferr == nil && h.LastSaved() == nil && file.Doc != nil {
-		h.NoteSaved(*file.Doc) // the file as the room was (first) joined: the last save known
+	l.rescueFile = nil
+	if h := l.sess.History(); h != nil && file != nil && ferr == nil && file.Doc != nil {
+		switch {
+		case decided:
+			// What the server saved last, as far as we know, once the rescue is done (the rescue
+			// decides by what the replica held before).
+			l.rescueFile = file.Doc
+		case h.LastSaved() == nil:
+			h.NoteSaved(*file.Doc) // the file as the room was first joined
+		}
 	}
+	l.logSavedContent()
 	l.ds = ds
 	l.r.prep.engineChanged(ds.Engine, ds.FileID)
 	l.sess.LaggingSaveMarkers(ds.Engine.SavesItself) // its periodic saves mark before they are done

@@ -105,14 +105,14 @@ func (s *Session) loadedContent(lostSV StateVector) (Snapshot, bool) {
 }
 
 // reconsider turns a FileWins plan into a restore when the room was rebuilt from a version the
-// replica held (see above): the file holds the room's changes since, saved by the server. It
+// replica held before the loss (see above; the versions since include the rebuilt room itself): the file holds the room's changes since, saved by the server. It
 // returns why, or "".
 func (s *Session) reconsider(lost *lostReplica, plan *rescuePlan) string {
 	if plan.kind != planFileWins || s.history == nil {
 		return ""
 	}
 	loaded, ok := s.loadedContent(lost.doc.StateVector())
-	if !ok || !s.history.Held(loaded) {
+	if !ok || !s.history.heldBefore(loaded, s.lostMark) {
 		return ""
 	}
 	*plan = rescuePlan{kind: planRestore, base: &loaded, file: &loaded}

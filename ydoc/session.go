@@ -134,6 +134,11 @@ type Session struct {
 
 	// history, when kept (KeepHistory), records every version of the replica's content.
 	history *History
+	// lostMark is how many versions the history had recorded when the replica the server lost
+	// was set aside (taken at the first change after ResetServerLost or AdoptLost): the versions
+	// after it are the rebuilt room's.
+	lostMark    int
+	markPending bool
 	// guard, after a lost room was not restored by id, heals a peer's merge of an old copy.
 	guard *staleGuard
 	// strays, after a rescue deleted cells people may still be typing into, moves what they type
@@ -209,6 +214,7 @@ func (s *Session) reset(clientID uint32, serverLost bool) error {
 			// The replica itself is kept, as CRDT state: its items, with their ids, are what a
 			// restore by id brings back (rescue_ids.go). It is read, never written, from here on.
 			s.lost, s.plan = &lostReplica{doc: s.doc, snap: snap}, rescuePlan{}
+			s.markPending = true
 		}
 	}
 	doc, err := NewDoc(s.kind, clientID, s.log)
@@ -278,6 +284,7 @@ func (s *Session) AdoptLost(state []byte) error {
 		return fmt.Errorf("adopt lost replica: %w", err)
 	}
 	s.lost, s.plan = &lostReplica{doc: doc, snap: snap}, rescuePlan{}
+	s.markPending = true
 	return nil
 }
 
@@ -370,6 +377,9 @@ func (s *Session) History() *History { return s.history }
 // observe feeds the history a change of the replica.
 func (s *Session) observe(c Change) {
 	if s.history != nil && !c.Empty() {
+		if s.markPending {
+			s.lostMark, s.markPending = s.history.Versions(), false
+		}
 		s.history.observe(s.doc, c)
 	}
 }
