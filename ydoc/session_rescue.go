@@ -395,12 +395,16 @@ type rebuildSplit struct {
 
 // rebuildCopies splits the room's cells into the lost replica's and the rebuild's (lostSV: the
 // lost replica's state vector) and chooses, for every cell both hold, the copy that stays: the
-// one the people in the room type into, since what they type into the other one until the
-// restore reaches them would land in a deleted cell (the server collects it with the cell, and
-// nobody could bring it back). That is the rebuild's copy, unless a peer (a tab reconnecting with
-// its old document) brought the lost replica's own copy back before the sync (mergedBack: the
-// ids of such cells): then that peer types into the original, which stays. For a file without
-// cell ids every cell the loader put into the fresh document gives way to the lost replica's.
+// one people type into, since what they type into the other one until the restore reaches them
+// lands in a deleted cell (the server collects it with the cell: nobody can bring it back).
+// When the server loaded the file into a fresh document (jupyter-server-documents, whose
+// JupyterLab tabs reload the document when they reconnect), everyone in the room holds the
+// fresh load's copy, and it stays — unless a peer (a tab reconnecting with its old document)
+// brought the lost replica's own copy back before the sync (mergedBack: the ids of such cells):
+// that peer types into the original, which stays. A copy a reload over the store re-created
+// (jupyter-collaboration, whose tabs reconnect with their old document) gives way to the
+// original. For a file without cell ids every cell the loader put into the fresh document gives
+// way to the lost replica's.
 //
 // A cell whose original a peer brought back, and whose rebuild copy was typed into too, holds
 // both after the restore (settled): the original as it now is (the lost replica's and the peer's
@@ -418,16 +422,17 @@ func (tx *Txn) rebuildCopies(lostSV StateVector, noIDs bool, mergedBack map[stri
 			liveLost[ids[i]] = true
 		}
 	}
+	fresh := loaderClients(tx.d.cells, lostSV)
 	var loaders map[int]bool
 	if noIDs {
-		loaders = loaderClients(tx.d.cells, lostSV)
+		loaders = fresh
 	}
 	loadedAt := make([]bool, len(maps))
 	for i, m := range maps {
 		if it := m.GetItem(); it != nil && !fromLost[i] {
 			loadedAt[i] = loaders[it.ID.Client]
-			if !loadedAt[i] {
-				liveOwn[ids[i]] = true
+			if !loadedAt[i] && fresh[it.ID.Client] && !mergedBack[ids[i]] {
+				liveOwn[ids[i]] = true // the fresh load's copy stays
 			}
 		}
 	}
@@ -439,10 +444,10 @@ func (tx *Txn) rebuildCopies(lostSV StateVector, noIDs bool, mergedBack map[stri
 		switch {
 		case loadedAt[i]:
 			sp.superseded = append(sp.superseded, i)
-		case !fromLost[i] && liveLost[ids[i]] && mergedBack[ids[i]]:
-			sp.superseded = append(sp.superseded, i) // the peer's original stays
-		case fromLost[i] && liveOwn[ids[i]] && !mergedBack[ids[i]]:
-			sp.superseded = append(sp.superseded, i) // the rebuild's copy stays
+		case !fromLost[i] && liveLost[ids[i]] && !liveOwn[ids[i]]:
+			sp.superseded = append(sp.superseded, i) // the original stays
+		case fromLost[i] && liveOwn[ids[i]]:
+			sp.superseded = append(sp.superseded, i) // the fresh load's copy stays
 		}
 		if loadedAt[i] {
 			continue // the load of a file without ids: the lost replica's cells stand for it
