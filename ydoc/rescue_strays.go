@@ -266,13 +266,13 @@ func withoutDeletes(update []byte, drop IDSet) ([]byte, error) {
 	}
 	byClient := map[uint64][]IDRange{}
 	for _, r := range meta.Deletes {
-		for _, part := range subtractRange(r, drop[r.Client]) {
-			byClient[r.Client] = append(byClient[r.Client], part)
-		}
+		byClient[r.Client] = append(byClient[r.Client], subtractRange(r, drop[r.Client])...)
 	}
 	clients := make([]uint64, 0, len(byClient))
-	for c := range byClient {
-		clients = append(clients, c)
+	for c, rs := range byClient {
+		if len(rs) > 0 {
+			clients = append(clients, c)
+		}
 	}
 	sort.Slice(clients, func(i, j int) bool { return clients[i] > clients[j] })
 	out := append([]byte(nil), update[:dsAt]...)
