@@ -390,27 +390,26 @@ func replayJournal(ctx context.Context, wal DocLog, lineage uint64, kind ydoc.Ki
 	return &replayed{hist: hist, state: state, updates: len(h.Updates)}
 }
 
-// heldByServer reports whether the server itself went through exactly this content, as the log
-// shows it: the lineage's base, then only the updates the server sent — its own, its peers', and
-// its echoes of the replica's own — in the order it broadcast them. Those are the states the
-// server held, and a save of the server is one of them; the replica, which applies its own edits
-// before it hears of others', never held some of them (an agent and a human changing the document
-// at once: ydoc.History's known limit). It runs on the dial's helper goroutine, after a loss.
-func heldByServer(ctx context.Context, wal DocLog, lineage uint64, file ydoc.Snapshot, opts ydoc.MatchOptions, log zerolog.Logger) (bool, error) {
+// serverOrder replays a lineage the way the server itself went through it, as the log shows:
+// the lineage's base, then only the updates the server sent — its own, its peers', and its echoes
+// of the replica's own — in the order it broadcast them. Those are the states the server held, and
+// a save of the server is one of them; the replica, which applies its own edits before it hears
+// of others', never held some of them (an agent and a human changing the document at once:
+// ydoc.History's known limit). It returns a history of those states (the rescue asks it about
+// the file, and the session about what the rebuilt room was loaded from: Session.ServerHeld). It
+// runs on the dial's helper goroutine, after a loss.
+func serverOrder(ctx context.Context, wal DocLog, lineage uint64, kind ydoc.Kind, opts ydoc.MatchOptions, log zerolog.Logger) (*ydoc.History, error) {
 	h, err := wal.History(ctx, lineage, false)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	hist, err := ydoc.NewHistory(file.Kind, opts, log)
+	hist, err := ydoc.NewHistory(kind, opts, log)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	if h.Base != nil {
 		if err := hist.Apply(h.Base); err != nil {
-			return false, err
-		}
-		if hist.Held(file) {
-			return true, nil
+			return nil, err
 		}
 	}
 	for i, u := range h.Updates {
@@ -418,16 +417,13 @@ func heldByServer(ctx context.Context, wal DocLog, lineage uint64, file ydoc.Sna
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			return false, err
+			return nil, err
 		}
 		if err := hist.Apply(u); err != nil {
-			return false, err
-		}
-		if hist.Held(file) {
-			return true, nil
+			return nil, err
 		}
 	}
-	return false, nil
+	return hist, nil
 }
 
 // adoptReplayed installs the replayed journal as the replica the server lost (the next sync

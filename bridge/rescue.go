@@ -18,7 +18,7 @@ import (
 // replica held (ydoc.History, fed by the session and by the journal's replay):
 //
 //   - the replica held exactly this content, or the server did (its states replayed from the
-//     journal in the order it broadcast them: heldByServer): the file is a save of the server
+//     journal in the order it broadcast them: serverOrder): the file is a save of the server
 //     (reported or not, whole) — the room is restored to the replica, by the original item ids
 //     where the rebuild allows it (RescueFrom);
 //   - it never held it: the file was changed outside Jupyter — the file wins, and the replica's

@@ -610,8 +610,9 @@ type dialed struct {
 	// replay: the journal of a replica held before the sidecar restarted, replayed (journal.go).
 	replay *replayed
 	// serverHeld: the file is a state the server went through, as the journal shows (only
-	// checked after a loss; journal.go heldByServer).
+	// checked after a loss; journal.go serverOrder).
 	serverHeld bool
+	serverHist *ydoc.History // the states the server went through (journal.go serverOrder)
 }
 
 // dial opens the document session and the websocket on a helper goroutine, serving requests
@@ -689,11 +690,12 @@ func (l *roomLoop) dial(ctx context.Context) dialed {
 				file := *d.file.Doc
 				go func() {
 					defer fileRead.Done()
-					held, err := heldByServer(dctx, wal, lostLineage, file, ydoc.MatchOptions{IgnoreOutputs: ds.Engine.OutputPlaceholders}, l.log)
+					hist, err := serverOrder(dctx, wal, lostLineage, kind, ydoc.MatchOptions{IgnoreOutputs: ds.Engine.OutputPlaceholders}, l.log)
 					if err != nil {
 						l.log.Debug().Err(err).Msg("could not replay the journal in the server's order")
+						return
 					}
-					d.serverHeld = held
+					d.serverHist, d.serverHeld = hist, hist.Held(file)
 				}()
 			}
 		case noteFile:
@@ -810,6 +812,7 @@ func (l *roomLoop) connectAndServe(ctx context.Context) error {
 	}
 	ds, conn, file, ferr := d.ds, d.conn, d.file, d.ferr
 	l.serverHeld = d.serverHeld
+	l.sess.ServerHeld(d.serverHist) // what the rebuilt room was loaded from is looked up there too
 	if l.replay != nil {
 		l.adoptReplayed()
 	}

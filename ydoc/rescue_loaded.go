@@ -112,7 +112,7 @@ func (s *Session) reconsider(lost *lostReplica, plan *rescuePlan) string {
 		return ""
 	}
 	loaded, ok := s.loadedContent(lost.doc.StateVector())
-	if !ok || !s.history.heldBefore(loaded, s.lostMark) {
+	if !ok || !(s.history.heldBefore(loaded, s.lostMark) || s.serverHist != nil && s.serverHist.Held(loaded)) {
 		return ""
 	}
 	*plan = rescuePlan{kind: planRestore, base: &loaded, file: &loaded}

@@ -139,6 +139,9 @@ type Session struct {
 	// after it are the rebuilt room's.
 	lostMark    int
 	markPending bool
+	// serverHist holds the states the server went through before the loss (ServerHeld), for
+	// the next rescue.
+	serverHist *History
 	// guard, after a lost room was not restored by id, heals a peer's merge of an old copy.
 	guard *staleGuard
 	// strays, after a rescue deleted cells people may still be typing into, moves what they type
@@ -371,6 +374,20 @@ func (s *Session) KeepHistory(h *History) error {
 	return nil
 }
 
+// ServerHeld gives the next rescue the states the server itself went through before it lost the
+// room (a write-ahead log replayed in the server's order; nil: none): what the rebuilt room was
+// loaded from is looked up there as well as in the replica's history (rescue_loaded.go). h's own
+// document is dropped; the rescue forgets h.
+func (s *Session) ServerHeld(h *History) {
+	if h != nil {
+		if h.kind != s.kind {
+			return
+		}
+		h.doc = nil
+	}
+	s.serverHist = h
+}
+
 // History returns the history the session feeds (nil when none).
 func (s *Session) History() *History { return s.history }
 
@@ -536,6 +553,7 @@ func (s *Session) afterSync() Output {
 	defer func() { s.rerunDurable = false }()
 	lost, plan := s.lost, s.plan
 	s.lost, s.plan = nil, rescuePlan{}
+	defer func() { s.serverHist = nil }()
 	why := plan.reason
 	rescued := false
 	if lost != nil && plan.base != nil {
