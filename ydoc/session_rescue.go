@@ -162,6 +162,10 @@ func (s *Session) rescueByID(lost *lostReplica, plan rescuePlan, report *RescueR
 			mergedBack[c.id] = true
 		}
 	}
+	// The room's own content is what it held at the sync: applying the lost replica's items puts
+	// some of them into the room's cells (a text a reload over the store cleared keeps the
+	// replica's items the store lacked), and a merge against that would take them twice.
+	roomCells := s.doc.cellsAtSync(lostSV)
 	diff, err := lost.doc.EncodeStateAsUpdate(svBefore.Encode())
 	if err != nil {
 		report.Reason = "the lost replica could not be encoded: " + err.Error()
@@ -215,7 +219,7 @@ func (s *Session) rescueByID(lost *lostReplica, plan rescuePlan, report *RescueR
 			return tx.RestoreText(target)
 		}
 		noIDs := !notebookHasIDs(plan.base.Notebook)
-		split := tx.rebuildCopies(lostSV, noIDs, mergedBack, plan)
+		split := tx.rebuildCopies(lostSV, noIDs, mergedBack, roomCells, plan)
 		base, ours := alignBase(plan, lost.snap.Notebook, split.theirs)
 		ours = withCells(ours, split.settled)
 		target, st := mergeNotebooks(base, ours, split.theirs, plan.kind == planFileWins)
@@ -410,7 +414,9 @@ type rebuildSplit struct {
 // both after the restore (settled): the original as it now is (the lost replica's and the peer's
 // changes) and the copy (the file's and what was typed into it since the rebuild), merged
 // against the plan's base as the whole restore is.
-func (tx *Txn) rebuildCopies(lostSV StateVector, noIDs bool, mergedBack map[string]bool, plan rescuePlan) rebuildSplit {
+//
+// The content of a cell the room held at the sync is as it held it then (roomCells).
+func (tx *Txn) rebuildCopies(lostSV StateVector, noIDs bool, mergedBack map[string]bool, roomCells map[string]Cell, plan rescuePlan) rebuildSplit {
 	o := tx.order()
 	maps, ids := o.maps, o.ids
 	fromLost := make([]bool, len(maps))
@@ -456,6 +462,9 @@ func (tx *Txn) rebuildCopies(lostSV StateVector, noIDs bool, mergedBack map[stri
 		if fromLost[i] && mergedBack[c.ID] {
 			originals[c.ID] = c
 		}
+		if rc, ok := roomCells[c.ID]; ok && c.ID != "" {
+			c = rc
+		}
 		if j, dup := at[c.ID]; dup && c.ID != "" {
 			if lostCopy[j] && !fromLost[i] {
 				sp.theirs.Cells[j], lostCopy[j] = c, false
@@ -490,6 +499,29 @@ func (tx *Txn) rebuildCopies(lostSV StateVector, noIDs bool, mergedBack map[stri
 		sp.settled[id] = orig
 	}
 	return sp
+}
+
+// cellsAtSync reads the room's cells by id, as they are now; of a cell it holds twice, the copy
+// that is not the lost replica's (lostSV).
+func (d *Doc) cellsAtSync(lostSV StateVector) map[string]Cell {
+	out := map[string]Cell{}
+	if d.kind != KindNotebook {
+		return out
+	}
+	own := map[string]bool{}
+	_ = d.run(func() error {
+		for i, m := range d.ord.maps {
+			id := d.ord.ids[i]
+			it := m.GetItem()
+			mine := it == nil || !heldBy(lostSV, it.ID)
+			if _, seen := out[id]; seen && (own[id] || !mine) {
+				continue
+			}
+			out[id], own[id] = readCell(m), mine
+		}
+		return nil
+	})
+	return out
 }
 
 // withCells returns nb with the cells of settled (by id) in place of its own.
