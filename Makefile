@@ -177,20 +177,22 @@ integration: deps conformance-deps e2e-deps bench-deps corpus apps-test-deps
 # The compatibility matrix (docs/engines.md): on jupyter-collaboration 4.4 and
 # jupyter-server-documents 0.3, the real-server suite without the engine-independent parts
 # (yjs differential tests, load, HTTP auth, MCP conformance), a short fault-injection run (every fault kind),
-# the freed-room test and, on jsd, the dead-room test; the browser end-to-end on jsd. jc5 runs
-# everything in `integration`.
+# a shorter storm with crashes, the pod crash, the freed-room test and, on jsd, the dead-room test;
+# the browser end-to-end (with its server crash) on jsd. jc5 runs everything in `integration`
+# (docs/durability.md, "How durability is tested").
 MATRIX_ENGINES ?= jc4 jsd
 MATRIX_E2E_ENGINES ?= jsd
 MATRIX_SKIP := TestDiff|TestLoad|TestJupyterDelegatedAuthAgainstRealServer|TestMCPHTTPAuth|TestMCPAlwaysEmbedSchema|TestMCPConformance
 MATRIX_FAULT_ROUNDS ?= 15
+MATRIX_STORM_DURATION ?= 60s
 .PHONY: integration-matrix
 integration-matrix: deps engine-deps e2e-deps
 	@set -e; for e in $(MATRIX_ENGINES); do \
 	  echo "== engine $$e: protocol suite"; \
 	  JCM_ENGINE=$$e $(GO) test -race -count=1 -tags integration -timeout 30m -skip '$(MATRIX_SKIP)' $(GOTESTFLAGS) ./integration/; \
-	  echo "== engine $$e: fault injection ($(MATRIX_FAULT_ROUNDS) rounds), freed and dead rooms"; \
-	  JCM_ENGINE=$$e JCM_FAULT_ROUNDS=$(MATRIX_FAULT_ROUNDS) $(GO) test -race -count=1 -tags integration -timeout 30m \
-	    -run 'TestFaultInjection|TestFreedRoomRejoinedOnce|TestDeadDocumentsRoomIsLeftToBeFreed' $(GOTESTFLAGS) ./integration/faults/; \
+	  echo "== engine $$e: fault injection ($(MATRIX_FAULT_ROUNDS) rounds), storm with crashes ($(MATRIX_STORM_DURATION)), pod crash, freed and dead rooms"; \
+	  JCM_ENGINE=$$e JCM_FAULT_ROUNDS=$(MATRIX_FAULT_ROUNDS) JCM_STORM_DURATION=$(MATRIX_STORM_DURATION) $(GO) test -race -count=1 -tags integration -timeout 30m \
+	    -run 'TestFaultInjection|TestStormWithCrashes|TestPodCrash|TestFreedRoomRejoinedOnce|TestDeadDocumentsRoomIsLeftToBeFreed' $(GOTESTFLAGS) ./integration/faults/; \
 	done; \
 	for e in $(MATRIX_E2E_ENGINES); do \
 	  echo "== engine $$e: browser end-to-end"; \

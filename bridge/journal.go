@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -47,6 +48,9 @@ type DocLog interface {
 	Base(state []byte)
 	// Decided logs what became of a lost lineage.
 	Decided(lineage uint64, outcome string)
+	// SavedContent logs the content the server last saved, as the replica knows it (encoded by
+	// the room: encodeSaved), in the current lineage.
+	SavedContent(content []byte)
 	// NeedBase reports whether a new base is due.
 	NeedBase() bool
 	// Seq returns the last record's seq.
@@ -81,6 +85,8 @@ type LogHistory struct {
 	Local []bool
 	// SaveHashes are the file hashes the server published with those saves ("" unknown).
 	SaveHashes []string
+	// SavedContent is the lineage's latest SavedContent (nil: none).
+	SavedContent []byte
 }
 
 // LogInfo describes a document's log.
@@ -132,6 +138,7 @@ type walState struct {
 	adopted      uint64 // a lineage held before the room opened (a sidecar restart), adopted as lost
 	inflightFrom uint64 // the first local update logged since no edit was in flight (0: none)
 	lastCovers   uint64 // what the last save marker covered
+	savedLogged  bool   // the lineage holds the last saved content known (logSavedContent)
 }
 
 // walLog opens the room's log (document rooms only), adopts what an earlier holder left at
@@ -256,7 +263,52 @@ func (l *roomLoop) walReset(reason string, lost bool) {
 		l.wal.lost = old
 	}
 	l.wal.lineage, l.wal.fresh = l.wal.log.Lineage(reason, lost), true
-	l.wal.inflightFrom, l.wal.lastCovers = 0, 0
+	l.wal.inflightFrom, l.wal.lastCovers, l.wal.savedLogged = 0, 0, false
+}
+
+// logSavedContent logs, once per lineage, the content the server last saved as far as the
+// replica knows (the history's LastSaved: the file as first joined, or at the last save marker):
+// after a sidecar restart the replayed lineage may hold no save marker, and a file changed
+// outside Jupyter is then merged against this instead of winning outright.
+func (l *roomLoop) logSavedContent() {
+	if l.wal.log == nil || l.wal.savedLogged {
+		return
+	}
+	h := l.sess.History()
+	if h == nil {
+		return
+	}
+	saved := h.LastSaved()
+	if saved == nil {
+		return
+	}
+	b, err := encodeSaved(*saved)
+	if err != nil {
+		l.log.Warn().Err(err).Msg("could not log the last saved content")
+		return
+	}
+	l.wal.log.SavedContent(b)
+	l.wal.savedLogged = true
+}
+
+// encodeSaved and decodeSaved are a saved content as the log keeps it: a notebook in nbformat
+// JSON, a text as it is.
+func encodeSaved(s ydoc.Snapshot) ([]byte, error) {
+	if s.Kind == ydoc.KindText {
+		return []byte(s.Text), nil
+	}
+	return json.Marshal(s.Notebook.JSON())
+}
+
+func decodeSaved(kind ydoc.Kind, b []byte) (ydoc.Snapshot, error) {
+	if kind == ydoc.KindText {
+		return ydoc.Snapshot{Kind: kind, Text: string(b)}, nil
+	}
+	nb, err := ydoc.ParseNBFormat(b)
+	if err != nil {
+		return ydoc.Snapshot{}, err
+	}
+	return ydoc.Snapshot{Kind: kind, Notebook: nb}, nil
 }
 
 // walDecided logs what became of the lost (or adopted) lineage.
@@ -310,6 +362,14 @@ func replayJournal(ctx context.Context, wal DocLog, lineage uint64, kind ydoc.Ki
 	if err != nil {
 		return &replayed{err: err}
 	}
+	if h.SavedContent != nil {
+		// Before the updates: a save marker among them is a later save.
+		if saved, err := decodeSaved(kind, h.SavedContent); err != nil {
+			log.Warn().Err(err).Msg("the journal's last saved content cannot be read; a changed file would win outright")
+		} else {
+			hist.NoteSaved(saved)
+		}
+	}
 	if h.Base != nil {
 		if err := hist.Apply(h.Base); err != nil {
 			return &replayed{err: fmt.Errorf("replay the journal's base: %w", err)}
@@ -330,27 +390,26 @@ func replayJournal(ctx context.Context, wal DocLog, lineage uint64, kind ydoc.Ki
 	return &replayed{hist: hist, state: state, updates: len(h.Updates)}
 }
 
-// heldByServer reports whether the server itself went through exactly this content, as the log
-// shows it: the lineage's base, then only the updates the server sent — its own, its peers', and
-// its echoes of the replica's own — in the order it broadcast them. Those are the states the
-// server held, and a save of the server is one of them; the replica, which applies its own edits
-// before it hears of others', never held some of them (an agent and a human changing the document
-// at once: ydoc.History's known limit). It runs on the dial's helper goroutine, after a loss.
-func heldByServer(ctx context.Context, wal DocLog, lineage uint64, file ydoc.Snapshot, opts ydoc.MatchOptions, log zerolog.Logger) (bool, error) {
+// serverOrder replays a lineage the way the server itself went through it, as the log shows:
+// the lineage's base, then only the updates the server sent — its own, its peers', and its echoes
+// of the replica's own — in the order it broadcast them. Those are the states the server held, and
+// a save of the server is one of them; the replica, which applies its own edits before it hears
+// of others', never held some of them (an agent and a human changing the document at once:
+// ydoc.History's known limit). It returns a history of those states (the rescue asks it about
+// the file, and the session about what the rebuilt room was loaded from: Session.ServerHeld). It
+// runs on the dial's helper goroutine, after a loss.
+func serverOrder(ctx context.Context, wal DocLog, lineage uint64, kind ydoc.Kind, opts ydoc.MatchOptions, log zerolog.Logger) (*ydoc.History, error) {
 	h, err := wal.History(ctx, lineage, false)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	hist, err := ydoc.NewHistory(file.Kind, opts, log)
+	hist, err := ydoc.NewHistory(kind, opts, log)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	if h.Base != nil {
 		if err := hist.Apply(h.Base); err != nil {
-			return false, err
-		}
-		if hist.Held(file) {
-			return true, nil
+			return nil, err
 		}
 	}
 	for i, u := range h.Updates {
@@ -358,16 +417,13 @@ func heldByServer(ctx context.Context, wal DocLog, lineage uint64, file ydoc.Sna
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			return false, err
+			return nil, err
 		}
 		if err := hist.Apply(u); err != nil {
-			return false, err
-		}
-		if hist.Held(file) {
-			return true, nil
+			return nil, err
 		}
 	}
-	return false, nil
+	return hist, nil
 }
 
 // adoptReplayed installs the replayed journal as the replica the server lost (the next sync
@@ -463,14 +519,25 @@ func (r *Room) AtRisk() bool {
 	return r.atRisk
 }
 
-// publishRisk records whether work is at risk (for AtRisk).
+// UnsavedOnly reports whether the only work at risk in the room is changes the server holds and
+// has not saved (no edit unconfirmed, no rescue pending, the room synced): a server that never
+// saves (autosave off, the sidecar's save requests off) leaves such a room at risk for good, and
+// the manager closes it once it has been idle for ManagerOptions.AtRiskIdle, its journal kept.
+func (r *Room) UnsavedOnly() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.atRisk && r.unsavedOnly
+}
+
+// publishRisk records whether work is at risk (for AtRisk, UnsavedOnly).
 func (l *roomLoop) publishRisk() {
 	risk := l.workAtRisk() || l.walPending() || l.adoptPending
-	if risk == l.riskShown {
+	unsavedOnly := risk && l.ready && l.link != nil && l.sess.Pending() == 0 && !l.walPending() && !l.adoptPending
+	if risk == l.riskShown && unsavedOnly == l.unsavedShown {
 		return
 	}
-	l.riskShown = risk
+	l.riskShown, l.unsavedShown = risk, unsavedOnly
 	l.r.mu.Lock()
-	l.r.atRisk = risk
+	l.r.atRisk, l.r.unsavedOnly = risk, unsavedOnly
 	l.r.mu.Unlock()
 }

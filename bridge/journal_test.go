@@ -1,6 +1,7 @@
 package bridge_test
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -204,6 +205,54 @@ func TestJournalRescuesAfterSidecarRestart(t *testing.T) {
 	assertCellsOnce(t, srv, nbPath, "cell-a", "cell-b", "saved", "unsaved")
 }
 
+// The server never saved while the sidecar held the room (its log holds no save marker), the
+// sidecar and the server die, and the file is changed outside Jupyter meanwhile: after both
+// restart, the file wins but is merged three-way against the file as the sidecar first joined
+// it (logged with the lineage), so the outside change, the agent's unsaved cell and a human's
+// unsaved typing all stay.
+func TestJournalOutsideChangeAfterSidecarRestartMerges(t *testing.T) {
+	srv := newServer(t)
+	dir := t.TempDir()
+	j, stopJournal := newJournal(t, dir)
+	h := startSynced(t, srv, withJournal(j, nil)) // no save requests: the log holds no marker
+	ctx := ctxT(t)
+	if _, err := h.room.Apply(ctx, durableInsert("unsaved")); err != nil {
+		t.Fatal(err)
+	}
+	typeInto(t, srv, nbPath, "cell-b", " typed")
+	eventually(t, "the typing in the replica", func() bool {
+		var ok bool
+		_ = h.room.View(ctx, func(d *ydoc.Doc) error {
+			nb, _ := d.Notebook()
+			ok = len(nb.Cells) == 3 && nb.Cells[1].Source == "# Title typed"
+			return nil
+		})
+		return ok
+	})
+	h.room.Close()
+	stopJournal()
+	f, _ := srv.File(nbPath)
+	f.Notebook.Cells[0].Source = "changed outside"
+	srv.WriteFile(f)
+	srv.Restart(bridgetest.RestartOptions{})
+
+	j2, _ := newJournal(t, dir)
+	m := newManager(t, srv, func(o *bridge.ManagerOptions) { o.Journal = j2 })
+	sub := m.Subscribe(256)
+	runManager(t, m)
+	e := awaitEvent(t, sub, "the rescue notice", kindIs(bridge.EventNotice))
+	if e.Notice.Kind != "file_wins" || e.Notice.Rescue == nil || !e.Notice.Rescue.Restored {
+		nb, _ := srv.Notebook(nbPath)
+		ff, _ := srv.File(nbPath)
+		t.Fatalf("notice %+v (%v) %+v\nroom %+v\nfile %+v", e.Notice, e.Notice.Details, e.Notice.Rescue, nb.Cells, ff.Notebook.Cells)
+	}
+	awaitServer(t, srv, "the outside change and the unsaved work", func() bool {
+		return srv.CountCell(nbPath, "unsaved") == 1 && serverSource(t, srv, nbPath, "cell-b") == "# Title typed" &&
+			serverSource(t, srv, nbPath, "cell-a") == "changed outside"
+	})
+	assertCellsOnce(t, srv, nbPath, "cell-a", "cell-b", "unsaved")
+}
+
 // A room holding work the server has not saved is not closed as idle; once saved, it is.
 func TestIdleRoomWithWorkAtRiskStays(t *testing.T) {
 	srv := newServer(t)
@@ -216,7 +265,7 @@ func TestIdleRoomWithWorkAtRiskStays(t *testing.T) {
 	}
 	j, _ := newJournal(t, "")
 	m := newManager(t, srv, func(o *bridge.ManagerOptions) {
-		o.IdleTimeout, o.Now, o.Room.Now, o.Journal = 40*time.Millisecond, clock, nil, j
+		o.IdleTimeout, o.AtRiskIdle, o.Now, o.Room.Now, o.Journal = 40*time.Millisecond, 2*time.Hour, clock, nil, j
 	})
 	room := openRoom(t, m, nbPath, ydoc.KindNotebook)
 	if _, err := room.Apply(ctxT(t), durableInsert("unsaved")); err != nil {
@@ -244,6 +293,56 @@ func TestIdleRoomWithWorkAtRiskStays(t *testing.T) {
 	case <-room.Done():
 	case <-time.After(waitLimit):
 		t.Fatalf("the saved room was not closed as idle within %v", waitLimit)
+	}
+}
+
+// A server that never saves (autosave off, the sidecar's save requests off) leaves a room at
+// risk for good: it stays while idle for less than AtRiskIdle, then it is closed with its journal
+// kept (the journal lists it at risk), and opening the document again brings nothing twice.
+func TestIdleRoomNeverSavedClosedAfterBound(t *testing.T) {
+	srv := newServer(t)
+	var mu sync.Mutex
+	now := time.Unix(1_700_000_000, 0)
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	advance := func(d time.Duration) {
+		mu.Lock()
+		now = now.Add(d)
+		mu.Unlock()
+	}
+	j, _ := newJournal(t, "")
+	m := newManager(t, srv, func(o *bridge.ManagerOptions) {
+		o.IdleTimeout, o.AtRiskIdle, o.Now, o.Room.Now, o.Journal = 40*time.Millisecond, time.Hour, clock, nil, j
+	})
+	room := openRoom(t, m, nbPath, ydoc.KindNotebook)
+	if _, err := room.Apply(ctxT(t), durableInsert("unsaved")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the room at risk with unsaved changes only", room.UnsavedOnly)
+	runManager(t, m)
+	advance(59 * time.Minute)
+	time.Sleep(100 * time.Millisecond) // ten idle checks
+	select {
+	case <-room.Done():
+		t.Fatal("closed before AtRiskIdle")
+	default:
+	}
+	advance(2 * time.Minute)
+	select {
+	case <-room.Done():
+	case <-time.After(waitLimit):
+		t.Fatalf("a room idle past AtRiskIdle was not closed within %v", waitLimit)
+	}
+	eventually(t, "the journal keeps the document at risk", func() bool {
+		docs, err := j.AtRisk()
+		return err == nil && len(docs) == 1 && docs[0].Path == nbPath
+	})
+	again := openRoom(t, m, nbPath, ydoc.KindNotebook)
+	if n := slices.Index(roomCellIDs(t, again), "unsaved"); n < 0 || slices.Contains(roomCellIDs(t, again)[n+1:], "unsaved") {
+		t.Fatalf("the unsaved cell is not there once after reopening: %v", roomCellIDs(t, again))
 	}
 }
 

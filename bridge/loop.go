@@ -208,8 +208,18 @@ func (l *roomLoop) handle(out ydoc.Output) {
 		h, _ := l.sess.Doc().State()["hash"].(string)
 		l.watchSaved(h, now)
 	}
+	if out.Rescue != nil || out.Strays > 0 {
+		// Typing into cells the rescue replaced is followed while peers may not have it yet.
+		l.strayUntil = now.Add(strayWatchFor)
+	}
 	if out.Rescue != nil {
 		l.onRescue(out.Rescue, now)
+		if h := l.sess.History(); h != nil && l.rescueFile != nil {
+			h.NoteSaved(*l.rescueFile)
+			l.wal.savedLogged = false
+			l.logSavedContent()
+		}
+		l.rescueFile = nil
 	} else if out.Synced && l.walPending() {
 		l.walDecided("nothing to rescue") // the lost replica had never synced
 	}
@@ -317,6 +327,10 @@ func (l *roomLoop) tick(now time.Time) error {
 			l.r.emit(Event{Path: l.r.opts.Path, Kind: EventAwareness, Time: now})
 		}
 	}
+	l.publishRisk()
+	if l.sess.StrayWatch() && now.After(l.strayUntil) {
+		l.sess.StopStrayWatch()
+	}
 	if l.snaps != nil && l.snaps.dirty && now.Sub(l.lastSave) >= 10*time.Second {
 		l.queueSave()
 	}
@@ -371,6 +385,7 @@ func (l *roomLoop) endLink(last [][]byte, graceful bool) {
 		c <- saveResult{err: fmt.Errorf("disconnected before the server answered the save: %w", ErrNotSynced)}
 	}
 	l.stopSaving()
+	l.publishRisk()
 	l.r.mu.Lock()
 	l.r.info.Reconnects++
 	l.r.mu.Unlock()

@@ -25,6 +25,12 @@ type ManagerOptions struct {
 	Room RoomOptions
 	// IdleTimeout closes rooms nobody used for this long (10 min; negative: never).
 	IdleTimeout time.Duration
+	// AtRiskIdle: a room holding work the server may not have saved is not closed as idle,
+	// except one whose only risk is changes the server holds and never saves (autosave off and
+	// the sidecar's save requests off): it is closed once nobody used it for this long (1h, at
+	// least IdleTimeout; negative: never), its journal kept, and the changes are brought back
+	// when the document is opened again (or the sidecar restarts) if the server lost them.
+	AtRiskIdle time.Duration
 	// JoinTimeout bounds how long Open waits to join a room: its turn (firstJoin), the file's
 	// check and the room's first sync (20s: far below the 60 s after which MCP clients give up).
 	JoinTimeout time.Duration
@@ -107,6 +113,9 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 	}
 	if opts.IdleTimeout == 0 {
 		opts.IdleTimeout = 10 * time.Minute
+	}
+	if opts.AtRiskIdle == 0 {
+		opts.AtRiskIdle = max(time.Hour, opts.IdleTimeout)
 	}
 	if err := checkPingInterval(opts.Jupyter, opts.Room.PingInterval); err != nil {
 		return nil, fmt.Errorf("manager: rooms: %w", err)
@@ -549,7 +558,9 @@ func (m *Manager) closeIdle() {
 		return
 	}
 	cutoff := m.opts.Now().Add(-m.opts.IdleTimeout)
+	riskCutoff := m.opts.Now().Add(-max(m.opts.AtRiskIdle, m.opts.IdleTimeout))
 	var idle []*Room
+	kept := map[*Room]bool{}
 	m.mu.Lock()
 	hasForks := map[roomKey]bool{} // a document stays joined while a fork of it is: forks are checked against it
 	for key := range m.rooms {
@@ -558,16 +569,29 @@ func (m *Manager) closeIdle() {
 		}
 	}
 	for key, r := range m.rooms {
-		// A room holding work the server may not have saved stays: closing it would leave that
-		// work to the journal alone.
-		if r.LastUsed().Before(cutoff) && r.hub.count() == 0 && !hasForks[key] && !r.AtRisk() {
-			delete(m.rooms, key) // out of the table first: a concurrent Open starts a fresh room
-			idle = append(idle, r)
+		if !r.LastUsed().Before(cutoff) || r.hub.count() > 0 || hasForks[key] {
+			continue
 		}
+		// A room holding work the server may not have saved stays: closing it would leave that
+		// work to the journal alone. A server that never saves would keep it forever: one whose
+		// only risk is unsaved changes goes after AtRiskIdle, its journal kept.
+		if r.AtRisk() {
+			if m.opts.AtRiskIdle < 0 || !r.UnsavedOnly() || !r.LastUsed().Before(riskCutoff) {
+				continue
+			}
+			kept[r] = true
+		}
+		delete(m.rooms, key) // out of the table first: a concurrent Open starts a fresh room
+		idle = append(idle, r)
 	}
 	m.mu.Unlock()
 	for _, r := range idle {
-		m.log.Info().Str(logfield.Path, r.Path()).Msg("closing idle room")
+		if kept[r] {
+			m.log.Warn().Str(logfield.Path, r.Path()).Dur("idle", m.opts.Now().Sub(r.LastUsed()).Round(time.Second)).
+				Msg("closing an idle room whose changes the server never saved: they stay in the journal and are brought back when the document is opened again, or at the next start, if the server lost them")
+		} else {
+			m.log.Info().Str(logfield.Path, r.Path()).Msg("closing idle room")
+		}
 		r.Close()
 	}
 }

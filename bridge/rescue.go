@@ -18,7 +18,7 @@ import (
 // replica held (ydoc.History, fed by the session and by the journal's replay):
 //
 //   - the replica held exactly this content, or the server did (its states replayed from the
-//     journal in the order it broadcast them: heldByServer): the file is a save of the server
+//     journal in the order it broadcast them: serverOrder): the file is a save of the server
 //     (reported or not, whole) — the room is restored to the replica, by the original item ids
 //     where the rebuild allows it (RescueFrom);
 //   - it never held it: the file was changed outside Jupyter — the file wins, and the replica's
@@ -153,6 +153,11 @@ func (l *roomLoop) decideRescue(file *FileContent, ferr error) {
 		Int("versions_held", versions).Msg("the server lost the room: deciding by the file's content how to bring back the replica")
 }
 
+// strayWatchFor is how long after a rescue (or the last stray keystroke moved) typing into the
+// cells it replaced is followed: peers receive the rescue within a round trip; a few seconds
+// cover a loaded machine.
+const strayWatchFor = 10 * time.Second
+
 func short(h string) string {
 	if len(h) > 12 {
 		return h[:12]
@@ -190,7 +195,7 @@ func (l *roomLoop) onRescue(rep *ydoc.RescueReport, now time.Time) {
 	ev.Bool("restored", rep.Restored).Str(logfield.Reason, rep.Reason).Int("inserted", rep.Stats.Inserted).
 		Int("deleted", rep.Stats.Deleted).Int("moved", rep.Stats.Moved).Int("changed", rep.Stats.Changed).
 		Int("conflicts", rep.Conflicts).Int("replayed", rep.Replayed).Int("failed", rep.Failed).
-		Strs("not_restored", rep.NotRestored).Msg(rep.Summary())
+		Strs("not_restored", rep.NotRestored).Str("reconsidered", rep.Reconsidered).Msg(rep.Summary())
 	if rep.Restored && !rep.Changed && rep.Lossless() && !rep.FileWins {
 		return // nothing was missing: nothing to tell
 	}

@@ -296,14 +296,16 @@ type Room struct {
 	prep     *readPrep    // what reads wait for (outputs.go)
 	lastUsed atomic.Int64 // unix nanos
 
-	mu       sync.Mutex
-	info     RoomInfo
-	wal      DocLog    // the document's log while the room holds it (journal.go)
-	atRisk   bool      // the replica holds work the server may not have saved (journal.go)
-	sizes    RoomSizes // recorded by the loop (measure)
-	err      error     // set when the room failed or closed
-	cancel   context.CancelFunc
-	closeReq bool
+	mu     sync.Mutex
+	info   RoomInfo
+	wal    DocLog // the document's log while the room holds it (journal.go)
+	atRisk bool   // the replica holds work the server may not have saved (journal.go)
+	// unsavedOnly: that work is only changes the server holds and has not saved (UnsavedOnly).
+	unsavedOnly bool
+	sizes       RoomSizes // recorded by the loop (measure)
+	err         error     // set when the room failed or closed
+	cancel      context.CancelFunc
+	closeReq    bool
 }
 
 // NewRoom validates options and creates a room; Run makes it live.
@@ -547,7 +549,11 @@ type roomLoop struct {
 	adoptPending bool
 	replay       *replayed
 	riskShown    bool // what AtRisk says
-	serverHeld   bool // the file read before this connection is a state the server went through (journal.go)
+	unsavedShown bool // what UnsavedOnly says
+	// strayUntil: typing into cells a rescue replaced is followed until then (ydoc StrayWatch).
+	strayUntil time.Time
+	serverHeld bool           // the file read before this connection is a state the server went through (journal.go)
+	rescueFile *ydoc.Snapshot // the file a rescue was decided by: the last save known once it is done
 
 	// life is Run's context; helpers are the short-lived goroutines the loop starts (a hash read),
 	// waited for before Run returns.
@@ -612,8 +618,9 @@ type dialed struct {
 	// replay: the journal of a replica held before the sidecar restarted, replayed (journal.go).
 	replay *replayed
 	// serverHeld: the file is a state the server went through, as the journal shows (only
-	// checked after a loss; journal.go heldByServer).
+	// checked after a loss; journal.go serverOrder).
 	serverHeld bool
+	serverHist *ydoc.History // the states the server went through (journal.go serverOrder)
 }
 
 // dial opens the document session and the websocket on a helper goroutine, serving requests
@@ -691,11 +698,12 @@ func (l *roomLoop) dial(ctx context.Context) dialed {
 				file := *d.file.Doc
 				go func() {
 					defer fileRead.Done()
-					held, err := heldByServer(dctx, wal, lostLineage, file, ydoc.MatchOptions{IgnoreOutputs: ds.Engine.OutputPlaceholders}, l.log)
+					hist, err := serverOrder(dctx, wal, lostLineage, kind, ydoc.MatchOptions{IgnoreOutputs: ds.Engine.OutputPlaceholders}, l.log)
 					if err != nil {
 						l.log.Debug().Err(err).Msg("could not replay the journal in the server's order")
+						return
 					}
-					d.serverHeld = held
+					d.serverHist, d.serverHeld = hist, hist.Held(file)
 				}()
 			}
 		case noteFile:
@@ -812,6 +820,7 @@ func (l *roomLoop) connectAndServe(ctx context.Context) error {
 	}
 	ds, conn, file, ferr := d.ds, d.conn, d.file, d.ferr
 	l.serverHeld = d.serverHeld
+	l.sess.ServerHeld(d.serverHist) // what the rebuilt room was loaded from is looked up there too
 	if l.replay != nil {
 		l.adoptReplayed()
 	}
@@ -825,6 +834,7 @@ func (l *roomLoop) connectAndServe(ctx context.Context) error {
 	case !l.awayFrom.IsZero() && now.Sub(l.awayFrom) >= l.r.opts.ResetAfter:
 		l.requestReset(fmt.Sprintf("away for %s, the server may have rebuilt the room", now.Sub(l.awayFrom).Round(time.Second)))
 	}
+	decided := false
 	if l.needReset != "" {
 		lost := l.serverLost
 		if err := l.reset(); err != nil {
@@ -833,13 +843,24 @@ func (l *roomLoop) connectAndServe(ctx context.Context) error {
 		}
 		if lost {
 			l.decideRescue(file, ferr)
+			decided = true
 		}
 	} else if l.adoptPending {
 		l.decideRescue(file, ferr)
+		decided = true
 	}
-	if h := l.sess.History(); h != nil && file != nil && ferr == nil && h.LastSaved() == nil && file.Doc != nil {
-		h.NoteSaved(*file.Doc) // the file as the room was (first) joined: the last save known
+	l.rescueFile = nil
+	if h := l.sess.History(); h != nil && file != nil && ferr == nil && file.Doc != nil {
+		switch {
+		case decided:
+			// What the server saved last, as far as we know, once the rescue is done (the rescue
+			// decides by what the replica held before).
+			l.rescueFile = file.Doc
+		case h.LastSaved() == nil:
+			h.NoteSaved(*file.Doc) // the file as the room was first joined
+		}
 	}
+	l.logSavedContent()
 	l.ds = ds
 	l.r.prep.engineChanged(ds.Engine, ds.FileID)
 	l.sess.LaggingSaveMarkers(ds.Engine.SavesItself) // its periodic saves mark before they are done

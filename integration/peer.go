@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // NodeProc drives a Node script over JSON lines on stdin/stdout: requests {"id", "op", ...},
@@ -214,6 +215,9 @@ type PeerCell struct {
 	ExecutionState string           `json:"execution_state"`
 	Outputs        []map[string]any `json:"outputs"`
 	Types          map[string]any   `json:"_types"`
+	// Invalid is the Yjs type of an entry of the cells array that is not a Y.Map (not a cell at
+	// all: the server cannot read such a notebook); empty for a real cell.
+	Invalid string `json:"invalid"`
 }
 
 // PeerSnapshot is the document as the peer sees it.
@@ -230,6 +234,14 @@ type PeerSnapshot struct {
 // Connect joins a document room (kind "notebook" or "file").
 func (p *Peer) Connect(ctx context.Context, s *JupyterServer, path, kind string) error {
 	return p.Call(ctx, "connect", map[string]any{"url": s.URL, "token": s.Token, "path": path, "kind": kind, "engine": string(s.Engine)}, nil)
+}
+
+// Reconnect opens the room again with the document the peer holds, under the URL and session
+// id of its last Connect, as JupyterLab's tab does by itself after its socket closed (a server
+// restart): the sync merges this old copy into whatever the server has now. A server that
+// refuses the old session closes with 1003; the error then contains "closed 1003".
+func (p *Peer) Reconnect(ctx context.Context, timeout time.Duration) error {
+	return p.Call(ctx, "reconnect", map[string]any{"timeoutMs": timeout.Milliseconds()}, nil)
 }
 
 // Snapshot returns the peer's current view.

@@ -112,10 +112,13 @@ func plan(index []entry, force bool) (keep []entry, dead int64) {
 		}
 	}
 	cur := sum.lineages[n-1]
-	var cut uint64
+	var cut, content uint64
 	for _, e := range index[cur.first:cur.end] {
 		if e.typ == TypeBase && (force || e.seq <= cur.prevCovers) {
 			cut = e.seq
+		}
+		if e.typ == TypeSavedContent {
+			content = e.seq
 		}
 	}
 	var total, live int64
@@ -126,7 +129,7 @@ func plan(index []entry, force bool) (keep []entry, dead int64) {
 		case e.typ == TypeHeader:
 			k = true
 		case e.lineage == cur.id:
-			k = e.typ == TypeLineage || (e.typ != TypeDecided && e.seq >= cut)
+			k = e.typ == TypeLineage || e.seq == content || (e.typ != TypeDecided && e.typ != TypeSavedContent && e.seq >= cut)
 		case kept[e.lineage]:
 			k = true
 		case e.typ == TypeLineage && kept[e.arg]:

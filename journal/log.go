@@ -190,6 +190,17 @@ func (l *Log) Base(state []byte) {
 	l.sinceBase, l.baseSize = 0, int64(len(state))
 }
 
+// SavedContent logs the document's content as the server last saved it, as the replica knows it
+// (opaque bytes), in the current lineage: History returns the latest.
+func (l *Log) SavedContent(content []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lineage == 0 {
+		return
+	}
+	l.appendLocked(TypeSavedContent, content, entry{}, true)
+}
+
 // Decided logs what became of a lineage waiting for a rescue decision: it is no longer needed.
 func (l *Log) Decided(lineage uint64, outcome string) {
 	b, _ := json.Marshal(decidedMeta{Lineage: lineage, Outcome: outcome, At: l.s.now()})
@@ -268,6 +279,9 @@ type History struct {
 	Flags []byte
 	// SaveHashes are the file hashes the server published with those saves ("" unknown).
 	SaveHashes []string
+	// SavedContent is the lineage's latest SavedContent record (nil: none), logged before
+	// everything else History returns.
+	SavedContent []byte
 }
 
 // ErrNoLineage is returned by History for a lineage the log does not hold (any more).
@@ -302,6 +316,15 @@ func (l *Log) History(ctx context.Context, lineage uint64, latest bool) (History
 		return History{}, err
 	}
 	h := History{Lineage: lineage}
+	for _, e := range span {
+		if e.typ == TypeSavedContent {
+			rec, _, err := decodeFrame(raw[e.off-start:])
+			if err != nil {
+				return History{}, fmt.Errorf("read lineage %d: %w", lineage, err)
+			}
+			h.SavedContent = rec.Data
+		}
+	}
 	from, sawUpdate := 0, false
 	for i, e := range span {
 		switch {

@@ -227,6 +227,37 @@ func TestLogCompaction(t *testing.T) {
 	})
 }
 
+// A lineage's saved content (the base for merging an outside change when no save marker is
+// left): History returns the latest, compaction keeps it, reopening reads it back.
+func TestLogSavedContentSurvivesCompaction(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, dir, func(o *Options) { o.CompactMin = 1 })
+	l := openLog(t, s, "s.ipynb")
+	lin := l.Lineage("joined", false)
+	l.SavedContent([]byte("first"))
+	l.Update(upd(0), FlagFull)
+	l.SavedContent([]byte("as first joined"))
+	l.Update(upd(1), FlagContent)
+	l.Base([]byte("base-A"))
+	l.Update(upd(2), FlagContent)
+	l.Saved(l.Seq(), "")
+	l.Update(upd(3), FlagContent)
+	l.Saved(l.Seq(), "")
+	l.Update(upd(4), FlagContent)
+	waitFor(t, "a compaction", func() bool { return s.Stats().Compactions >= 1 })
+	h := history(t, l, lin, false)
+	if string(h.Base) != "base-A" || string(h.SavedContent) != "as first joined" {
+		t.Fatalf("base %q, saved content %q", h.Base, h.SavedContent)
+	}
+	l.Close(true)
+	<-l.Done()
+	s2 := openStore(t, dir, nil)
+	l2 := openLog(t, s2, "s.ipynb")
+	if h := history(t, l2, lin, false); string(h.SavedContent) != "as first joined" {
+		t.Fatalf("after reopening: saved content %q", h.SavedContent)
+	}
+}
+
 // Bases are due once the lineage grew by as much as the last base (at least BaseEvery).
 func TestLogNeedBase(t *testing.T) {
 	s := openStore(t, "", func(o *Options) { o.BaseEvery = 100 })

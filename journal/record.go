@@ -28,6 +28,11 @@ const (
 	// TypeDecided says what became of a lineage the server lost (JSON decidedMeta): once decided,
 	// it is no longer needed.
 	TypeDecided Type = 6
+	// TypeSavedContent is the document's content as the server last saved it, as far as the
+	// replica knew when its lineage began (the file as first joined, or the last save before):
+	// the base to merge a file changed outside against, when no save marker of the lineage is
+	// left. Opaque to the log; the latest of the current lineage survives compaction.
+	TypeSavedContent Type = 7
 )
 
 func (t Type) String() string {
@@ -44,11 +49,13 @@ func (t Type) String() string {
 		return "base"
 	case TypeDecided:
 		return "decided"
+	case TypeSavedContent:
+		return "saved-content"
 	}
 	return fmt.Sprintf("type(%d)", uint8(t))
 }
 
-func (t Type) valid() bool { return t >= TypeHeader && t <= TypeDecided }
+func (t Type) valid() bool { return t >= TypeHeader && t <= TypeSavedContent }
 
 // A frame on disk (and in memory) is:
 //

@@ -148,6 +148,26 @@ func (h *History) Held(content Snapshot) bool {
 	return h.count[h.fingerprint(content)] > 0
 }
 
+// heldBefore reports whether content is one of the versions remembered among the first n recorded
+// (a Versions count taken earlier).
+func (h *History) heldBefore(content Snapshot, n int) bool {
+	if content.Kind != h.kind || len(h.ring) == 0 {
+		return false
+	}
+	v := h.fingerprint(content)
+	if h.count[v] == 0 {
+		return false
+	}
+	// The k-th version recorded (from 0) sits at ring[k % MaxVersions]; the ring keeps the last
+	// len(ring) of them.
+	for k := max(0, h.versions-len(h.ring)); k < min(n, h.versions); k++ {
+		if h.ring[k%h.opts.MaxVersions] == v {
+			return true
+		}
+	}
+	return false
+}
+
 // LastSaved returns the content the replica held when the server last said it saved the
 // document (its state hash changed, or dirty turned false), or nil: the base to merge a file
 // changed outside the server against (Session.FileWins).

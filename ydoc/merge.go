@@ -124,22 +124,53 @@ func mergeText(base, ours, theirs string, fileWins bool) (string, int) {
 			conflicts++
 		}
 	}
-	var sb strings.Builder
+	var sb []byte
 	pos := 0
 	var prev *wordEdit
+	prevAt := 0 // where prev's insert begins in sb
 	for k := range chosen {
 		e := &chosen[k]
-		// Inserts at one point from both sides: an identical one is taken once.
-		if prev != nil && e.start == e.end && prev.start == prev.end && prev.start == e.start && prev.ins == e.ins {
+		if prev != nil && e.start == e.end && prev.start == prev.end && prev.start == e.start {
+			// Inserts at one point from both sides: what both hold is taken once (an identical
+			// insert, or one side's typing that the other side also holds and went on from: a
+			// base older than both).
+			sb = append(sb[:prevAt], combineInserts(prev.ins, e.ins)...)
+			prev = &wordEdit{start: e.start, end: e.end, ins: string(sb[prevAt:])}
 			continue
 		}
-		sb.WriteString(strings.Join(b[pos:e.start], ""))
-		sb.WriteString(e.ins)
+		sb = append(sb, strings.Join(b[pos:e.start], "")...)
+		prevAt = len(sb)
+		sb = append(sb, e.ins...)
 		pos = e.end
 		prev = e
 	}
-	sb.WriteString(strings.Join(b[pos:], ""))
-	return sb.String(), conflicts
+	sb = append(sb, strings.Join(b[pos:], "")...)
+	return string(sb), conflicts
+}
+
+// combineInserts joins two inserts made at one point. When one of them is what the other begins
+// and ends with (the other went on from it: typing both sides hold over a base older than both),
+// it is the longer one; otherwise both, ours first.
+func combineInserts(ours, theirs string) string {
+	if ours == theirs {
+		return ours
+	}
+	wo, wt := words(ours), words(theirs)
+	p := 0
+	for p < len(wo) && p < len(wt) && wo[p] == wt[p] {
+		p++
+	}
+	s := 0
+	for s < len(wo)-p && s < len(wt)-p && wo[len(wo)-1-s] == wt[len(wt)-1-s] {
+		s++
+	}
+	switch {
+	case p+s == len(wo):
+		return theirs
+	case p+s == len(wt):
+		return ours
+	}
+	return ours + theirs
 }
 
 // words splits a text into words: runs of letters and digits, and every other character alone.

@@ -218,3 +218,21 @@ func TestMergeTextSimilarTokensProperty(t *testing.T) {
 		}
 	}
 }
+
+// Inserts both sides made at one point, one side having gone on from the other (a base older than
+// both: a save marker that lags, the file as first joined): what both hold is taken once. Inserts
+// that only share a beginning or an end are both kept, whole.
+func TestMergeTextInsertsBothHold(t *testing.T) {
+	for _, c := range []struct{ base, ours, theirs, want string }{
+		{"a", "a b", "a b c", "a b c"},
+		{"a x", "a b c x", "a b x", "a b c x"},
+		{"a\nz", "a\nU1 U2\nz", "a\nU1 U2 T\nz", "a\nU1 U2 T\nz"},
+		{"a\nz", "a\nU1 T\nz", "a\nU1 U2 T\nz", "a\nU1 U2 T\nz"},
+		{"«k1»", "«k1»«k2»", "«k1»«k3»", "«k1»«k2»«k3»"},
+		{"x", "x«h0k00142»", "x«h1k00596»", "x«h0k00142»«h1k00596»"},
+	} {
+		if got, n := MergeText(c.base, c.ours, c.theirs); got != c.want || n != 0 {
+			t.Errorf("MergeText(%q, %q, %q) = %q (%d conflicts), want %q", c.base, c.ours, c.theirs, got, n, c.want)
+		}
+	}
+}

@@ -51,6 +51,9 @@ type RescueReport struct {
 	// replica's changes since the last save were merged under it, the file winning every
 	// conflict; Reason says why, NotRestored what of the replica's was dropped.
 	FileWins bool `json:"file_wins,omitempty"`
+	// Reconsidered says why a rescue decided as FileWins restored instead: the room was rebuilt
+	// from a version the replica held (the file held typing saved since; rescue_loaded.go).
+	Reconsidered string `json:"reconsidered,omitempty"`
 	// Method says how the replica came back; MethodReason why not by id.
 	Method       RestoreMethod `json:"method,omitempty"`
 	MethodReason string        `json:"method_reason,omitempty"`

@@ -668,3 +668,65 @@ func TestRescueFileWinsText(t *testing.T) {
 		})
 	}
 }
+
+// jupyter-collaboration with its store, which lacked the last updates when the server died
+// (written asynchronously): the reload of the file clears the texts it differs from and the
+// replica's items the store lacked come back by id into the cleared texts. The room's own
+// content is what it held at the sync, so nothing the replica typed is taken twice.
+func TestRescueByIDStaleStore(t *testing.T) {
+	first := asRead(t, bigNotebook(6), false)
+	srv := roomFrom(t, rebuildStore, Snapshot{Kind: KindNotebook, Notebook: first}, nil)
+	agent := newConn(t, srv, "agent", KindNotebook)
+	tab := newConn(t, srv, "tab", KindNotebook)
+	agent.connect()
+	tab.connect()
+	srv.flush()
+	typeInto := func(cellID, text string) {
+		tab.propose(uint64(1000+len(tab.done)+len(tab.changes)), func(tx *Txn, _ bool) error {
+			i := tx.CellIndex(cellID)
+			c, err := tx.Cell(i)
+			if err != nil {
+				return err
+			}
+			return tx.SetSource(i, c.Source+text)
+		})
+		srv.flush()
+	}
+	typeInto("cell-02", " «saved»")
+	saved := asRead(t, readNotebook(t, srv.doc), false)
+	typeInto("cell-02", " «u1»")
+	typeInto("cell-04", " «u2»")
+	store := newTestDoc(t, KindNotebook) // what the store held at the crash
+	apply(t, store, fullUpdate(t, srv.doc))
+	typeInto("cell-02", " «k1»")
+	typeInto("cell-04", " «k2»")
+	agent.record(agent.sess.proposeDurable(1, func(tx *Txn, _ bool) error {
+		return tx.InsertCells(3, []Cell{{ID: "agent-1", Type: CellMarkdown, Source: "«agent»"}})
+	}))
+	srv.flush()
+	held := readNotebook(t, srv.doc)
+	file := Snapshot{Kind: KindNotebook, Notebook: saved}
+	srv2 := roomFrom(t, rebuildStore, file, store)
+	moveTo(agent, srv2)
+	if err := agent.sess.ResetServerLost(freshClientID()); err != nil {
+		t.Fatal(err)
+	}
+	agent.sess.RescueFrom(file)
+	agent.connect()
+	srv2.flush()
+	if rep := agent.rescue; rep == nil || !rep.Restored {
+		t.Fatalf("report %+v", rep)
+	}
+	text := ""
+	for _, c := range readNotebook(t, srv2.doc).Cells {
+		text += c.Source + "\n"
+	}
+	for _, tok := range []string{"«saved»", "«u1»", "«u2»", "«k1»", "«k2»", "«agent»"} {
+		if n := strings.Count(text, tok); n != 1 {
+			t.Errorf("%s there %d times", tok, n)
+		}
+	}
+	compareNotebooks(t, held, readNotebook(t, srv2.doc), true)
+	srv2.conns = []*fakeConn{agent}
+	srv2.requireConverged()
+}

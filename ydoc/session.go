@@ -33,6 +33,9 @@ type Output struct {
 	// Rescue reports what the session did with the replica the server lost (after a sync that
 	// followed ResetServerLost).
 	Rescue *RescueReport
+	// Strays counts cells into which typing that landed in a cell the rescue had replaced was
+	// moved (rescue_strays.go).
+	Strays int
 }
 
 func (o *Output) merge(p Output) {
@@ -46,6 +49,7 @@ func (o *Output) merge(p Output) {
 	if p.Rescue != nil {
 		o.Rescue = p.Rescue
 	}
+	o.Strays += p.Strays
 }
 
 // ErrNotSynced is returned for calls that need a synced session.
@@ -130,8 +134,19 @@ type Session struct {
 
 	// history, when kept (KeepHistory), records every version of the replica's content.
 	history *History
+	// lostMark is how many versions the history had recorded when the replica the server lost
+	// was set aside (taken at the first change after ResetServerLost or AdoptLost): the versions
+	// after it are the rebuilt room's.
+	lostMark    int
+	markPending bool
+	// serverHist holds the states the server went through before the loss (ServerHeld), for
+	// the next rescue.
+	serverHist *History
 	// guard, after a lost room was not restored by id, heals a peer's merge of an old copy.
 	guard *staleGuard
+	// strays, after a rescue deleted cells people may still be typing into, moves what they type
+	// there into the cells that replaced them (rescue_strays.go).
+	strays *strayWatch
 
 	serverSV      StateVector // inserts the server is known to hold
 	serverDeletes IDSet       // deletions the server is known to hold
@@ -202,6 +217,7 @@ func (s *Session) reset(clientID uint32, serverLost bool) error {
 			// The replica itself is kept, as CRDT state: its items, with their ids, are what a
 			// restore by id brings back (rescue_ids.go). It is read, never written, from here on.
 			s.lost, s.plan = &lostReplica{doc: s.doc, snap: snap}, rescuePlan{}
+			s.markPending = true
 		}
 	}
 	doc, err := NewDoc(s.kind, clientID, s.log)
@@ -227,6 +243,7 @@ func (s *Session) reset(clientID uint32, serverLost bool) error {
 	s.inflight = nil
 	s.rerunDurable = s.rerunDurable || serverLost
 	s.guard = nil
+	s.strays = nil
 	s.doc = doc
 	s.synced = false
 	s.everSynced = false
@@ -270,6 +287,7 @@ func (s *Session) AdoptLost(state []byte) error {
 		return fmt.Errorf("adopt lost replica: %w", err)
 	}
 	s.lost, s.plan = &lostReplica{doc: doc, snap: snap}, rescuePlan{}
+	s.markPending = true
 	return nil
 }
 
@@ -356,12 +374,29 @@ func (s *Session) KeepHistory(h *History) error {
 	return nil
 }
 
+// ServerHeld gives the next rescue the states the server itself went through before it lost the
+// room (a write-ahead log replayed in the server's order; nil: none): what the rebuilt room was
+// loaded from is looked up there as well as in the replica's history (rescue_loaded.go). h's own
+// document is dropped; the rescue forgets h.
+func (s *Session) ServerHeld(h *History) {
+	if h != nil {
+		if h.kind != s.kind {
+			return
+		}
+		h.doc = nil
+	}
+	s.serverHist = h
+}
+
 // History returns the history the session feeds (nil when none).
 func (s *Session) History() *History { return s.history }
 
 // observe feeds the history a change of the replica.
 func (s *Session) observe(c Change) {
 	if s.history != nil && !c.Empty() {
+		if s.markPending {
+			s.lostMark, s.markPending = s.history.Versions(), false
+		}
 		s.history.observe(s.doc, c)
 	}
 }
@@ -423,6 +458,9 @@ func (s *Session) Receive(f Frame) (Output, error) {
 		}
 		if !change.Empty() {
 			out.Changes = append(out.Changes, change)
+		}
+		if s.strays != nil && s.synced {
+			out.merge(s.followStrays(f.Payload, meta))
 		}
 		if pre != nil {
 			out.merge(s.heal(*pre))
@@ -515,6 +553,7 @@ func (s *Session) afterSync() Output {
 	defer func() { s.rerunDurable = false }()
 	lost, plan := s.lost, s.plan
 	s.lost, s.plan = nil, rescuePlan{}
+	defer func() { s.serverHist = nil }()
 	why := plan.reason
 	rescued := false
 	if lost != nil && plan.base != nil {

@@ -31,7 +31,8 @@ type rescuePlan struct {
 // allows it (rescueByID), by content otherwise (rescueByContent). ok is false when it could not
 // (then out.Rescue.Reason says why; a partial change may have been sent).
 func (s *Session) rescue(lost *lostReplica, plan rescuePlan, covered []*pendingEdit) (Output, bool) {
-	report := &RescueReport{FileWins: plan.kind == planFileWins}
+	why := s.reconsider(lost, &plan)
+	report := &RescueReport{FileWins: plan.kind == planFileWins, Reconsidered: why}
 	if report.FileWins {
 		report.Reason = plan.reason
 	}
@@ -43,6 +44,13 @@ func (s *Session) rescue(lost *lostReplica, plan rescuePlan, covered []*pendingE
 	if err != nil {
 		report.Reason = "the rebuilt room could not be read: " + err.Error()
 		return Output{Rescue: report}, false
+	}
+	// The room as the sync showed it: people go on typing into its cells until the rescue reaches
+	// them, and what lands in a cell the rescue deletes is followed (rescue_strays.go).
+	live := s.doc.liveCells()
+	room, err := s.doc.EncodeStateAsUpdate(nil)
+	if err != nil {
+		live = nil
 	}
 	var out Output
 	ok := false
@@ -63,6 +71,17 @@ func (s *Session) rescue(lost *lostReplica, plan rescuePlan, covered []*pendingE
 	out.Rescue = report
 	if ok {
 		report.listBrought(before, s.doc)
+	}
+	if len(live) > 0 {
+		var deletes []IDRange
+		for _, fr := range out.Frames {
+			if f, err := DecodeFrame(fr); err == nil && f.Type == MsgSync && f.Sync == SyncUpdate {
+				if m, err := ParseUpdate(f.Payload); err == nil {
+					deletes = append(deletes, m.Deletes...)
+				}
+			}
+		}
+		s.watchStrays(live, room, deletes)
 	}
 	return out, ok
 }
@@ -133,6 +152,20 @@ func (s *Session) rescueByID(lost *lostReplica, plan rescuePlan, report *RescueR
 	var out Output
 	var structs, deletes []IDRange
 	svBefore := s.doc.StateVector()
+	lostSV := lost.doc.StateVector()
+	// The cells of the lost replica a peer already brought back into the room (a tab that
+	// merged its old copy before we came): that peer types into them.
+	mergedBack, atSync := map[string]bool{}, map[string]bool{}
+	for _, c := range s.doc.liveCells() {
+		atSync[c.id] = true
+		if it := c.m.GetItem(); it != nil && heldBy(lostSV, it.ID) {
+			mergedBack[c.id] = true
+		}
+	}
+	// The room's own content is what it held at the sync: applying the lost replica's items puts
+	// some of them into the room's cells (a text a reload over the store cleared keeps the
+	// replica's items the store lacked), and a merge against that would take them twice.
+	roomCells := s.doc.cellsAtSync(lostSV)
 	diff, err := lost.doc.EncodeStateAsUpdate(svBefore.Encode())
 	if err != nil {
 		report.Reason = "the lost replica could not be encoded: " + err.Error()
@@ -164,7 +197,6 @@ func (s *Session) rescueByID(lost *lostReplica, plan rescuePlan, report *RescueR
 			report.Items += int(r.Len)
 		}
 	}
-	lostSV := lost.doc.StateVector()
 	var merge MergeStats
 	fn := func(tx *Txn) error {
 		tx.byWords = true // others may be typing: see diffTextWords
@@ -187,10 +219,14 @@ func (s *Session) rescueByID(lost *lostReplica, plan rescuePlan, report *RescueR
 			return tx.RestoreText(target)
 		}
 		noIDs := !notebookHasIDs(plan.base.Notebook)
-		split := tx.rebuildCopies(lostSV, noIDs)
+		split := tx.rebuildCopies(lostSV, noIDs, mergedBack, roomCells, plan)
 		base, ours := alignBase(plan, lost.snap.Notebook, split.theirs)
+		ours = withCells(ours, split.settled)
 		target, st := mergeNotebooks(base, ours, split.theirs, plan.kind == planFileWins)
 		merge = st
+		for _, l := range split.lost {
+			merge.lose(l)
+		}
 		for end := len(split.superseded); end > 0; { // from the end, a run of neighbours at a time
 			start := end - 1
 			for start > 0 && split.superseded[start-1] == split.superseded[start]-1 {
@@ -200,7 +236,7 @@ func (s *Session) rescueByID(lost *lostReplica, plan rescuePlan, report *RescueR
 			end = start
 		}
 		report.Superseded = len(split.superseded)
-		tx.keepWeight = restoreWeights(base, split.theirs)
+		tx.keepWeight = restoreWeights(base, split.theirs, atSync)
 		stats, err := tx.RestoreNotebook(target)
 		report.Stats = stats
 		return err
@@ -279,7 +315,7 @@ func (s *Session) rescueByContent(lost *lostReplica, plan rescuePlan, report *Re
 		merge = st
 		// Cells being worked on since the restart, and big ones, are the last to be moved (a
 		// move re-creates a cell: typing in it meanwhile would be lost).
-		tx.keepWeight = restoreWeights(base, theirs)
+		tx.keepWeight = restoreWeights(base, theirs, nil)
 		stats, err := tx.RestoreNotebook(target)
 		report.Stats = stats
 		return err
@@ -348,47 +384,87 @@ func (s *Session) trackRestore(out *Output, report *RescueReport, structs, delet
 
 // rebuildSplit is what a room holding both the lost replica's items and the rebuild's looks like.
 type rebuildSplit struct {
-	// superseded are the indices (ascending) of the rebuild's cells that the lost replica's
-	// supersede: its copy of a cell whose id a live cell of the lost replica carries, and, for a
-	// file without cell ids, every cell loaded into the fresh document.
+	// superseded are the indices (ascending) of the cells that give way to another copy of the
+	// same cell: see rebuildCopies.
 	superseded []int
 	// theirs is the room's own content: one cell per id, the rebuild's copy where both are live
 	// (what was typed into it since the rebuild counts as a change made on the rebuilt room).
 	theirs Notebook
+	// settled are cells whose content is decided before the merge (in theirs and in ours): a
+	// cell a peer brought back whose rebuild copy was typed into too holds both; lost says what
+	// of ours that dropped.
+	settled map[string]Cell
+	lost    []string
 }
 
 // rebuildCopies splits the room's cells into the lost replica's and the rebuild's (lostSV: the
-// lost replica's state vector).
-func (tx *Txn) rebuildCopies(lostSV StateVector, noIDs bool) rebuildSplit {
+// lost replica's state vector) and chooses, for every cell both hold, the copy that stays: the
+// one people type into, since what they type into the other one until the restore reaches them
+// lands in a deleted cell (the server collects it with the cell: nobody can bring it back).
+// When the server loaded the file into a fresh document (jupyter-server-documents, whose
+// JupyterLab tabs reload the document when they reconnect), everyone in the room holds the
+// fresh load's copy, and it stays — unless a peer (a tab reconnecting with its old document)
+// brought the lost replica's own copy back before the sync (mergedBack: the ids of such cells):
+// that peer types into the original, which stays. A copy a reload over the store re-created
+// (jupyter-collaboration, whose tabs reconnect with their old document) gives way to the
+// original. For a file without cell ids every cell the loader put into the fresh document gives
+// way to the lost replica's.
+//
+// A cell whose original a peer brought back, and whose rebuild copy was typed into too, holds
+// both after the restore (settled): the original as it now is (the lost replica's and the peer's
+// changes) and the copy (the file's and what was typed into it since the rebuild), merged
+// against the plan's base as the whole restore is.
+//
+// The content of a cell the room held at the sync is as it held it then (roomCells).
+func (tx *Txn) rebuildCopies(lostSV StateVector, noIDs bool, mergedBack map[string]bool, roomCells map[string]Cell, plan rescuePlan) rebuildSplit {
 	o := tx.order()
 	maps, ids := o.maps, o.ids
 	fromLost := make([]bool, len(maps))
 	liveLost := map[string]bool{}
+	liveOwn := map[string]bool{}
 	for i, m := range maps {
 		if it := m.GetItem(); it != nil && heldBy(lostSV, it.ID) {
 			fromLost[i] = true
 			liveLost[ids[i]] = true
 		}
 	}
+	fresh := loaderClients(tx.d.cells, lostSV)
 	var loaders map[int]bool
 	if noIDs {
-		loaders = loaderClients(tx.d.cells, lostSV)
+		loaders = fresh
+	}
+	loadedAt := make([]bool, len(maps))
+	for i, m := range maps {
+		if it := m.GetItem(); it != nil && !fromLost[i] {
+			loadedAt[i] = loaders[it.ID.Client]
+			if !loadedAt[i] && fresh[it.ID.Client] && !mergedBack[ids[i]] {
+				liveOwn[ids[i]] = true // the fresh load's copy stays
+			}
+		}
 	}
 	sp := rebuildSplit{theirs: tx.d.readNotebookHeader()}
 	at := map[string]int{}
 	var lostCopy []bool
+	originals := map[string]Cell{} // mergedBack cells: the original as it now is
 	for i, m := range maps {
-		loaded := false
-		if it := m.GetItem(); it != nil && !fromLost[i] {
-			loaded = loaders[it.ID.Client]
-		}
-		if !fromLost[i] && (liveLost[ids[i]] || loaded) {
+		switch {
+		case loadedAt[i]:
 			sp.superseded = append(sp.superseded, i)
+		case !fromLost[i] && liveLost[ids[i]] && !liveOwn[ids[i]]:
+			sp.superseded = append(sp.superseded, i) // the original stays
+		case fromLost[i] && liveOwn[ids[i]]:
+			sp.superseded = append(sp.superseded, i) // the fresh load's copy stays
 		}
-		if loaded {
+		if loadedAt[i] {
 			continue // the load of a file without ids: the lost replica's cells stand for it
 		}
 		c := readCell(m)
+		if fromLost[i] && mergedBack[c.ID] {
+			originals[c.ID] = c
+		}
+		if rc, ok := roomCells[c.ID]; ok && c.ID != "" {
+			c = rc
+		}
 		if j, dup := at[c.ID]; dup && c.ID != "" {
 			if lostCopy[j] && !fromLost[i] {
 				sp.theirs.Cells[j], lostCopy[j] = c, false
@@ -399,7 +475,69 @@ func (tx *Txn) rebuildCopies(lostSV StateVector, noIDs bool) rebuildSplit {
 		lostCopy = append(lostCopy, fromLost[i])
 		sp.theirs.Cells = append(sp.theirs.Cells, c)
 	}
+	if len(originals) == 0 || plan.base == nil {
+		return sp
+	}
+	baseSrc := map[string]string{}
+	for _, c := range plan.base.Notebook.Cells {
+		baseSrc[c.ID] = c.Source
+	}
+	for id, orig := range originals {
+		j, ok := at[id]
+		if !ok || lostCopy[j] {
+			continue // no live copy of the rebuild's
+		}
+		n := 0
+		orig.Source, n = mergeText(baseSrc[id], orig.Source, sp.theirs.Cells[j].Source, plan.kind == planFileWins)
+		for range n {
+			sp.lost = append(sp.lost, "cell "+id+": part of the source, changed on both sides")
+		}
+		sp.theirs.Cells[j] = orig
+		if sp.settled == nil {
+			sp.settled = map[string]Cell{}
+		}
+		sp.settled[id] = orig
+	}
 	return sp
+}
+
+// cellsAtSync reads the room's cells by id, as they are now; of a cell it holds twice, the copy
+// that is not the lost replica's (lostSV).
+func (d *Doc) cellsAtSync(lostSV StateVector) map[string]Cell {
+	out := map[string]Cell{}
+	if d.kind != KindNotebook {
+		return out
+	}
+	own := map[string]bool{}
+	_ = d.run(func() error {
+		for i, m := range d.ord.maps {
+			id := d.ord.ids[i]
+			it := m.GetItem()
+			mine := it == nil || !heldBy(lostSV, it.ID)
+			if _, seen := out[id]; seen && (own[id] || !mine) {
+				continue
+			}
+			out[id], own[id] = readCell(m), mine
+		}
+		return nil
+	})
+	return out
+}
+
+// withCells returns nb with the cells of settled (by id) in place of its own.
+func withCells(nb Notebook, settled map[string]Cell) Notebook {
+	if len(settled) == 0 {
+		return nb
+	}
+	out := nb
+	out.Cells = make([]Cell, len(nb.Cells))
+	for i, c := range nb.Cells {
+		if s, ok := settled[c.ID]; ok {
+			c = s
+		}
+		out.Cells[i] = c
+	}
+	return out
 }
 
 // alignBase returns the merge's common ancestor and "ours" for a notebook. Cells are merged by
@@ -472,8 +610,10 @@ func renameCells(nb Notebook, renames map[string]string) Notebook {
 }
 
 // restoreWeights says how much a restore should avoid moving each of the room's cells: cells
-// changed since base (being worked on) and big ones weigh more.
-func restoreWeights(base, theirs Notebook) func(string) int {
+// changed since base (being worked on) and big ones weigh more. With atSync (the ids the room
+// held at the sync), a cell the restore itself brought (the lost replica's own, nobody in the
+// room has it yet) weighs least: moving it disturbs nobody.
+func restoreWeights(base, theirs Notebook, atSync map[string]bool) func(string) int {
 	changed := map[string]bool{}
 	bIdx := cellIndex(base)
 	for _, c := range theirs.Cells {
@@ -486,6 +626,9 @@ func restoreWeights(base, theirs Notebook) func(string) int {
 		size[c.ID] = len(c.Source)
 	}
 	return func(id string) int {
+		if atSync != nil && !atSync[id] {
+			return 1
+		}
 		w := 1 + size[id]/64
 		if changed[id] {
 			w += 1000

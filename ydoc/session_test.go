@@ -17,6 +17,24 @@ type fakeServer struct {
 	t     *testing.T
 	doc   *Doc
 	conns []*fakeConn
+	// hold: updates are applied but not broadcast (jupyter-server-documents during a client's
+	// handshake); catchUp sends what was held.
+	hold bool
+}
+
+// catchUp broadcasts everything the server gained since sv as one update with its whole delete
+// set, as jupyter-server-documents does when a handshake ends.
+func (s *fakeServer) catchUp(sv StateVector) {
+	s.t.Helper()
+	diff, err := s.doc.EncodeStateAsUpdate(sv.Encode())
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, o := range s.conns {
+		if o.open {
+			o.toClient = append(o.toClient, EncodeSync(SyncUpdate, diff))
+		}
+	}
 }
 
 // fakeConn is one client's websocket: frames queued in each direction.
@@ -125,7 +143,7 @@ func (s *fakeServer) receive(c *fakeConn, b []byte) {
 		for _, r := range meta.Deletes {
 			changed = changed || !deletedBefore.Contains(r)
 		}
-		if !changed {
+		if !changed || s.hold {
 			return
 		}
 		for _, o := range s.conns {

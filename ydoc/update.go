@@ -35,32 +35,38 @@ func (m UpdateMeta) Empty() bool { return len(m.Structs) == 0 && len(m.Deletes) 
 
 // ParseUpdate validates a v1 update and returns what it contains.
 func ParseUpdate(b []byte) (UpdateMeta, error) {
+	meta, _, err := parseUpdate(b)
+	return meta, err
+}
+
+// parseUpdate is ParseUpdate, and the offset where the delete set begins.
+func parseUpdate(b []byte) (UpdateMeta, int, error) {
 	d := newDecoder(b)
 	var meta UpdateMeta
 	nClients, err := d.length(3)
 	if err != nil {
-		return meta, fmt.Errorf("update client count: %w", err)
+		return meta, 0, fmt.Errorf("update client count: %w", err)
 	}
 	for i := 0; i < nClients; i++ {
 		nStructs, err := d.length(1)
 		if err != nil {
-			return meta, fmt.Errorf("update struct count: %w", err)
+			return meta, 0, fmt.Errorf("update struct count: %w", err)
 		}
 		client, err := d.varUint()
 		if err != nil {
-			return meta, fmt.Errorf("update client: %w", err)
+			return meta, 0, fmt.Errorf("update client: %w", err)
 		}
 		clock, err := d.varUint()
 		if err != nil {
-			return meta, fmt.Errorf("update clock: %w", err)
+			return meta, 0, fmt.Errorf("update clock: %w", err)
 		}
 		for j := 0; j < nStructs; j++ {
 			n, skip, err := readStruct(d)
 			if err != nil {
-				return meta, fmt.Errorf("update client %d struct %d: %w", client, j, err)
+				return meta, 0, fmt.Errorf("update client %d struct %d: %w", client, j, err)
 			}
 			if clock+n > maxClock || clock+n < clock {
-				return meta, malformed("clock overflow for client %d", client)
+				return meta, 0, malformed("clock overflow for client %d", client)
 			}
 			if !skip && n > 0 {
 				meta.Structs = appendRange(meta.Structs, IDRange{client, clock, n})
@@ -68,13 +74,14 @@ func ParseUpdate(b []byte) (UpdateMeta, error) {
 			clock += n
 		}
 	}
+	dsAt := d.pos
 	if meta.Deletes, err = readDeleteSet(d); err != nil {
-		return meta, err
+		return meta, 0, err
 	}
 	if !d.done() {
-		return meta, malformed("%d trailing bytes after the delete set", d.remaining())
+		return meta, 0, malformed("%d trailing bytes after the delete set", d.remaining())
 	}
-	return meta, nil
+	return meta, dsAt, nil
 }
 
 func appendRange(rs []IDRange, r IDRange) []IDRange {

@@ -81,6 +81,7 @@ func (d docLog) Update(update []byte, flags byte) uint64 {
 func (d docLog) Saved(covers uint64, hash string)       { d.l.Saved(covers, hash) }
 func (d docLog) Base(state []byte)                      { d.l.Base(state) }
 func (d docLog) Decided(lineage uint64, outcome string) { d.l.Decided(lineage, outcome) }
+func (d docLog) SavedContent(content []byte)            { d.l.SavedContent(content) }
 func (d docLog) NeedBase() bool                         { return d.l.NeedBase() }
 func (d docLog) Seq() uint64                            { return d.l.Seq() }
 func (d docLog) Adoptable() uint64                      { return d.l.Adoptable() }
@@ -92,7 +93,8 @@ func (d docLog) History(ctx context.Context, lineage uint64, latest bool) (bridg
 	for i, f := range h.Flags {
 		local[i] = f&journal.FlagLocal != 0
 	}
-	return bridge.LogHistory{Lineage: h.Lineage, Base: h.Base, Updates: h.Updates, Seqs: h.Seqs, Saves: h.Saves, Local: local, SaveHashes: h.SaveHashes}, err
+	return bridge.LogHistory{Lineage: h.Lineage, Base: h.Base, Updates: h.Updates, Seqs: h.Seqs, Saves: h.Saves, Local: local,
+		SaveHashes: h.SaveHashes, SavedContent: h.SavedContent}, err
 }
 
 func (d docLog) Info() bridge.LogInfo {

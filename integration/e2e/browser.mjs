@@ -13,6 +13,7 @@ import path from 'node:path'
 
 let context = null
 let page = null
+let typing = null // the startTyping loop
 const consoleErrors = []
 
 // readCells is evaluated in the page: the active notebook as it is displayed.
@@ -106,6 +107,88 @@ const ops = {
     await ed.click({ timeout: req.timeoutMs ?? 10000 })
     await page.keyboard.press('Control+End')
     await page.keyboard.type(req.text, { delay: req.delayMs ?? 0 })
+    return {}
+  },
+
+  // startTyping types tokens like a person, one after another, into a cell's editor until
+  // stopTyping: each token is prefix + a 4-digit number between two '@' ("@t0001@"), typed one key
+  // every delayMs, a line break after every tenth. Before each token an open dialog is dismissed
+  // (its title recorded) and the editor focused again (click, end of text) when it lost focus;
+  // after it, the token counts as typed only if the editor shows it. The loop goes on while the
+  // server is down: the page keeps editing its own copy, as it does for a person.
+  async startTyping (req) {
+    if (typing) throw new Error('already typing')
+    const t = { stop: false, tokens: [], dialogs: [], refocus: 0, errors: [] }
+    typing = t
+    const cell = () => page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell').nth(req.cell)
+    const focused = () => page.evaluate((i) => {
+      const c = document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell')[i]
+      return !!(c && c.querySelector('.cm-content')?.contains(document.activeElement))
+    }, req.cell)
+    const shows = (tok) => page.evaluate(([i, tok]) => {
+      const c = document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell')[i]
+      const content = c && c.querySelector('.jp-InputArea-editor .cm-content')
+      return !!content && content.textContent.includes(tok)
+    }, [req.cell, tok])
+    t.done = (async () => {
+      for (let n = 1; !t.stop; n++) {
+        try {
+          // A dialog is answered as a person who wants to go on typing would: its cancel
+          // button when it has one ("Continue" keeps the tab), else its only button ("Close",
+          // "Reconnect"), else Escape. Each kind of dialog is recorded and photographed once.
+          const dialog = page.locator('.jp-Dialog')
+          for (let k = 0; k < 5 && await dialog.count() > 0; k++) {
+            const d = dialog.first()
+            const title = (await d.locator('.jp-Dialog-header').innerText({ timeout: 1000 }).catch(() => '')).trim()
+            const body = (await d.locator('.jp-Dialog-body').innerText({ timeout: 1000 }).catch(() => '')).trim()
+            const last = t.dialogs[t.dialogs.length - 1]
+            if (!last || last.title !== title || Date.now() - last.at > 2000) {
+              t.dialogs.push({ at: Date.now(), title, body: body.slice(0, 300) })
+              if (req.dialogShots && t.dialogs.length <= 10) await page.screenshot({ path: `${req.dialogShots}-${t.dialogs.length}.png` }).catch(() => {})
+            } else {
+              last.at = Date.now()
+            }
+            const reject = d.locator('.jp-Dialog-button.jp-mod-reject')
+            const accept = d.locator('.jp-Dialog-button.jp-mod-accept')
+            if (await reject.count() > 0) await reject.first().click({ timeout: 2000 }).catch(() => {})
+            else if (await accept.count() > 0) await accept.first().click({ timeout: 2000 }).catch(() => {})
+            else await page.keyboard.press('Escape')
+            await page.waitForTimeout(100)
+          }
+          if (!(await focused())) {
+            t.refocus++
+            await cell().locator('.jp-InputArea-editor .cm-content').click({ timeout: 5000 })
+            await page.keyboard.press('Control+End')
+          }
+          const tok = '@' + req.prefix + String(n).padStart(4, '0') + '@'
+          await page.keyboard.type(tok, { delay: req.delayMs ?? 15 })
+          const at = Date.now()
+          t.tokens.push({ tok, at, shown: await shows(tok) })
+          if (n % 10 === 0) await page.keyboard.press('Enter')
+        } catch (e) {
+          if (t.errors.length < 20) t.errors.push(String(e && e.message ? e.message : e).split('\n')[0])
+          await page.waitForTimeout(200)
+        }
+      }
+    })()
+    return {}
+  },
+
+  // typingState: the tokens typed so far (count and the last one).
+  typingState: async () => ({ n: typing ? typing.tokens.length : 0, last: typing && typing.tokens.length ? typing.tokens[typing.tokens.length - 1] : null }),
+
+  async stopTyping () {
+    const t = typing
+    if (!t) throw new Error('not typing')
+    t.stop = true
+    await t.done
+    typing = null
+    return { tokens: t.tokens, dialogs: t.dialogs, refocus: t.refocus, errors: t.errors }
+  },
+
+  // blank leaves the page (a closed tab): nothing of it reconnects any more.
+  async blank () {
+    await page.goto('about:blank')
     return {}
   },
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -83,6 +84,9 @@ func (h *harness) check(ctx context.Context, initial ydoc.Notebook) {
 	for _, c := range initial.Cells {
 		known[c.ID] = true
 	}
+	for _, id := range h.outside {
+		known[id] = true
+	}
 	present := map[string]int{}
 	sourceOf := map[string]string{}
 	for _, c := range snap.Cells {
@@ -95,6 +99,11 @@ func (h *harness) check(ctx context.Context, initial ydoc.Notebook) {
 	for _, c := range initial.Cells {
 		if present[c.ID] != 1 {
 			t.Errorf("fixture cell %s appears %d times", c.ID, present[c.ID])
+		}
+	}
+	for _, id := range h.outside {
+		if present[id] != 1 {
+			t.Errorf("OUTSIDE CHANGE LOST: cell %s, added to the file while the server was down, appears %d times", id, present[id])
 		}
 	}
 	checked := 0
@@ -333,4 +342,132 @@ func diffLists(name string, got, want []string) string {
 		}
 	}
 	return "equal"
+}
+
+// changeOutside adds a cell to the notebook file while jupyter-server is down, as a person or a
+// tool editing the file outside Jupyter would; it returns what it did ("" when the file could not
+// be read as a notebook: a kill in the middle of a save left it partly written).
+func (h *harness) changeOutside(round int) string {
+	b, err := h.srv.ReadFile(notebook)
+	var nb map[string]any
+	if err == nil {
+		err = json.Unmarshal(b, &nb)
+	}
+	cells, ok := nb["cells"].([]any)
+	if err != nil || !ok {
+		h.t.Logf("round %d: no outside change: the file does not read as a notebook (%v)", round, err)
+		return ""
+	}
+	id := fmt.Sprintf("outside-r%03d", round)
+	nb["cells"] = append(cells, map[string]any{"cell_type": "markdown", "id": id, "metadata": map[string]any{},
+		"source": "changed outside Jupyter " + marker(id)})
+	out, err := json.MarshalIndent(nb, "", " ")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := h.srv.WriteFile(notebook, out); err != nil {
+		h.t.Fatal(err)
+	}
+	h.outside = append(h.outside, id)
+	return "; the notebook changed outside Jupyter: cell " + id + " added"
+}
+
+// checkHumans checks what the humans typed and the agent's text markers against an independent
+// peer, the sidecar and the file, and the crash rescues against the rounds.
+func (h *harness) checkHumans(ctx context.Context, typingEnd time.Time) {
+	t := h.t
+	nbPeer, err := integration.StartPeer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nbPeer.Close()
+	if err := nbPeer.Connect(ctx, h.srv, notebook, "notebook"); err != nil {
+		t.Fatal(err)
+	}
+	textPeer, err := integration.StartPeer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer textPeer.Close()
+	if err := textPeer.Connect(ctx, h.srv, textDoc, "file"); err != nil {
+		t.Fatal(err)
+	}
+	// The text: the peer, the sidecar and the file agree once the server saved.
+	var text, why string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		snap, err := textPeer.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text = snap.Text
+		side, err := readDocument(ctx, h.observer, textDoc)
+		disk, derr := h.srv.ReadFile(textDoc)
+		switch {
+		case err != nil:
+			why = err.Error()
+		case side != text:
+			why = fmt.Sprintf("the sidecar's replica %q, the peer's %q", trim(side, 200), trim(text, 200))
+		case derr != nil:
+			why = derr.Error()
+		case string(disk) != text:
+			why = fmt.Sprintf("the file %q, the peer's %q", trim(string(disk), 200), trim(text, 200))
+		default:
+			why = ""
+		}
+		if why == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%s: the sidecar, an independent peer and the file do not agree 30 s after the last round: %s", textDoc, why)
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	snap, err := nbPeer.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sources []string
+	for _, c := range snap.Cells {
+		sources = append(sources, c.Source)
+	}
+	counts := tokenCounts(humanTokenRE, strings.Join(sources, "\n"), text)
+	st := checkKeys(t, h.keys, h.keyKills, counts, typingEnd)
+	t.Logf("humans: %s", st)
+
+	// The agent's text markers: each reported done is there once; none is there twice.
+	markers := tokenCounts(regexp.MustCompile(`«r\d+-t»`), text)
+	var done, lost, doubled int
+	for _, tr := range h.texts {
+		n := markers[tr.tok]
+		switch {
+		case n > 1:
+			doubled++
+			t.Errorf("DOUBLED: text marker %s (round %d, insert %s) is there %d times", tr.tok, tr.round, tr.out, n)
+		case n == 0 && (tr.out == outOK || tr.out == outUnconfirmed):
+			lost++
+			t.Errorf("LOST: text marker %s (round %d, insert %s%s) is missing", tr.tok, tr.round, tr.out, errSuffix(tr.err))
+		case n == 1 && tr.out == outWithdrawn:
+			t.Errorf("text marker %s (round %d) is there although the tool said nothing was changed", tr.tok, tr.round)
+		}
+		if tr.out == outOK || tr.out == outUnconfirmed {
+			done++
+		}
+	}
+	t.Logf("text: %d markers appended (reported done or promised), %d lost, %d doubled", done, lost, doubled)
+
+	// The crash rescues: each one restored, unless the file had changed outside Jupyter.
+	var recs []rescueRec
+	for _, rr := range h.rescues {
+		recs = append(recs, rr.rescueRec)
+		if !rr.restored && !rr.allowed {
+			t.Errorf("RESCUE GAVE UP on %s after round %d (no outside change): %s", rr.path, rr.round, trim(rr.summary, 400))
+		}
+	}
+	restored, gaveUp, gaveUpLossless := countRescues(recs)
+	t.Logf("rescues: %d restored, %d gave up (%d of them with nothing lost), %d outside changes", restored, gaveUp+gaveUpLossless, gaveUpLossless, len(h.outside))
+	if h.kinds[faultKill] > 0 && len(recs) == 0 {
+		t.Errorf("%d server kills but no rescue logged (a line with \"restored\" and \"path\")", h.kinds[faultKill])
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -104,6 +105,39 @@ func (p *sidecarProc) stop() {
 		<-p.exit
 	}
 	_ = p.logFile.Close()
+}
+
+// kill ends the process with SIGKILL (a crash: nothing flushed, no goodbye) and waits for it.
+func (p *sidecarProc) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.exit
+	_ = p.logFile.Close()
+}
+
+// logLinesFrom parses the JSON log lines written after offset (bytes) and returns them with the
+// offset after the last whole line.
+func (p *sidecarProc) logLinesFrom(offset int64) ([]map[string]any, int64) {
+	f, err := os.Open(p.LogPath)
+	if err != nil {
+		return nil, offset
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return nil, offset
+	}
+	r := bufio.NewReaderSize(f, 1<<20)
+	var out []map[string]any
+	for {
+		line, err := r.ReadBytes('\n')
+		if err != nil { // a partial last line is read again next time
+			return out, offset
+		}
+		offset += int64(len(line))
+		var m map[string]any
+		if json.Unmarshal(line, &m) == nil {
+			out = append(out, m)
+		}
+	}
 }
 
 // tail returns the end of the log file.

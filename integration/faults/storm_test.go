@@ -21,24 +21,34 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
-// The storm with crashes (issue 20): three agents (MCP over Streamable HTTP to the real binary)
-// insert, rewrite, move and delete their own cells while two humans (independent yjs peers) type
-// into the notebook's original cells, and jupyter-server is SIGKILLed every JCM_STORM_KILL_EVERY
-// (25 s) and started again on the same port. The humans reload after each restart as a
-// JupyterLab tab does (a fresh document from the server). Nothing the sidecar had when the
-// server died may be lost or doubled:
+// The storm with crashes (issues 20, 26): three agents (MCP over Streamable HTTP to the real
+// binary) insert, rewrite, move and delete their own cells and a fourth appends to a text file,
+// while four humans (independent yjs peers) type — two into the notebook's original cells, two
+// into the text file — and jupyter-server is SIGKILLed every JCM_STORM_KILL_EVERY (25 s) and
+// started again on the same port. The server's notebook saves are slow and visible half-done
+// (integration/testdata/slow_save.py: four pieces 0.3 s apart). Before each kill everybody pauses
+// for 2.2 s, so jupyter-collaboration saves by itself (a second after the last change) and its
+// save, which nobody asked for and whose publication the next keystroke cancels, races the kill
+// (the pause ends 0.4, 1.2 or 2.5 s before it); every second kill also deletes the server's
+// update store (.jupyter_ystore.db). After a restart one human of each document
+// reloads (a fresh document), the other reconnects with its old copy as an open JupyterLab tab
+// does, having typed on while the server was down. Nothing may be lost or doubled:
 //
 //   - every cell an agent was told it inserted is there exactly once, unless it was deleted;
 //     every cell an agent was told it deleted is gone; each source is the last one reported done
-//     or one attempted after it;
-//   - every keystroke the sidecar held just before a kill (read from it right before the
-//     SIGKILL; typed ≥ 1 s before it, in practice) is there exactly once; keystrokes typed after
-//     the last reload are there too; nothing is there twice;
-//   - the sidecar, both humans, a fresh peer and the file on disk agree at the end.
+//     or one attempted after it; every text insert reported done is there once;
+//   - every keystroke the sidecar held right before a kill is there exactly once; every keystroke
+//     of a tab that stayed open is there once; keystrokes typed after the last reconnection too;
+//     nothing is there twice (checkKeys);
+//   - every crash rescue restored (nothing here changes a file outside Jupyter);
+//   - the sidecar, the humans, fresh peers and the files on disk agree at the end.
 //
-// JCM_STORM_DURATION (90s in make test) makes it shorter for quick local runs.
+// JCM_STORM_DURATION (90s in make test, 60s in the matrix) makes it shorter for quick local runs.
 
-const stormPath = "storm.ipynb"
+const (
+	stormPath = "storm.ipynb"
+	stormText = "storm.md"
+)
 
 var (
 	humanCells = []string{"h0", "h1", "h2", "h3"}
@@ -58,31 +68,19 @@ func (c *stormCell) promised() bool { return c.outs[0] == outOK || c.outs[0] == 
 // live: the agent may still work with it (inserted, not deleted, as far as it was told).
 func (c *stormCell) live() bool { return c.promised() && c.del == nil }
 
-type keystroke struct {
-	tok   string
-	human int
-	at    time.Time
-	conn  int // the human's connection (reload) it was typed on
-}
-
-type stormKill struct {
-	at      time.Time
-	sidecar map[string]bool // tokens in the sidecar's replica right before the SIGKILL
-	text    map[string]string
+// textInsert is one marker the text agent appended to the text file.
+type textInsert struct {
+	tok string
+	out outcome
 }
 
 type stormLedger struct {
 	mu    sync.Mutex
 	cells map[string]*stormCell
 	order []string
-	keys  []keystroke
+	texts []textInsert
 	calls map[string]*[4]int
 	notes []string
-	// lastConn[human]: when the human's last (re)connection finished, and its number;
-	// connAt[human][n]: when connection n finished.
-	lastConn   []time.Time
-	lastConnNo []int
-	connAt     [][]time.Time
 }
 
 func (l *stormLedger) count(tool string, o outcome, err string) {
@@ -109,6 +107,55 @@ func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
 	return d
 }
 
+// window is a span of time [from, to).
+type window struct{ from, to time.Time }
+
+// quietSpans are the moments everybody pauses.
+type quietSpans []window
+
+func (q quietSpans) in(t time.Time) bool {
+	for _, w := range q {
+		if !t.Before(w.from) && t.Before(w.to) {
+			return true
+		}
+	}
+	return false
+}
+
+// engineOptions are the server arguments and sidecar environment a crash test needs on the run's
+// engine. jupyter-server-documents 0.3.3 can lose a room for good when connections drop with
+// updates queued (docs/engines.md, "Known server problems"); the sidecar then stays away until the
+// server has freed the room. The server frees empty rooms faster here (5 s after the last
+// activity, checked every 5 s, instead of 60 s and 300 s), and the sidecar stays away 15 s instead
+// of 6 minutes: the same recovery, in test time.
+func engineOptions() (serverArgs, sidecarEnv []string) {
+	if integration.DefaultEngine().Documents() {
+		return []string{"--YRoomManager.auto_free_interval=5", "--YRoom.inactivity_timeout=5"}, []string{"DEAD_ROOM_WAIT=15s"}
+	}
+	return nil, nil
+}
+
+// writeSlowSaveConfig configures the slow, half-visible notebook saves of
+// integration/testdata/slow_save.py into a jupyter-server whose state directory is stateDir (its
+// JUPYTER_CONFIG_DIR is stateDir/config).
+func writeSlowSaveConfig(t *testing.T, stateDir string, chunks int, pause time.Duration) {
+	t.Helper()
+	dir := filepath.Join(stateDir, "config")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	testdata := filepath.Join(repoRoot(t), "integration", "testdata")
+	cfg := fmt.Sprintf(`import sys
+sys.path.insert(0, %q)
+c.ServerApp.contents_manager_class = "slow_save.SlowSaveContentsManager"
+c.SlowSaveContentsManager.save_chunks = %d
+c.SlowSaveContentsManager.chunk_pause = %g
+`, testdata, chunks, pause.Seconds())
+	if err := os.WriteFile(filepath.Join(dir, "jupyter_server_config.py"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestStormWithCrashes(t *testing.T) {
 	duration := envDuration(t, "JCM_STORM_DURATION", 90*time.Second)
 	killEvery := envDuration(t, "JCM_STORM_KILL_EVERY", 25*time.Second)
@@ -125,7 +172,10 @@ func TestStormWithCrashes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = serverLog.Close() })
-	srv, err := integration.StartJupyter(ctx, integration.ServerOptions{Root: filepath.Join(dir, "root"), StateDir: filepath.Join(dir, "state"), Log: serverLog})
+	serverArgs, sidecarEnv := engineOptions()
+	stateDir := filepath.Join(dir, "state")
+	writeSlowSaveConfig(t, stateDir, 4, 300*time.Millisecond)
+	srv, err := integration.StartJupyter(ctx, integration.ServerOptions{Root: filepath.Join(dir, "root"), StateDir: stateDir, Log: serverLog, ExtraArgs: serverArgs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,8 +188,11 @@ func TestStormWithCrashes(t *testing.T) {
 	if err := srv.WriteFile(stormPath, raw); err != nil {
 		t.Fatal(err)
 	}
+	if err := srv.WriteFile(stormText, []byte("# storm notes\n")); err != nil {
+		t.Fatal(err)
+	}
 	sc, err := startSidecar(ctx, srv.URL, srv.Token, filepath.Join(logDir, "sidecar.log"),
-		"MCP_RATE_LIMIT=0", "MCP_CALL_TIMEOUT=45s", "MCP_MAX_CONCURRENT=16")
+		append([]string{"MCP_RATE_LIMIT=0", "MCP_CALL_TIMEOUT=45s", "MCP_MAX_CONCURRENT=16", "MCP_TOOLSETS=default,documents,admin"}, sidecarEnv...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,54 +213,96 @@ func TestStormWithCrashes(t *testing.T) {
 		return a
 	}
 	observer := newClient()
-	if _, err := readSidecar(ctx, observer); err != nil { // joins the room
+	if _, err := readSidecar(ctx, observer); err != nil { // joins the rooms
+		t.Fatal(err)
+	}
+	if _, err := readDocument(ctx, observer, stormText); err != nil {
 		t.Fatal(err)
 	}
 
-	led := &stormLedger{cells: map[string]*stormCell{}, calls: map[string]*[4]int{}, lastConn: make([]time.Time, 2), lastConnNo: make([]int, 2), connAt: make([][]time.Time, 2)}
-	loops, stopLoops := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	for i := 0; i < 3; i++ {
-		a := newClient()
-		wg.Add(1)
-		go func() { defer wg.Done(); stormAgent(loops, ctx, i, a, led) }()
-	}
-	humans := make([]*integration.Peer, 2)
-	for j := range humans {
-		p, err := integration.StartPeer()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = p.Close() })
-		humans[j] = p
-		if err := p.Connect(ctx, srv, stormPath, "notebook"); err != nil {
-			t.Fatal(err)
-		}
-		led.lastConn[j] = time.Now()
-		led.connAt[j] = []time.Time{led.lastConn[j]}
-		wg.Add(1)
-		go func() { defer wg.Done(); stormHuman(loops, ctx, j, p, srv, led) }()
-	}
-
+	// The kills, and the pause before each: 2.2 s, ending 0.4, 1.2 or 2.5 s before the kill.
 	start := time.Now()
-	var kills []stormKill
+	var killAt []time.Time
+	var quiet quietSpans
+	gaps := []time.Duration{400 * time.Millisecond, 1200 * time.Millisecond, 2500 * time.Millisecond}
 	for k := 1; ; k++ {
 		at := start.Add(time.Duration(k) * killEvery)
 		if at.After(start.Add(duration - 5*time.Second)) {
 			break
 		}
+		killAt = append(killAt, at)
+		end := at.Add(-gaps[(k-1)%len(gaps)])
+		quiet = append(quiet, window{end.Add(-2200 * time.Millisecond), end})
+	}
+
+	led := &stormLedger{cells: map[string]*stormCell{}, calls: map[string]*[4]int{}}
+	keys := &keyLedger{}
+	loops, stopLoops := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for i := 0; i < 3; i++ {
+		a := newClient()
+		wg.Add(1)
+		go func() { defer wg.Done(); stormAgent(loops, ctx, i, a, led, quiet.in) }()
+	}
+	textAgent := newClient()
+	wg.Add(1)
+	go func() { defer wg.Done(); stormTextAgent(loops, ctx, 3, textAgent, led, quiet.in) }()
+	humans := []*typist{
+		startTypist(t, ctx, keys, srv, stormPath, "notebook", humanCells, false, 50*time.Millisecond),
+		startTypist(t, ctx, keys, srv, stormPath, "notebook", humanCells, true, 50*time.Millisecond),
+		startTypist(t, ctx, keys, srv, stormText, "file", nil, false, 100*time.Millisecond),
+		startTypist(t, ctx, keys, srv, stormText, "file", nil, true, 100*time.Millisecond),
+	}
+	for _, h := range humans {
+		h.paused = quiet.in
+		wg.Add(1)
+		go func() { defer wg.Done(); h.run(loops, ctx) }()
+	}
+
+	var kills []keyKill
+	var killTexts []map[string]string
+	for k, at := range killAt {
 		select {
 		case <-time.After(time.Until(at)):
 		case <-ctx.Done():
 			t.Fatal(ctx.Err())
 		}
-		nb, err := readSidecar(ctx, observer)
-		if err != nil {
-			t.Fatalf("reading the sidecar before kill %d: %v", k, err)
+		// What the sidecar holds right before the kill. A replica being rebuilt answers again
+		// within seconds; one that does not is a failure, and the storm goes on (held: nothing).
+		var nb stormNotebook
+		var text string
+		for try := time.Now(); ; {
+			if nb, err = readSidecar(ctx, observer); err == nil {
+				if text, err = readDocument(ctx, observer, stormText); err == nil {
+					break
+				}
+			}
+			if time.Since(try) > 15*time.Second {
+				t.Errorf("UNREADABLE: the sidecar's replica could not be read for 15 s before kill %d: %v", k+1, err)
+				break
+			}
+			time.Sleep(500 * time.Millisecond)
 		}
-		kills = append(kills, stormKill{at: time.Now(), sidecar: tokensIn(nb), text: nb.sources})
+		held := tokenCounts(tokenRE, nb.text, text)
+		kill := keyKill{at: time.Now(), held: map[string]bool{}}
+		for tok := range held {
+			kill.held[tok] = true
+		}
 		srv.Kill()
-		t.Logf("kill %d at %v: the sidecar held %d keystrokes and agent markers", k, time.Since(start).Round(time.Second), len(kills[len(kills)-1].sidecar))
+		kills = append(kills, kill)
+		killTexts = append(killTexts, map[string]string{"notebook": nb.text, "text": text})
+		store := "kept"
+		if (k+1)%2 == 0 && !srv.Engine.Documents() {
+			// Every second kill the server's update store goes too, as when its container is
+			// recreated with the notebooks on a volume and its working directory not: the
+			// room is rebuilt from the file alone (jupyter-collaboration #594/#621 for the tabs).
+			if err := removeYStore(stateDir); err != nil {
+				t.Fatal(err)
+			}
+			store = "deleted"
+		}
+		t.Logf("kill %d at %v (%.1f s after the pause, update store %s): the sidecar held %d keystrokes and agent markers",
+			k+1, time.Since(start).Round(time.Second), kill.at.Sub(quiet[k].to).Seconds(), store, len(kill.held))
 		if err := srv.Restart(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -225,31 +320,74 @@ func TestStormWithCrashes(t *testing.T) {
 	if !sc.alive() {
 		t.Fatalf("the sidecar process exited:\n%s", sc.tail(4000))
 	}
-	final := settleStorm(t, ctx, srv, observer, humans)
-	checkStorm(t, led, kills, final, end)
+	peers := map[string]*integration.Peer{}
+	for _, h := range humans {
+		peers[fmt.Sprintf("human %d (%s)", h.j, keys.humans[h.j].name)] = h.peer
+	}
+	final, finalText := settleStorm(t, ctx, srv, observer, peers)
+	checkStorm(t, led, final, finalText)
+	counts := tokenCounts(humanTokenRE, final.text, finalText)
+	st := checkKeys(t, keys, kills, counts, end)
+	t.Logf("humans: %s", st)
+	doubledIn := func(text string) (n int) {
+		for _, c := range tokenCounts(tokenRE, text) {
+			if c > 1 {
+				n++
+			}
+		}
+		return n
+	}
+	t.Logf("tokens (keystrokes and agent markers) there more than once: %d in the notebook, %d in the text file", doubledIn(final.text), doubledIn(finalText))
 	if t.Failed() { // what the checks saw, for reading next to the logs
-		dump := map[string]any{"final": final.sources, "order": final.ids}
-		for k, kill := range kills {
-			dump[fmt.Sprintf("kill%d", k+1)] = kill.text
+		dump := map[string]any{"final": final.sources, "order": final.ids, "text": finalText}
+		for k, kt := range killTexts {
+			dump[fmt.Sprintf("kill%d", k+1)] = kt
 		}
 		b, _ := json.MarshalIndent(dump, "", " ")
 		_ = os.WriteFile(filepath.Join(logDir, "storm.json"), b, 0o644)
 	}
-	rescued := sc.grepLog(20, "every change that had reached the sidecar was restored", "changed again since the restart", "were not restored")
-	t.Logf("rescues logged: %d", len(rescued))
-	for _, l := range rescued {
-		t.Log(trim(l, 400))
+	rescues, _ := sc.rescueLog(0)
+	restored, gaveUp, gaveUpLossless := countRescues(rescues)
+	t.Logf("rescues: %d restored, %d gave up (%d of them with nothing lost)", restored, gaveUp+gaveUpLossless, gaveUpLossless)
+	for _, r := range rescues {
+		if !r.restored {
+			t.Errorf("RESCUE GAVE UP on %s (no file here is changed outside Jupyter): %s", r.path, trim(r.summary, 400))
+		}
 	}
-	if len(rescued) < len(kills) {
-		t.Errorf("%d kills but %d rescues logged", len(kills), len(rescued))
+	if len(kills) > 0 && len(rescues) == 0 {
+		t.Errorf("%d kills but no rescue logged (a line with \"restored\" and \"path\"): %v", len(kills), sc.grepLog(10, "lost the room"))
+	}
+	slow := strings.Count(srv.Log(), "slow save of")
+	t.Logf("slow, half-visible notebook saves made by jupyter-server: %d", slow)
+	if slow == 0 {
+		t.Errorf("no slow save: the contents manager of integration/testdata/slow_save.py is not in use")
 	}
 }
 
-// stormAgent plays one agent until loops ends: insert, rewrite, move and delete its own cells.
-func stormAgent(loops, ctx context.Context, i int, a *agent, led *stormLedger) {
+// removeYStore deletes jupyter-collaboration's update store (.jupyter_ystore.db in the server's
+// working directory, the harness's state directory).
+func removeYStore(stateDir string) error {
+	for _, f := range []string{".jupyter_ystore.db", ".jupyter_ystore.db-journal", ".jupyter_ystore.db-wal", ".jupyter_ystore.db-shm"} {
+		if err := os.Remove(filepath.Join(stateDir, f)); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// stormAgent plays one agent until loops ends: insert, rewrite, move and delete its own cells;
+// it pauses while quiet says everybody pauses.
+func stormAgent(loops, ctx context.Context, i int, a *agent, led *stormLedger, quiet func(time.Time) bool) {
 	rng := rand.New(rand.NewPCG(uint64(i)+1, 77))
 	n := 0
 	for loops.Err() == nil {
+		if quiet(time.Now()) {
+			select {
+			case <-loops.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
 		led.mu.Lock()
 		var own []*stormCell
 		for _, id := range led.order {
@@ -316,64 +454,23 @@ func stormAgent(loops, ctx context.Context, i int, a *agent, led *stormLedger) {
 	}
 }
 
-// stormHuman types a keystroke (a unique token, at a token boundary) into an original cell every
-// 50 ms until loops ends, and reloads after the server restarts, as a JupyterLab tab does.
-func stormHuman(loops, ctx context.Context, j int, p *integration.Peer, srv *integration.JupyterServer, led *stormLedger) {
-	rng := rand.New(rand.NewPCG(uint64(j)+100, 99))
-	const typeCode = `
-const cell = cells.toArray().find(c => c.get('id') === args.cell)
-if (!cell) return 'no cell'
-const t = cell.get('source')
-const s = t.toString()
-const at = [s.length]
-for (let i = s.indexOf('»'); i >= 0; i = s.indexOf('»', i + 1)) at.push(i + 1)
-const pos = at[Math.floor(args.r * at.length)]
-t.insert(pos, args.tok)
-return 'ok'`
-	conn := 0
-	for k := 0; loops.Err() == nil; {
+// stormTextAgent appends a marker «a<i>c<n>» to the text file every 150–400 ms until loops ends
+// (appending keeps it on a token boundary whatever the humans typed meanwhile).
+func stormTextAgent(loops, ctx context.Context, i int, a *agent, led *stormLedger, quiet func(time.Time) bool) {
+	rng := rand.New(rand.NewPCG(uint64(i)+1, 77))
+	for n := 1; loops.Err() == nil; {
+		if !quiet(time.Now()) {
+			tok := fmt.Sprintf("«a%dc%04d»", i, n)
+			n++
+			res := a.call(ctx, "batch_insert_text", map[string]any{"path": stormText, "operations": []any{map[string]any{"position": -1, "text": tok}}})
+			led.count("insert_text", res.out, res.err)
+			led.mu.Lock()
+			led.texts = append(led.texts, textInsert{tok: tok, out: res.out})
+			led.mu.Unlock()
+		}
 		select {
 		case <-loops.Done():
-			return
-		case ev := <-p.Events():
-			if ev.Event != "close" {
-				continue
-			}
-			// The tab lost the server: reload once it answers again.
-			for loops.Err() == nil {
-				cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-				err := p.Connect(cctx, srv, stormPath, "notebook")
-				cancel()
-				if err == nil {
-					for len(p.Events()) > 0 { // closes of the attempts that failed
-						<-p.Events()
-					}
-					break
-				}
-				select {
-				case <-loops.Done():
-				case <-time.After(250 * time.Millisecond):
-				}
-			}
-			conn++
-			led.mu.Lock()
-			led.lastConn[j], led.lastConnNo[j] = time.Now(), conn
-			led.connAt[j] = append(led.connAt[j], led.lastConn[j])
-			led.mu.Unlock()
-			continue
-		case <-time.After(50 * time.Millisecond):
-		}
-		k++
-		tok := fmt.Sprintf("«h%dk%05d»", j, k)
-		var res struct {
-			Result string `json:"result"`
-		}
-		at := time.Now()
-		err := p.Call(ctx, "transact", map[string]any{"code": typeCode, "args": map[string]any{"cell": humanCells[rng.IntN(len(humanCells))], "tok": tok, "r": rng.Float64()}}, &res)
-		if err == nil && res.Result == "ok" {
-			led.mu.Lock()
-			led.keys = append(led.keys, keystroke{tok: tok, human: j, at: at, conn: conn})
-			led.mu.Unlock()
+		case <-time.After(time.Duration(150+rng.IntN(250)) * time.Millisecond):
 		}
 	}
 }
@@ -384,17 +481,14 @@ type stormNotebook struct {
 	text    string // every source, joined
 }
 
-func tokensIn(nb stormNotebook) map[string]bool {
-	out := map[string]bool{}
-	for _, tok := range tokenRE.FindAllString(nb.text, -1) {
-		out[tok] = true
-	}
-	return out
+// readSidecar reads the sidecar's replica of the storm's notebook.
+func readSidecar(ctx context.Context, a *agent) (stormNotebook, error) {
+	return readSidecarNotebook(ctx, a, stormPath)
 }
 
-// readSidecar reads the sidecar's replica through get_notebook (whole, not cut).
-func readSidecar(ctx context.Context, a *agent) (stormNotebook, error) {
-	res := a.call(ctx, "get_notebook", map[string]any{"format": "json", "path": stormPath, "max_content_length": 5000000, "max_tokens": 1000000, "max_output_chars": 1000})
+// readSidecarNotebook reads the sidecar's replica of a notebook through get_notebook (whole, not cut).
+func readSidecarNotebook(ctx context.Context, a *agent, path string) (stormNotebook, error) {
+	res := a.call(ctx, "get_notebook", map[string]any{"format": "json", "path": path, "max_content_length": 5000000, "max_tokens": 1000000, "max_output_chars": 1000})
 	if res.out != outOK {
 		return stormNotebook{}, fmt.Errorf("get_notebook: %s %s", res.out, res.err)
 	}
@@ -450,78 +544,125 @@ func diffNotebooks(a, b stormNotebook) string {
 	return "same"
 }
 
-// settleStorm waits until the sidecar, the humans, a fresh peer and the file agree, and returns
-// what they hold.
-func settleStorm(t *testing.T, ctx context.Context, srv *integration.JupyterServer, observer *agent, humans []*integration.Peer) stormNotebook {
+// settleStorm waits until the sidecar, the humans, fresh peers and the files agree, and returns
+// the notebook and the text a fresh peer (a human who reloads) sees. When they do not agree within
+// 60 s the test fails, and the checks go on with the fresh peers' view.
+func settleStorm(t *testing.T, ctx context.Context, srv *integration.JupyterServer, observer *agent, humans map[string]*integration.Peer) (stormNotebook, string) {
 	t.Helper()
-	fresh, err := integration.StartPeer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fresh.Close()
-	if err := fresh.Connect(ctx, srv, stormPath, "notebook"); err != nil {
-		t.Fatal(err)
-	}
-	peerNB := func(p *integration.Peer) (stormNotebook, error) {
-		snap, err := p.Snapshot(ctx)
-		if err != nil {
-			return stormNotebook{}, err
-		}
-		var ids, srcs []string
-		for _, c := range snap.Cells {
-			ids, srcs = append(ids, c.ID), append(srcs, c.Source)
-		}
-		return fromCells(ids, srcs), nil
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	var last string
-	for {
-		side, err := readSidecar(ctx, observer)
+	views := map[string]*integration.Peer{}
+	for name, doc := range map[string][2]string{"fresh peer": {stormPath, "notebook"}, "fresh text peer": {stormText, "file"}} {
+		p, err := integration.StartPeer()
 		if err != nil {
 			t.Fatal(err)
 		}
-		agree := true
-		last = ""
-		views := map[string]*integration.Peer{"human 0": humans[0], "human 1": humans[1], "fresh peer": fresh}
-		names := []string{"human 0", "human 1", "fresh peer"}
-		for _, name := range names {
-			nb, err := peerNB(views[name])
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !sameNotebook(side, nb) {
-				agree = false
-				last = name + ": " + diffNotebooks(side, nb)
-				break
-			}
+		defer p.Close()
+		if err := p.Connect(ctx, srv, doc[0], doc[1]); err != nil {
+			// Nobody can open the document any more: say so, and check what the others hold.
+			t.Errorf("UNOPENABLE: a fresh peer cannot open %s after the storm: %v", doc[0], trim(err.Error(), 400))
+			continue
 		}
-		if agree {
-			b, err := srv.ReadFile(stormPath)
+		views[name] = p
+	}
+	for name, p := range humans {
+		views[name] = p
+	}
+	names := sortedKeys(views)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		last := ""
+		side, err := readSidecar(ctx, observer)
+		if err != nil {
+			last = "the sidecar's notebook: " + err.Error()
+		}
+		sideText, err := readDocument(ctx, observer, stormText)
+		if err != nil && last == "" {
+			last = "the sidecar's text: " + err.Error()
+		}
+		var freshNB stormNotebook
+		var freshTxt string
+		for _, name := range names {
+			snap, err := views[name].Snapshot(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			disk, err := ydoc.ParseNBFormat(b)
-			if err != nil {
-				t.Fatal(err)
+			if snap.Kind == "file" {
+				if name == "fresh text peer" {
+					freshTxt = snap.Text
+				}
+				if snap.Text != sideText && last == "" {
+					last = fmt.Sprintf("%s: text %q vs %q", name, trim(sideText, 300), trim(snap.Text, 300))
+				}
+				continue
 			}
 			var ids, srcs []string
-			for _, c := range disk.Cells {
+			for _, c := range snap.Cells {
 				ids, srcs = append(ids, c.ID), append(srcs, c.Source)
 			}
-			d := fromCells(ids, srcs)
-			if sameNotebook(side, d) {
-				return side
+			nb := fromCells(ids, srcs)
+			if name == "fresh peer" {
+				freshNB = nb
+				if time.Now().After(deadline) { // about to fail: say what the cells without an id are
+					n := 0
+					for i, c := range snap.Cells {
+						if c.ID == "" && n < 5 {
+							n++
+							t.Logf("the fresh peer's cell %d has no id: not a Y.Map but %q; cell_type %q, source %q, fields %v", i, c.Invalid, c.CellType, trim(c.Source, 120), c.Types)
+						}
+					}
+				}
 			}
-			last = "disk: " + diffNotebooks(side, d)
+			if !sameNotebook(side, nb) && last == "" {
+				last = name + ": " + diffNotebooks(side, nb)
+			}
+		}
+		if last == "" {
+			last = diskDiffers(srv, side, sideText)
+		}
+		if last == "" {
+			return side, sideText
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the replicas and the file do not agree 60 s after the storm: sidecar vs %s", last)
+			if views["fresh peer"] == nil || views["fresh text peer"] == nil {
+				t.Errorf("DISAGREE: the replicas and the files do not agree 60 s after the storm: sidecar vs %s; checking what the sidecar holds", last)
+				return side, sideText
+			}
+			t.Errorf("DISAGREE: the replicas and the files do not agree 60 s after the storm: sidecar vs %s; checking what a fresh peer sees", last)
+			return freshNB, freshTxt
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 }
 
-func checkStorm(t *testing.T, led *stormLedger, kills []stormKill, final stormNotebook, end time.Time) {
+// diskDiffers says how the files on disk differ from the sidecar's notebook and text ("" when
+// they do not).
+func diskDiffers(srv *integration.JupyterServer, side stormNotebook, sideText string) string {
+	b, err := srv.ReadFile(stormPath)
+	if err != nil {
+		return "disk: " + err.Error()
+	}
+	disk, err := ydoc.ParseNBFormat(b)
+	if err != nil {
+		return "disk: " + err.Error()
+	}
+	var ids, srcs []string
+	for _, c := range disk.Cells {
+		ids, srcs = append(ids, c.ID), append(srcs, c.Source)
+	}
+	if d := fromCells(ids, srcs); !sameNotebook(side, d) {
+		return "disk: " + diffNotebooks(side, d)
+	}
+	tb, err := srv.ReadFile(stormText)
+	if err != nil {
+		return "disk: " + err.Error()
+	}
+	if string(tb) != sideText {
+		return fmt.Sprintf("disk text: %q vs %q", trim(sideText, 300), trim(string(tb), 300))
+	}
+	return ""
+}
+
+// checkStorm checks the agents' work: their cells in the final notebook, their markers in the text.
+func checkStorm(t *testing.T, led *stormLedger, final stormNotebook, finalText string) {
 	t.Helper()
 	led.mu.Lock()
 	defer led.mu.Unlock()
@@ -538,7 +679,7 @@ func checkStorm(t *testing.T, led *stormLedger, kills []stormKill, final stormNo
 	for _, id := range final.ids {
 		if led.cells[id] == nil && !slices.Contains(humanCells, id) {
 			extra++
-			t.Errorf("cell %s is in the notebook but nobody inserted it: %q", id, trim(final.sources[id], 200))
+			t.Errorf("cell %q is in the notebook but nobody inserted it: %q", id, trim(final.sources[id], 200))
 		}
 	}
 	for _, id := range led.order {
@@ -582,79 +723,27 @@ func checkStorm(t *testing.T, led *stormLedger, kills []stormKill, final stormNo
 			}
 		}
 	}
-	// Keystrokes and agent markers: never twice.
-	counts := map[string]int{}
-	for _, tok := range tokenRE.FindAllString(final.text, -1) {
-		counts[tok]++
-	}
-	for tok, n := range counts {
-		if n > 1 {
+	// Agent markers (cells and text): never twice; text inserts reported done: there.
+	counts := tokenCounts(tokenRE, final.text, finalText)
+	for _, tok := range sortedKeys(counts) {
+		if n := counts[tok]; n > 1 && !humanTokenRE.MatchString(tok) {
 			doubled++
 			t.Errorf("DOUBLED: %s appears %d times", tok, n)
 		}
 	}
-	// Every keystroke the sidecar held before a kill is there; those typed ≥ 1 s before it are the
-	// acceptance number.
-	// A keystroke typed on a connection a kill had already dropped (before the human noticed)
-	// never left the tab.
-	dead := func(key keystroke) bool {
-		since := led.connAt[key.human][key.conn]
-		for _, k := range kills {
-			if k.at.After(since) && !k.at.After(key.at) {
-				return true
+	var textDone, textLost int
+	for _, ti := range led.texts {
+		if ti.out != outOK && ti.out != outUnconfirmed {
+			if ti.out == outWithdrawn && counts[ti.tok] > 0 {
+				t.Errorf("text marker %s is there although its insert was withdrawn", ti.tok)
 			}
+			continue
 		}
-		return false
-	}
-	var heldLost, held1s, typed1s, notReached, deadTyped int
-	for k, kill := range kills {
-		var missing []string
-		for tok := range kill.sidecar {
-			if !strings.HasPrefix(tok, "«h") {
-				continue
-			}
-			if counts[tok] == 0 {
-				missing = append(missing, tok)
-			}
+		textDone++
+		if counts[ti.tok] == 0 {
+			textLost++
+			t.Errorf("LOST: text marker %s (insert %s) is missing", ti.tok, ti.out)
 		}
-		sort.Strings(missing)
-		heldLost += len(missing)
-		if len(missing) > 0 {
-			t.Errorf("LOST: %d keystrokes the sidecar held before kill %d are gone: %v", len(missing), k+1, trim(strings.Join(missing, " "), 400))
-		}
-		prev := time.Time{}
-		if k > 0 {
-			prev = kills[k-1].at
-		}
-		for _, key := range led.keys {
-			if key.at.After(prev) && key.at.Before(kill.at.Add(-time.Second)) {
-				if dead(key) {
-					deadTyped++
-					continue
-				}
-				typed1s++
-				if kill.sidecar[key.tok] {
-					held1s++
-				} else if counts[key.tok] == 0 {
-					notReached++
-				}
-			}
-		}
-	}
-	// Keystrokes typed on the humans' last connection, a second before the end: all there.
-	var lastPhase, lastPhaseLost int
-	for _, key := range led.keys {
-		if key.conn == led.lastConnNo[key.human] && key.at.After(led.lastConn[key.human]) && key.at.Before(end.Add(-time.Second)) {
-			lastPhase++
-			if counts[key.tok] != 1 {
-				lastPhaseLost++
-				t.Errorf("LOST: keystroke %s typed at %s after the last reload (%s, connection %d)", key.tok,
-					key.at.Format("15:04:05.000"), led.lastConn[key.human].Format("15:04:05.000"), key.conn)
-			}
-		}
-	}
-	for k, kill := range kills {
-		t.Logf("kill %d at %s", k+1, kill.at.Format("15:04:05.000"))
 	}
 	var calls []string
 	tools := make([]string, 0, len(led.calls))
@@ -666,10 +755,8 @@ func checkStorm(t *testing.T, led *stormLedger, kills []stormKill, final stormNo
 		n := led.calls[tool]
 		calls = append(calls, fmt.Sprintf("%s ok=%d unconfirmed=%d withdrawn=%d failed=%d", tool, n[outOK], n[outUnconfirmed], n[outWithdrawn], n[outFailed]))
 	}
-	t.Logf("agents: %d cells inserted (reported done or promised), %d deleted, %d live at the end; lost %d, doubled %d, deleted-but-back %d, wrong source %d, unknown %d",
-		inserted, deleted, len(final.ids)-len(humanCells), lost, doubled, back, badSource, extra)
-	t.Logf("humans: %d keystrokes typed (%d of them into a tab whose server had just been killed); %d typed ≥ 1 s before a kill on a live connection, %d of them held by the sidecar at the kill (%d not held and gone: they reached a server that died before the sidecar was back); %d held keystrokes lost; %d typed after the last reload, %d lost",
-		len(led.keys), deadTyped, typed1s, held1s, notReached, heldLost, lastPhase, lastPhaseLost)
+	t.Logf("agents: %d cells inserted (reported done or promised), %d deleted, %d live at the end; lost %d, doubled %d, deleted-but-back %d, wrong source %d, unknown %d; text: %d markers inserted, %d lost",
+		inserted, deleted, len(final.ids)-len(humanCells), lost, doubled, back, badSource, extra, textDone, textLost)
 	t.Logf("calls:\n  %s", strings.Join(calls, "\n  "))
 	if testing.Verbose() {
 		for _, n := range led.notes {

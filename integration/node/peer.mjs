@@ -23,6 +23,7 @@ const MSG_RAW = 2
 let doc = null
 let awareness = null
 let ws = null
+let room = null // the room's websocket URL and token (reconnect)
 let synced = false
 let kind = 'notebook'
 let watchers = []
@@ -125,12 +126,41 @@ async function connect (req) {
   })
   const wsBase = base.replace(/^http/, 'ws')
   const query = session.sessionId ? `?sessionId=${encodeURIComponent(session.sessionId)}` : ''
-  const url = `${wsBase}/api/collaboration/room/${roomId}${query}`
-  ws = new WebSocket(url, { headers: { Authorization: 'token ' + req.token }, maxPayload: 1 << 30 })
-  ws.binaryType = 'arraybuffer'
-  const ready = new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('peer: no sync step 2 within 20s')), 20000)
-    ws.on('open', () => {
+  room = { url: `${wsBase}/api/collaboration/room/${roomId}${query}`, token: req.token }
+  await openSocket(req.timeoutMs ?? 20000)
+  return { clientID: doc.clientID, roomId, sessionId: session.sessionId, fileId: session.fileId }
+}
+
+// reconnect opens the room again with the document the peer already holds, under the same URL
+// and session id, without asking the server for a new session: what JupyterLab's provider
+// (y-websocket's WebsocketProvider) does by itself after its socket closed, e.g. when
+// jupyter-server restarted. The sync then sends the server everything this copy holds that the
+// server lacks — all of it, if the server rebuilt the room from the file. A server that refuses
+// the old session closes with 1003 (the tab then asks the person to reload): the error says so.
+async function reconnect (req) {
+  if (!doc || !room) throw new Error('reconnect: never connected')
+  if (ws) {
+    ws.removeAllListeners('close')
+    ws.close()
+    ws = null
+  }
+  await openSocket(req.timeoutMs ?? 20000)
+  return { clientID: doc.clientID }
+}
+
+// openSocket connects the current document to the room and resolves after the server's sync step 2.
+function openSocket (timeoutMs) {
+  synced = false
+  const sock = new WebSocket(room.url, { headers: { Authorization: 'token ' + room.token }, maxPayload: 1 << 30 })
+  ws = sock
+  sock.binaryType = 'arraybuffer'
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      reject(new Error(`peer: no sync step 2 within ${timeoutMs} ms`))
+      sock.removeAllListeners('close')
+      sock.terminate()
+    }, timeoutMs)
+    sock.on('open', () => {
       const e = encoding.createEncoder()
       encoding.writeVarUint(e, MSG_SYNC)
       syncProtocol.writeSyncStep1(e, doc)
@@ -140,7 +170,8 @@ async function connect (req) {
       encoding.writeVarUint8Array(a, awarenessProtocol.encodeAwarenessUpdate(awareness, [doc.clientID]))
       send(encoding.toUint8Array(a))
     })
-    ws.on('message', (data) => {
+    sock.on('message', (data) => {
+      if (sock !== ws) return
       const decoder = decoding.createDecoder(new Uint8Array(data))
       const t = decoding.readVarUint(decoder)
       if (t === MSG_SYNC) {
@@ -160,14 +191,12 @@ async function connect (req) {
         out({ event: 'raw', text: decoding.readVarString(decoder) })
       }
     })
-    ws.on('close', (code, reason) => {
+    sock.on('close', (code, reason) => {
       out({ event: 'close', code, reason: reason.toString() })
       if (!synced) { clearTimeout(timer); reject(new Error(`closed ${code} ${reason}`)) }
     })
-    ws.on('error', (err) => { if (!synced) { clearTimeout(timer); reject(err) } })
+    sock.on('error', (err) => { if (!synced) { clearTimeout(timer); reject(err) } })
   })
-  await ready
-  return { clientID: doc.clientID, roomId, sessionId: session.sessionId, fileId: session.fileId }
 }
 
 // findRoom asks the server for the document's file id the way each engine's JupyterLab provider
@@ -414,6 +443,7 @@ function undoWorld (req) {
 
 const ops = {
   connect,
+  reconnect,
   disconnect: () => { disconnect(); return {} },
   // a local document with no room, for transact/snapshot in differential tests
   connectScratch: (req) => {
