@@ -94,14 +94,16 @@ func keepTrustedIDs(nb *ydoc.Notebook) int {
 }
 
 // firstJoin reports whether the room is joining for the first time, or loading what it first
-// joined: what it holds is the file as the server loaded it, nothing more.
+// joined: what it holds is the file as the server loaded it, nothing more (once anyone else has
+// changed it — the agent's own edit, a collaborator's — the file lacks that, and reads come from
+// the room).
 func (r *Room) firstJoin() bool {
 	info := r.Info()
 	if info.Resets > 0 {
 		return false
 	}
 	_, loading := r.prep.loading()
-	return info.JoinedAt.IsZero() || loading
+	return info.JoinedAt.IsZero() || loading && r.prep.onlyLoaded()
 }
 
 // readable reports whether a read of the room would answer at once: synced, no load awaited.
@@ -286,7 +288,7 @@ func (m *Manager) handOver(r *Room, file *sharedRead) {
 func fileCellsOf(nb ydoc.Notebook) []fileCell {
 	out := make([]fileCell, len(nb.Cells))
 	for i, c := range nb.Cells {
-		out[i] = fileCell{id: c.ID, code: c.Type == ydoc.CellCode, outputs: len(c.Outputs)}
+		out[i] = fileCell{code: c.Type == ydoc.CellCode, outputs: len(c.Outputs)}
 	}
 	return out
 }

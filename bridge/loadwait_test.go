@@ -174,3 +174,51 @@ func TestReadyWaitIsBounded(t *testing.T) {
 		t.Errorf("a read once the room synced again: %v", err)
 	}
 }
+
+// Edits made between the join and the first read — an agent's insert above the cells of a file
+// whose cells have no ids, a cell run again that now prints nothing — change what the room holds
+// beside what the loader wrote: the read must not take them for a load still going on (the
+// insert shifted every id-less cell by one, and the read waited the whole LoadWait).
+func TestLoadWaitIgnoresEditsAfterTheJoin(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ids  bool
+		edit func(tx *ydoc.Txn) error
+	}{
+		{"insert above id-less cells", false, func(tx *ydoc.Txn) error {
+			return tx.InsertCells(0, []ydoc.Cell{{ID: "new", Type: ydoc.CellCode, Source: "{'a': 1}['b']"}})
+		}},
+		{"insert above cells with ids", true, func(tx *ydoc.Txn) error {
+			return tx.InsertCells(0, []ydoc.Cell{{ID: "new", Type: ydoc.CellCode, Source: "x"}})
+		}},
+		{"outputs cleared", true, func(tx *ydoc.Txn) error { return tx.ClearOutputs(0) }},
+		{"outputs of id-less cells cleared", false, func(tx *ydoc.Txn) error { return tx.ClearOutputs(2) }},
+		{"cell moved", false, func(tx *ydoc.Txn) error { return tx.MoveCells(2, 1, 0) }},
+		{"cell deleted", false, func(tx *ydoc.Txn) error { return tx.DeleteCells(0, 1) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cells := []ydoc.Cell{
+				{ID: "a", Type: ydoc.CellCode, Source: "print(1)", Outputs: stream("1\n")},
+				{ID: "b", Type: ydoc.CellMarkdown, Source: "# b"},
+				{ID: "c", Type: ydoc.CellCode, Source: "print(2)", Outputs: stream("2\n")},
+			}
+			if !tc.ids {
+				for i := range cells {
+					cells[i].ID = ""
+				}
+			}
+			srv := loaderServer(cells...)
+			h := startSynced(t, srv, func(o *bridge.RoomOptions) { o.LoadWait = time.Minute })
+			if _, err := h.room.Edit(ctxT(t), func(tx *ydoc.Txn, _ bool) error { return tc.edit(tx) }); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if _, err := readCells(ctxT(t), h.room); err != nil { // ctxT: a wait would fail here after 5 s
+				t.Fatal(err)
+			}
+			if took := time.Since(start); took > 2*time.Second {
+				t.Errorf("the read took %s", took)
+			}
+		})
+	}
+}

@@ -189,6 +189,9 @@ func (l *roomLoop) handle(out ydoc.Output) {
 			// The server's loader (client 0) writes after the sync: a progressive load goes on.
 			l.r.prep.loaderWrote(now)
 		}
+		if l.ready && contentChanged(c) && (c.Local || slices.ContainsFunc(c.Clients, func(id uint64) bool { return id != 0 })) {
+			l.r.prep.othersWrote() // the room holds more than its file: reads come from it (firstread.go)
+		}
 		authors := l.authorsOf(c)
 		l.watchChange(c, now)
 		seq := l.hist.record(c, authors, now, !l.ready && !c.Local)

@@ -23,10 +23,14 @@ import (
 //     into the room after the join, cell after cell, holding back outputs above a size until
 //     every cell is in: nothing in the document marks the load as unfinished (the server's
 //     DocumentRoom._document_progressively_loaded is not published). What shows it is the
-//     loader: the server builds the document under client id 0, so updates from client 0 after
-//     the replica synced are the load going on. A read then waits (at most LoadWait) until
-//     the replica holds what the file holds — every cell of the file, with outputs where the
-//     file has them (the server does not save while it loads: the file is the load's source).
+//     loader: the server builds every document it loads from a file under client id 0,
+//     progressively or not (jupyter_server_ydoc's _apply_deterministic_source_content), so a
+//     replica that syncs holding nothing but the loader's items may be in the middle of a load,
+//     and updates from client 0 after the sync are the load going on. A read then waits (at most
+//     LoadWait) until the loader has written what the file holds — every cell of the file, with
+//     outputs where the file has them (the server does not save while it loads: the file is the
+//     load's source). On the default, non-progressive load the first read finds it all there
+//     and waits no more; edits anyone made since the sync do not count (matchFile).
 
 // OutputServer is implemented by a Server that can fetch the output a placeholder stands for.
 type OutputServer interface {
@@ -63,6 +67,7 @@ type readPrep struct {
 
 	loadingSince time.Time     // the loader wrote after the sync (zero: no load going on)
 	loaderAt     time.Time     // when the loader last wrote
+	edited       bool          // someone besides the loader changed the notebook after the first sync
 	expected     []fileCell    // the file, for the load going on
 	prefetch     chan struct{} // closed when the file read beside the first join is in (firstread.go)
 	prefetched   []fileCell    // that read, for the first load check (nil: none, or used)
@@ -113,6 +118,21 @@ func (p *readPrep) loaderWrote(now time.Time) {
 		p.loadingSince, p.expected = now, nil
 	}
 	p.loaderAt = now
+}
+
+// othersWrote records a change to the notebook by someone besides the loader (the agent, a
+// collaborator) after the replica first synced: the room holds more than the file.
+func (p *readPrep) othersWrote() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.edited = true
+}
+
+// onlyLoaded reports whether nobody but the loader has changed the notebook since the first sync.
+func (p *readPrep) onlyLoaded() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.edited
 }
 
 // loaderActive returns when the loader last wrote.
@@ -234,10 +254,6 @@ func (r *Room) awaitLoad(ctx context.Context) error {
 		}
 		var m fileMatch
 		if err := r.readRaw(ctx, false, func(d *ydoc.Doc, _ History) error {
-			if n := d.NumCells(); n < len(exp) { // cheap: the cells are still coming
-				m = fileMatch{cells: len(exp), lacking: len(exp) - n}
-				return nil
-			}
 			m = matchFile(d, exp)
 			return nil
 		}); err != nil {
@@ -328,15 +344,14 @@ func (r *Room) expectedFile(ctx context.Context) ([]fileCell, error) {
 
 // fileCell is what the load wait compares of a file's cell.
 type fileCell struct {
-	id      string // "" where the room will not share it (firstread.go)
 	code    bool
 	outputs int
 }
 
 // readFileCells reads what the load wait compares of a notebook file: the file as it is on disk
-// (the cheaper read: the server neither upgrades nor validates it, and only each cell's id, type
-// and number of outputs are decoded), or for files that are not nbformat 4 (nbformat 3) the
-// notebook as the server upgrades it.
+// (the cheaper read: the server neither upgrades nor validates it, and only each cell's type and
+// number of outputs are decoded), or for files that are not nbformat 4 (nbformat 3) the notebook
+// as the server upgrades it.
 func readFileCells(ctx context.Context, j Jupyter, path string) ([]fileCell, error) {
 	if ts, ok := j.(NotebookTextServer); ok {
 		b, err := ts.NotebookText(ctx, path)
@@ -346,21 +361,14 @@ func readFileCells(ctx context.Context, j Jupyter, path string) ([]fileCell, err
 		var f struct {
 			NBFormat json.Number `json:"nbformat"`
 			Cells    []struct {
-				ID      any        `json:"id"`
 				Type    any        `json:"cell_type"`
 				Outputs []struct{} `json:"outputs"`
 			} `json:"cells"`
 		}
 		if err := json.Unmarshal(b, &f); err == nil && f.NBFormat.String() == "4" {
 			cells := make([]fileCell, len(f.Cells))
-			seen := make(map[string]bool, len(cells))
 			for i, c := range f.Cells {
-				id, _ := c.ID.(string)
-				if seen[id] {
-					id = ""
-				}
-				seen[id] = id != ""
-				cells[i] = fileCell{id: id, code: c.Type == ydoc.CellCode, outputs: len(c.Outputs)}
+				cells[i] = fileCell{code: c.Type == ydoc.CellCode, outputs: len(c.Outputs)}
 			}
 			return cells, nil
 		}
@@ -375,16 +383,16 @@ func readFileCells(ctx context.Context, j Jupyter, path string) ([]fileCell, err
 	}
 	cells := make([]fileCell, len(nb.Cells))
 	for i, c := range nb.Cells {
-		cells[i] = fileCell{id: c.ID, code: c.Type == ydoc.CellCode, outputs: len(c.Outputs)}
+		cells[i] = fileCell{code: c.Type == ydoc.CellCode, outputs: len(c.Outputs)}
 	}
 	return cells, nil
 }
 
-// fileMatch is how much of a notebook file a replica holds.
+// fileMatch is how much of a notebook file the loader has written into the replica.
 type fileMatch struct {
 	cells   int // the file's cells
-	lacking int // of them, the replica lacks
-	outputs int // code cells the replica holds without the outputs the file gives them
+	lacking int // of them, the loader has not written yet
+	outputs int // code cells the loader wrote without the outputs the file gives them, so far
 }
 
 func (m fileMatch) missing() int { return m.lacking + m.outputs }
@@ -393,54 +401,24 @@ func (m fileMatch) String() string {
 	return fmt.Sprintf("%d of the file's %d cells, and the outputs of %d more, have not arrived", m.lacking, m.cells, m.outputs)
 }
 
-// matchFile tells which of a notebook file's cells the replica lacks, and which of its code cells
-// with outputs the replica holds without them.
+// matchFile tells which of a notebook file's cells the server's loader (client 0) has not written
+// into the replica yet, and which code cells it wrote without the outputs the file gives them.
 //
-// A cell's id names it only where the file and the room got it from the same place. jupyter-server
-// gives the cells of an nbformat v3 file, and the cells of a v4.5 file that have no id or an id an
-// earlier cell has, new random ids on every read (nbformat's upgrade and its validator's repairs),
-// so the file read here and the one the server loaded the room from disagree; cells of nbformat
-// 4.0–4.4 files have no id at all (the room gives them new ones). So a file cell whose id the
-// replica holds is that cell, and the others are matched in order with the replica's cells no
-// file id named: the server loads a notebook cell after cell in the file's order, its outputs last.
+// The loader writes the file's cells in the file's order, each cell's outputs with it or (above a
+// size, on a progressive load) after every cell: its n-th cell is the file's n-th, whatever anyone
+// did beside it (ydoc.CellsWrittenBy). Only what the loader wrote is compared: a cell someone
+// inserted above the loaded ones, moved, deleted or ran again is no cell or output the load lacks.
+// (Cell ids cannot pair them: jupyter-server gives the cells of an nbformat v3 file, and the cells
+// of a v4.5 file that have no id or another cell's, new random ids on every read, and cells of
+// nbformat 4.0–4.4 files get new ones in the room.)
 func matchFile(d *ydoc.Doc, file []fileCell) fileMatch {
 	m := fileMatch{cells: len(file)}
-	ids, outs := d.CellIDs(), d.OutputCounts()
-	if len(ids) != len(outs) {
-		return fileMatch{cells: len(file), lacking: len(file)}
-	}
-	byID := make(map[string]int, len(ids))
-	for i, id := range ids {
-		if _, dup := byID[id]; !dup && id != "" {
-			byID[id] = i
-		}
-	}
-	named := make([]bool, len(ids))
-	pair := make([]int, len(file)) // the replica's cell of each file cell, -1 for none yet
+	loaded := d.CellsWrittenBy(0)
 	for i, fc := range file {
-		pair[i] = -1
-		if j, ok := byID[fc.id]; ok && fc.id != "" && !named[j] {
-			pair[i], named[j] = j, true
-		}
-	}
-	next := 0 // the replica's next cell no file id named
-	for i := range file {
-		if pair[i] >= 0 {
-			continue
-		}
-		for next < len(ids) && named[next] {
-			next++
-		}
-		if next < len(ids) {
-			pair[i] = next
-			next++
-		}
-	}
-	for i, fc := range file {
-		switch j := pair[i]; {
-		case j < 0:
+		switch {
+		case i >= len(loaded):
 			m.lacking++
-		case fc.code && fc.outputs > 0 && outs[j] == 0:
+		case fc.code && fc.outputs > 0 && !loaded[i].Deleted && !loaded[i].Outputs:
 			m.outputs++
 		}
 	}

@@ -88,60 +88,73 @@ func TestOnlyLoaderAndMissingFromFile(t *testing.T) {
 			t.Errorf("onlyLoader(%v) = %v", *sv, got)
 		}
 	}
+	// The server's loader (client 0) and a replica that takes its updates.
+	loader, err := ydoc.NewLoaderDoc(ydoc.KindNotebook, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
 	d, err := ydoc.NewDoc(ydoc.KindNotebook, 1, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
+	load := func(fn func(tx *ydoc.Txn) error) {
+		t.Helper()
+		u, _, err := loader.Transact(fn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := d.Apply(u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edit := func(fn func(tx *ydoc.Txn) error) {
+		t.Helper()
+		if _, _, err := d.Transact(fn); err != nil {
+			t.Fatal(err)
+		}
+	}
 	out := []map[string]any{{"output_type": "stream", "name": "stdout", "text": "x"}}
-	file := &ydoc.Notebook{Cells: []ydoc.Cell{
-		{ID: "a", Type: ydoc.CellCode, Source: "1", Outputs: out},
-		{ID: "b", Type: ydoc.CellMarkdown, Source: "b"},
-	}}
-	if n := matchFile(d, shape(file)).missing(); n != 2 {
-		t.Errorf("empty replica: %d missing, want 2", n)
+	// A file without cell ids (nbformat < 4.5): the room has other ids than any read of it.
+	file := []fileCell{{code: true, outputs: 1}, {}, {code: true, outputs: 1}}
+	if m := matchFile(d, file); m.missing() != 3 || m.lacking != 3 {
+		t.Errorf("empty replica: %+v, want 3 cells lacking", m)
 	}
-	if _, _, err := d.Transact(func(tx *ydoc.Txn) error {
-		return tx.InsertCells(0, []ydoc.Cell{{ID: "a", Type: ydoc.CellCode, Source: "1", Outputs: []map[string]any{}}, {ID: "b", Type: ydoc.CellMarkdown, Source: "b"}})
-	}); err != nil {
-		t.Fatal(err)
+	// Someone inserts a cell before the loader wrote any: not one of the file's.
+	edit(func(tx *ydoc.Txn) error { return tx.InsertCells(0, []ydoc.Cell{{ID: "mine", Type: ydoc.CellCode}}) })
+	if m := matchFile(d, file); m.lacking != 3 {
+		t.Errorf("a cell of someone else's: %+v, want 3 cells lacking", m)
 	}
-	if n := matchFile(d, shape(file)).missing(); n != 1 {
-		t.Errorf("outputs still to come: %d missing, want 1", n)
+	load(func(tx *ydoc.Txn) error {
+		return tx.InsertCells(0, []ydoc.Cell{{ID: "r1", Type: ydoc.CellCode, Outputs: out}, {ID: "r2", Type: ydoc.CellMarkdown}})
+	})
+	if m := matchFile(d, file); m.lacking != 1 || m.outputs != 0 {
+		t.Errorf("two of three loaded: %+v", m)
 	}
-	if _, _, err := d.Transact(func(tx *ydoc.Txn) error { return tx.AppendOutput(0, out[0]) }); err != nil {
-		t.Fatal(err)
+	// The last cell arrives without its outputs (held back above a size), then they do.
+	load(func(tx *ydoc.Txn) error {
+		return tx.InsertCells(2, []ydoc.Cell{{ID: "r3", Type: ydoc.CellCode, Outputs: []map[string]any{}}})
+	})
+	if m := matchFile(d, file); m.lacking != 0 || m.outputs != 1 {
+		t.Errorf("outputs still to come: %+v", m)
 	}
-	if n := matchFile(d, shape(file)).missing(); n != 0 {
-		t.Errorf("all there: %d missing", n)
-	}
-	// A file without cell ids (nbformat < 4.5) is matched by position.
-	noIDs := &ydoc.Notebook{Cells: []ydoc.Cell{{Type: ydoc.CellCode, Outputs: out}, {Type: ydoc.CellMarkdown}, {Type: ydoc.CellMarkdown}}}
-	if n := matchFile(d, shape(noIDs)).missing(); n != 1 {
-		t.Errorf("by position: %d missing, want 1", n)
-	}
-	// Ids the server made up for this read of the file (nbformat v3, v4.5 cells without an id or
-	// with another cell's): no cell of the replica has them, and the cells are there.
-	random := &ydoc.Notebook{Cells: []ydoc.Cell{{ID: "r1", Type: ydoc.CellCode, Outputs: out}, {ID: "r2", Type: ydoc.CellMarkdown}}}
-	if m := matchFile(d, shape(random)); m.missing() != 0 {
-		t.Errorf("new random ids: %v", m)
-	}
-	// Some ids kept, the rest made up: the kept ones match theirs, the others the rest in order.
-	mixed := &ydoc.Notebook{Cells: []ydoc.Cell{{ID: "x", Type: ydoc.CellCode, Outputs: out}, {ID: "b", Type: ydoc.CellMarkdown}, {ID: "y", Type: ydoc.CellRaw}}}
-	if m := matchFile(d, shape(mixed)); m.lacking != 1 || m.outputs != 0 || m.cells != 3 {
-		t.Errorf("mixed ids: %+v, want one cell lacking", m)
-	}
-	if s := matchFile(d, shape(mixed)).String(); !strings.Contains(s, "1 of the file's 3 cells") {
+	if s := matchFile(d, file).String(); !strings.Contains(s, "0 of the file's 3 cells, and the outputs of 1 more") {
 		t.Errorf("what is missing: %q", s)
 	}
-}
-
-// shape is what the load wait compares of a notebook (readFileCells).
-func shape(nb *ydoc.Notebook) []fileCell {
-	out := make([]fileCell, len(nb.Cells))
-	for i, c := range nb.Cells {
-		out[i] = fileCell{id: c.ID, code: c.Type == ydoc.CellCode, outputs: len(c.Outputs)}
+	load(func(tx *ydoc.Txn) error { return tx.AppendOutput(2, out[0]) }) // the loader's own index
+	if m := matchFile(d, file); m.missing() != 0 {
+		t.Errorf("all there: %+v", m)
 	}
-	return out
+	// Whatever others do since: the load stays done.
+	edit(func(tx *ydoc.Txn) error { return tx.ClearOutputs(tx.CellIndex("r1")) })
+	edit(func(tx *ydoc.Txn) error { return tx.MoveCells(tx.CellIndex("r3"), 1, 0) })
+	edit(func(tx *ydoc.Txn) error { return tx.DeleteCells(tx.CellIndex("r2"), 1) })
+	if m := matchFile(d, file); m.missing() != 0 {
+		t.Errorf("after others' edits: %+v", m)
+	}
+	// A longer file: the cells the loader has not written are lacking, whatever else the room holds.
+	if m := matchFile(d, append(file, fileCell{}, fileCell{})); m.lacking != 2 {
+		t.Errorf("a longer file: %+v", m)
+	}
 }
 
 // A refusal is remembered for refusalMemory, per path.

@@ -154,8 +154,9 @@ func TestFreshReadsShowAPeersEdit(t *testing.T) {
 }
 
 // A cold 2,000-cell notebook: the first read answers before the server has loaded the room, from
-// the file (or from the room if it was quicker), with every cell; an edit right after it waits for
-// the room and reaches an independent yjs peer.
+// the file (or from the room if it was quicker), with every cell; an insert right after it waits
+// for the room, and the next read shows it (from the room: the file lacks it); an edit reaches an
+// independent yjs peer.
 func TestFirstReadFromTheFile(t *testing.T) {
 	ctx := ctxT(t, 3*time.Minute)
 	const n = 2000
@@ -177,12 +178,19 @@ func TestFirstReadFromTheFile(t *testing.T) {
 	if out["cell_count"] != float64(n) || fromFile == (out["version"] != nil) {
 		t.Fatalf("first read: %d cells, version %v, from_file %v", out["cell_count"], out["version"], out["from_file"])
 	}
+	a.ok(ctx, "batch_insert_notebook_cells", map[string]any{"path": name, "start_position": 0, "exec": false,
+		"cells": []any{map[string]any{"id": "inserted-on-top", "content": "x = 1"}}})
+	// The next read shows the insert: it comes from the room, not from the file (which lacks it).
+	out = a.ok(ctx, "get_notebook", map[string]any{"path": name, "format": "json", "include_outputs": false, "cell_range": map[string]any{"start": 0, "end": 0}})
+	if cells := cellResults(out); out["from_file"] != nil || out["cell_count"] != float64(n+1) || len(cells) != 1 || cells[0]["id"] != "inserted-on-top" {
+		t.Errorf("the read after the insert (from_file %v): %v cells, %v", out["from_file"], out["cell_count"], cells)
+	}
 	a.ok(ctx, "batch_update_notebook_cells", map[string]any{"path": name, "updates": []any{map[string]any{"cell_id": "cell-1000", "content": "edited_after_the_first_read = True"}}})
 	p := newPeer(t)
 	if err := p.Connect(ctx, shared, name, "notebook"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.WaitFor(ctx, fmt.Sprintf("nb.cells.length === %d && nb.cells[1000].source === 'edited_after_the_first_read = True'", n), 30000); err != nil {
+	if _, err := p.WaitFor(ctx, fmt.Sprintf("nb.cells.length === %d && nb.cells[1001].source === 'edited_after_the_first_read = True'", n+1), 30000); err != nil {
 		t.Fatalf("the peer never saw the edit: %v", err)
 	}
 }

@@ -67,15 +67,21 @@ func TestRunScriptEndToEnd(t *testing.T) {
 
 	// The agent adds a cell and runs it in a real kernel; the script now reads the live replica.
 	start := time.Now()
-	// (At the end: a cell inserted above the others of this file, which has no cell ids, makes the
-	// next read wait a minute for the server's progressive load — bridge's missingFromFile
-	// matches id-less cells by index. Reported, not this test's subject.)
-	ins, err := c.CallTool(ctx, "batch_insert_notebook_cells", map[string]any{"path": nb, "start_position": 169, "exec": false,
+	// On top: this file's cells have no ids, and a read after a cell inserted above them must not
+	// take the shift for a load unfinished (it waited the load wait's whole bound).
+	ins, err := c.CallTool(ctx, "batch_insert_notebook_cells", map[string]any{"path": nb, "start_position": 0, "exec": false,
 		"cells": []any{map[string]any{"id": "fails", "content": "{'a': 1}['b']"}}})
 	if err != nil || ins.IsError {
 		t.Fatalf("insert: %v %s\n%s", err, ins.Text(), tail(sp.Log.String(), 3000))
 	}
 	t.Logf("joined and inserted in %v", time.Since(start))
+	start = time.Now()
+	if res := script(errorsOf); res.IsError || res.Text() != want {
+		t.Errorf("errors right after the insert: %s", res.Text())
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("the read right after the insert took %s", took)
+	}
 	var run struct {
 		Result ToolResult `json:"result"`
 	}
@@ -86,7 +92,7 @@ func TestRunScriptEndToEnd(t *testing.T) {
 	}
 	t.Logf("ran in %v", time.Since(start))
 	res = script(errorsOf)
-	if res.IsError || !strings.HasPrefix(res.Text(), `["FileNotFoundError`) || !strings.HasSuffix(res.Text(), `"ZeroDivisionError: division by zero","KeyError: 'b'"]`) {
+	if res.IsError || res.Text() != `["KeyError: 'b'","FileNotFoundError: [Errno 2] No such file or directory: 'data/sales.csv'","KeyError: 'revenue'","ZeroDivisionError: division by zero"]` {
 		t.Errorf("errors from the live notebook: %s", res.Text())
 	}
 

@@ -120,3 +120,34 @@ func TestFirstReadFromTheFileThenTheRefusal(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A room the server loaded (its loader wrote every cell) that the agent then edited is read from
+// the room, at once: not from the file (which lacks the edit), and not after a wait for a load
+// the edit seemed to leave unfinished (a cell inserted above id-less cells shifted them all).
+func TestReadAfterAnEditComesFromTheRoom(t *testing.T) {
+	for _, ids := range []bool{false, true} {
+		nb := bridgetest.DefaultNotebook()
+		nb.Cells = []ydoc.Cell{
+			{ID: "c1", Type: ydoc.CellCode, Source: "print(1)", Outputs: []map[string]any{{"output_type": "stream", "name": "stdout", "text": "1\n"}}},
+			{ID: "c2", Type: ydoc.CellMarkdown, Source: "# b"},
+		}
+		if !ids {
+			nb.Cells[0].ID, nb.Cells[1].ID = "", ""
+		}
+		e := newEnvWith(t, []bridgetest.File{{Path: "old.ipynb", Type: "notebook", Notebook: nb}},
+			func(o *bridge.ManagerOptions) { o.FirstReadWait = 20 * time.Millisecond; o.Room.LoadWait = time.Minute })
+		e.srv.LoadAsLoader(true)
+		e.ok("get_notebook", map[string]any{"path": "old.ipynb", "format": "json"})
+		e.ok("batch_insert_notebook_cells", map[string]any{"path": "old.ipynb", "start_position": 0,
+			"cells": []any{map[string]any{"id": "top", "content": "x = 1"}}})
+		start := time.Now()
+		out := e.ok("get_notebook", map[string]any{"path": "old.ipynb", "format": "json"})
+		if took := time.Since(start); took > 2*time.Second {
+			t.Errorf("ids %v: the read took %s", ids, took)
+		}
+		cells := out["cells"].([]any)
+		if out["from_file"] != nil || len(cells) != 3 || cells[0].(map[string]any)["id"] != "top" {
+			t.Errorf("ids %v: a read after the insert: %s", ids, compact(out))
+		}
+	}
+}
