@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -16,7 +17,7 @@ func presViewer(t *testing.T, h *harness, current any, documents ...string) {
 	for _, d := range documents {
 		docs = append(docs, d)
 	}
-	if err := h.room.SetFields(ctxT(t), map[string]any{"current": current, "documents": docs}); err != nil {
+	if err := h.room.SetFields(testutil.Context(t), map[string]any{"current": current, "documents": docs}); err != nil {
 		t.Fatalf("SetFields: %v", err)
 	}
 }
@@ -45,15 +46,15 @@ func TestDocumentPresenceFromGlobalAwareness(t *testing.T) {
 		o.Room.Now = clk.Now
 	})
 	runManager(t, m)
-	eventually(t, "the global room to list bob and carol", func() bool {
-		ps, err := m.GlobalPeers(ctxT(t))
+	testutil.Eventually(t, "the global room to list bob and carol", func() bool {
+		ps, err := m.GlobalPeers(testutil.Context(t))
 		return err == nil && len(ps) == 2
 	})
 
 	// Global awareness joined moments ago and a fresh room: the sidecar cannot know everyone, but
 	// names who it already sees.
 	room := openRoom(t, m, nbPath, ydoc.KindNotebook)
-	p, err := m.DocumentPresence(ctxT(t), room)
+	p, err := m.DocumentPresence(testutil.Context(t), room)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestDocumentPresenceFromGlobalAwareness(t *testing.T) {
 	// The sidecar has run for GlobalWarm: joining now, it knows at once who has the notebook open.
 	clk.Advance(bridge.GlobalWarm)
 	room = openRoom(t, m, nbPath, ydoc.KindNotebook)
-	p, err = m.DocumentPresence(ctxT(t), room)
+	p, err = m.DocumentPresence(testutil.Context(t), room)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestDocumentPresenceFromGlobalAwareness(t *testing.T) {
 	// AwaitPresence waits for bob (the notebook in front of him), not for carol.
 	got := make(chan bridge.DocumentPresence, 1)
 	go func() {
-		p, err := m.AwaitPresence(ctxT(t), room)
+		p, err := m.AwaitPresence(testutil.Context(t), room)
 		if err != nil {
 			t.Errorf("AwaitPresence: %v", err)
 		}
@@ -104,7 +105,7 @@ func TestDocumentPresenceFromGlobalAwareness(t *testing.T) {
 	presPeer(t, srv, nbPath, ydoc.KindNotebook, bob, nil)
 	select {
 	case p = <-got:
-	case <-time.After(waitLimit):
+	case <-time.After(testutil.WaitLimit):
 		t.Fatal("AwaitPresence did not return once bob's state arrived")
 	}
 	if b, _ := viewerOf(p, "bob"); b.InRoom != 1 || b.Pending {
@@ -120,8 +121,8 @@ func TestDocumentPresenceFromGlobalAwareness(t *testing.T) {
 	renewed := clk.Now()
 	presViewer(t, bobTab, "notebook:"+nbPath, nbPath, "other.ipynb")
 	presViewer(t, carolTab, nil, nbPath, "other.ipynb")
-	eventually(t, "the renewed global states", func() bool {
-		ps, err := m.GlobalPeers(ctxT(t))
+	testutil.Eventually(t, "the renewed global states", func() bool {
+		ps, err := m.GlobalPeers(testutil.Context(t))
 		n := 0
 		for _, p := range ps {
 			if !p.Updated.Before(renewed) {
@@ -131,7 +132,7 @@ func TestDocumentPresenceFromGlobalAwareness(t *testing.T) {
 		return err == nil && n == 2
 	})
 	clk.Advance(bridge.GlobalWarm)
-	p, err = m.DocumentPresence(ctxT(t), room)
+	p, err = m.DocumentPresence(testutil.Context(t), room)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,15 +156,15 @@ func TestAwaitPresenceBoundedByRenewal(t *testing.T) {
 		o.Room.Now = clk.Now
 	})
 	runManager(t, m)
-	eventually(t, "the global room to list bob", func() bool {
-		ps, err := m.GlobalPeers(ctxT(t))
+	testutil.Eventually(t, "the global room to list bob", func() bool {
+		ps, err := m.GlobalPeers(testutil.Context(t))
 		return err == nil && len(ps) == 1
 	})
 	room := openRoom(t, m, nbPath, ydoc.KindNotebook)
 	// 100 ms before bob's renewal is due.
 	clk.Advance(room.Info().SyncedAt.Add(bridge.GlobalWarm - 100*time.Millisecond).Sub(clk.Now()))
 	start := time.Now()
-	p, err := m.AwaitPresence(ctxT(t), room)
+	p, err := m.AwaitPresence(testutil.Context(t), room)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +185,7 @@ func TestDocumentPresenceBlindWithoutGlobalAwareness(t *testing.T) {
 	m := newManager(t, srv, func(o *bridge.ManagerOptions) { o.Room.Now = clk.Now })
 	runManager(t, m)
 	room := openRoom(t, m, nbPath, ydoc.KindNotebook)
-	p, err := m.DocumentPresence(ctxT(t), room)
+	p, err := m.DocumentPresence(testutil.Context(t), room)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +193,7 @@ func TestDocumentPresenceBlindWithoutGlobalAwareness(t *testing.T) {
 		t.Errorf("no global awareness, fresh room: Blind %v, viewers %+v", p.Blind, p.Viewers)
 	}
 	clk.Advance(bridge.GlobalWarm)
-	if p, _ = m.DocumentPresence(ctxT(t), room); p.Blind {
+	if p, _ = m.DocumentPresence(testutil.Context(t), room); p.Blind {
 		t.Errorf("Blind after %v in the room", bridge.GlobalWarm)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -81,10 +82,10 @@ func TestSaveGuardSavesWhileChangingAndNotWhenIdle(t *testing.T) {
 	awaitServer(t, srv, "three saves during the typing", func() bool { return srv.Saves(nbPath) >= 3 })
 	close(stop)
 	wg.Wait()
-	if _, err := h.room.Edit(ctxT(t), insertCell("last")); err != nil { // a local change at the end
+	if _, err := h.room.Edit(testutil.Context(t), insertCell("last")); err != nil { // a local change at the end
 		t.Fatal(err)
 	}
-	eventually(t, "the last change saved", func() bool {
+	testutil.Eventually(t, "the last change saved", func() bool {
 		f, _ := srv.File(nbPath)
 		info := h.room.Info()
 		return len(f.Notebook.Cells) == 3 && info.UnsavedSince.IsZero() && info.LastSaveStatus == "success"
@@ -113,7 +114,7 @@ func TestSaveGuardOff(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		typeInto(t, srv, nbPath, "cell-b", "k")
 	}
-	if _, err := h.room.Edit(ctxT(t), insertCell("x")); err != nil {
+	if _, err := h.room.Edit(testutil.Context(t), insertCell("x")); err != nil {
 		t.Fatal(err)
 	}
 	awaitResyncs(t, srv, liveConn(t, srv), 3)
@@ -128,7 +129,7 @@ func TestSaveGuardOffWhereTheServerSavesItself(t *testing.T) {
 	srv.SetEngine(bridge.Engine{Name: "jupyter-server-documents", SavesItself: true})
 	saves := bridge.NewSaves(1)
 	h := startSynced(t, srv, guardOn(5*time.Millisecond, saves))
-	if _, err := h.room.Edit(ctxT(t), insertCell("x")); err != nil {
+	if _, err := h.room.Edit(testutil.Context(t), insertCell("x")); err != nil {
 		t.Fatal(err)
 	}
 	awaitResyncs(t, srv, liveConn(t, srv), 3)
@@ -143,22 +144,22 @@ func TestSaveGuardFailedSaveRetried(t *testing.T) {
 	srv.SetSaveStatus("failed")
 	saves := bridge.NewSaves(1)
 	h := startSynced(t, srv, guardOn(10*time.Millisecond, saves))
-	if _, err := h.room.Edit(ctxT(t), insertCell("x")); err != nil {
+	if _, err := h.room.Edit(testutil.Context(t), insertCell("x")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "two failed requests", func() bool { return saves.Stats().Failed >= 2 })
+	testutil.Eventually(t, "two failed requests", func() bool { return saves.Stats().Failed >= 2 })
 	if !h.room.Info().LastSaved.IsZero() {
 		t.Error("a failed save was taken for a save")
 	}
 	srv.SetSaveStatus("success")
-	eventually(t, "a save after the failures", func() bool { return srv.Saves(nbPath) == 1 && h.room.Info().UnsavedSince.IsZero() })
+	testutil.Eventually(t, "a save after the failures", func() bool { return srv.Saves(nbPath) == 1 && h.room.Info().UnsavedSince.IsZero() })
 }
 
 // However long the interval, confirmed durable edits piling up get a save asked for.
 func TestSaveGuardAsksWhenUnsavedEditsPileUp(t *testing.T) {
 	srv := newServer(t)
 	h := startSynced(t, srv, guardOn(time.Hour, nil))
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 	for i := 0; i < 256; i++ {
 		if _, err := h.room.Apply(ctx, durableInsert("d"+string(rune('a'+i%26))+strings.Repeat("x", i/26))); err != nil {
 			t.Fatal(err)
@@ -204,12 +205,12 @@ func TestSavesLimiterFIFO(t *testing.T) {
 func TestRescueAfterRestartBeforeSave(t *testing.T) {
 	srv := newServer(t)
 	h := startSynced(t, srv, nil)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 	if _, err := h.room.Apply(ctx, durableInsert("agent1")); err != nil {
 		t.Fatal(err)
 	}
 	typeInto(t, srv, nbPath, "cell-b", " typed before")
-	eventually(t, "the keystrokes in the replica", func() bool {
+	testutil.Eventually(t, "the keystrokes in the replica", func() bool {
 		var src string
 		_ = h.room.View(ctx, func(d *ydoc.Doc) error {
 			c, _ := d.Cells([]int{1})
@@ -256,17 +257,17 @@ func TestRescueAfterRestartBeforeSave(t *testing.T) {
 func TestRescueAfterSaveThenRestart(t *testing.T) {
 	srv := newServer(t)
 	h := startSynced(t, srv, guardOn(10*time.Millisecond, nil))
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 	if _, err := h.room.Apply(ctx, durableInsert("saved")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a save", func() bool { return srv.Saves(nbPath) >= 1 && h.room.Info().UnsavedSince.IsZero() })
+	testutil.Eventually(t, "a save", func() bool { return srv.Saves(nbPath) >= 1 && h.room.Info().UnsavedSince.IsZero() })
 	srv.SetSaveStatus("failed") // from now on nothing reaches the file
 	if _, err := h.room.Apply(ctx, durableInsert("unsaved")); err != nil {
 		t.Fatal(err)
 	}
 	typeInto(t, srv, nbPath, "cell-b", " typed")
-	eventually(t, "the typing in the replica", func() bool {
+	testutil.Eventually(t, "the typing in the replica", func() bool {
 		var ok bool
 		_ = h.room.View(ctx, func(d *ydoc.Doc) error {
 			nb, _ := d.Notebook()
@@ -290,7 +291,7 @@ func TestRescueAfterUnreportedSaves(t *testing.T) {
 	srv := newServer(t)
 	srv.QuietSaves(true)
 	h := startSynced(t, srv, guardOn(10*time.Millisecond, nil))
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 	if _, err := h.room.Apply(ctx, durableInsert("before")); err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +308,7 @@ func TestRescueAfterUnreportedSaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	typeInto(t, srv, nbPath, "cell-b", " typed")
-	eventually(t, "the typing in the replica", func() bool {
+	testutil.Eventually(t, "the typing in the replica", func() bool {
 		var ok bool
 		_ = h.room.View(ctx, func(d *ydoc.Doc) error {
 			nb, _ := d.Notebook()
@@ -332,7 +333,7 @@ func TestRescueAfterUnreportedSaves(t *testing.T) {
 // the manager keeps for agents says the file won.
 func TestFileWinsWhenChangedOutside(t *testing.T) {
 	srv := newServer(t)
-	m, err := bridge.NewManager(bridge.ManagerOptions{Jupyter: srv, Room: fastOptions()})
+	m, err := bridge.NewManager(bridge.ManagerOptions{Jupyter: srv, Room: bridgetest.FastRoomOptions()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,17 +342,17 @@ func TestFileWinsWhenChangedOutside(t *testing.T) {
 	go func() { defer close(done); _ = m.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	sub := m.Subscribe(1024)
-	room, err := m.Open(ctxT(t), nbPath, ydoc.KindNotebook)
+	room, err := m.Open(testutil.Context(t), nbPath, ydoc.KindNotebook)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := room.Apply(ctxT(t), durableInsert("agent")); err != nil {
+	if _, err := room.Apply(testutil.Context(t), durableInsert("agent")); err != nil {
 		t.Fatal(err)
 	}
 	typeInto(t, srv, nbPath, "cell-b", " lost typing")
-	eventually(t, "the typing in the replica", func() bool {
+	testutil.Eventually(t, "the typing in the replica", func() bool {
 		var src string
-		_ = room.View(ctxT(t), func(d *ydoc.Doc) error {
+		_ = room.View(testutil.Context(t), func(d *ydoc.Doc) error {
 			c, _ := d.Cells([]int{1})
 			src = c[0].Source
 			return nil
@@ -389,7 +390,7 @@ func TestFileWinsWhenChangedOutside(t *testing.T) {
 func TestRescueAfter1003KeepsRoomOnce(t *testing.T) {
 	srv := newServer(t)
 	h := startSynced(t, srv, nil)
-	if _, err := h.room.Apply(ctxT(t), durableInsert("agent")); err != nil {
+	if _, err := h.room.Apply(testutil.Context(t), durableInsert("agent")); err != nil {
 		t.Fatal(err)
 	}
 	srv.CloseWith(bridgetest.CloseSessionProblem, `{"reason":"unknown_session","reloadable":true}`)
@@ -406,7 +407,7 @@ func TestRescueAfter1003KeepsRoomOnce(t *testing.T) {
 func TestRescueText(t *testing.T) {
 	srv := newServer(t)
 	h := startRoom(t, srv, bridgetest.TextPath, ydoc.KindText, nil)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 	if err := h.room.WaitSynced(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -443,7 +444,7 @@ func TestSaveGuardLeavesTheAutosaveToTheServer(t *testing.T) {
 	h := startSynced(t, srv, func(o *bridge.RoomOptions) {
 		o.SaveInterval, o.SaveSpacing, o.AutosaveWait = time.Hour, time.Millisecond, wait
 	})
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 	// The server saves by itself (dirty turns false, as after its autosave): no request.
 	if _, err := h.room.Edit(ctx, insertCell("autosaved")); err != nil {
 		t.Fatal(err)
@@ -451,7 +452,7 @@ func TestSaveGuardLeavesTheAutosaveToTheServer(t *testing.T) {
 	if err := srv.EditDoc(nbPath, func(tx *ydoc.Txn) error { return tx.SetState("dirty", false) }); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the server's save seen", func() bool { return h.room.Info().UnsavedSince.IsZero() })
+	testutil.Eventually(t, "the server's save seen", func() bool { return h.room.Info().UnsavedSince.IsZero() })
 	awaitResyncs(t, srv, liveConn(t, srv), 2)
 	time.Sleep(2 * wait) // proving no request is sent needs time to pass
 	if n := h.room.Info().SavesAsked; n != 0 {
@@ -493,7 +494,7 @@ func TestSaveGuardSpacesSavesByTheirDuration(t *testing.T) {
 	time.Sleep(60 * time.Millisecond) // the save takes 60 ms
 	released := time.Now()
 	srv.ReleaseSaves()
-	eventually(t, "the answer", func() bool { return h.room.Info().LastSaveTook >= 60*time.Millisecond })
+	testutil.Eventually(t, "the answer", func() bool { return h.room.Info().LastSaveTook >= 60*time.Millisecond })
 	info := h.room.Info()
 	if info.SaveSpacing != 5*info.LastSaveTook {
 		t.Errorf("spacing %v after a save of %v", info.SaveSpacing, info.LastSaveTook)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -42,7 +43,7 @@ func TestEditHonoursContextWhileConnectIsBlocked(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	res := editAsync(ctx, h.room, insertCell("queued"))
-	eventually(t, "the edit queued", func() bool { return h.room.Info().PendingEdits == 1 })
+	testutil.Eventually(t, "the edit queued", func() bool { return h.room.Info().PendingEdits == 1 })
 
 	srv.BlockOpen()
 	defer srv.UnblockOpen()
@@ -66,7 +67,7 @@ func TestEditDuringShutdownReturns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := bridgetest.New()
 		srv.EchoAwarenessToSender(false)
-		opts := fastOptions()
+		opts := bridgetest.FastRoomOptions()
 		opts.Path, opts.Kind, opts.Jupyter = nbPath, ydoc.KindNotebook, srv
 		room, err := bridge.NewRoom(opts)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 )
 
 // A server that frees an idle room (jupyter-server-documents) or restarts without a new
@@ -26,7 +27,7 @@ func TestNewServerDocumentDropsReplica(t *testing.T) {
 			srv := newServer(t)
 			srv.StepTwoFirst(tc.stepTwoFirst)
 			h := startSynced(t, srv, nil)
-			if _, err := h.room.Edit(ctxT(t), insertCell("mine")); err != nil {
+			if _, err := h.room.Edit(testutil.Context(t), insertCell("mine")); err != nil {
 				t.Fatalf("Edit: %v", err)
 			}
 			if err := srv.SaveFile(nbPath); err != nil {
@@ -39,7 +40,7 @@ func TestNewServerDocumentDropsReplica(t *testing.T) {
 			if got, want := roomCellIDs(t, h.room), srv.CellIDs(nbPath); !slices.Equal(got, want) {
 				t.Errorf("replica cells %v, server cells %v", got, want)
 			}
-			if _, err := h.room.Edit(ctxT(t), insertCell("after")); err != nil {
+			if _, err := h.room.Edit(testutil.Context(t), insertCell("after")); err != nil {
 				t.Fatalf("Edit after the new document: %v", err)
 			}
 			assertCellsOnce(t, srv, nbPath, "cell-a", "cell-b", "mine", "after")
@@ -55,7 +56,7 @@ func TestReconnectSameDocumentKeepsReplica(t *testing.T) {
 	srv := newServer(t)
 	srv.StepTwoFirst(true)
 	h := startSynced(t, srv, nil)
-	if _, err := h.room.Edit(ctxT(t), insertCell("mine")); err != nil {
+	if _, err := h.room.Edit(testutil.Context(t), insertCell("mine")); err != nil {
 		t.Fatalf("Edit: %v", err)
 	}
 	srv.Restart(bridgetest.RestartOptions{KeepSession: true, KeepDoc: true})
@@ -72,7 +73,7 @@ func TestSaveRefusedWhereTheServerSavesItself(t *testing.T) {
 	srv := newServer(t)
 	srv.SetEngine(bridge.Engine{Name: "jupyter-server-documents", SavesItself: true, NoForks: true})
 	h := startSynced(t, srv, nil)
-	if _, err := h.room.Save(ctxT(t)); !errors.Is(err, bridge.ErrSavesItself) {
+	if _, err := h.room.Save(testutil.Context(t)); !errors.Is(err, bridge.ErrSavesItself) {
 		t.Fatalf("Save: %v, want ErrSavesItself", err)
 	}
 }

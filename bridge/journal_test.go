@@ -11,6 +11,7 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/journalstore"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/journal"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
@@ -70,7 +71,7 @@ func TestJournalHoldsEveryUpdate(t *testing.T) {
 	srv := newServer(t)
 	j, _ := newJournal(t, "")
 	h := startSynced(t, srv, withJournal(j, nil))
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 	if _, err := h.room.Apply(ctx, durableInsert("agent1")); err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func TestJournalHoldsEveryUpdate(t *testing.T) {
 	if _, err := h.room.Edit(ctx, insertCell("agent2")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the typing in the replica", func() bool {
+	testutil.Eventually(t, "the typing in the replica", func() bool {
 		var src string
 		_ = h.room.View(ctx, func(d *ydoc.Doc) error {
 			c, _ := d.Cells([]int{1})
@@ -139,16 +140,16 @@ func TestJournalRemovedWhenSavedAndClosed(t *testing.T) {
 	dir := t.TempDir()
 	j, _ := newJournal(t, dir)
 	h := startSynced(t, srv, withJournal(j, guardOn(5*time.Millisecond, nil)))
-	if _, err := h.room.Edit(ctxT(t), insertCell("x")); err != nil {
+	if _, err := h.room.Edit(testutil.Context(t), insertCell("x")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the change saved", func() bool { return h.room.Info().UnsavedSince.IsZero() && srv.Saves(nbPath) > 0 && !h.room.AtRisk() })
+	testutil.Eventually(t, "the change saved", func() bool { return h.room.Info().UnsavedSince.IsZero() && srv.Saves(nbPath) > 0 && !h.room.AtRisk() })
 	h.room.Close()
 	docs, err := j.AtRisk()
 	if err != nil || len(docs) != 0 {
 		t.Fatalf("at risk after a saved close: %+v %v", docs, err)
 	}
-	dl, err := j.Open(ctxT(t), nbPath, ydoc.KindNotebook)
+	dl, err := j.Open(testutil.Context(t), nbPath, ydoc.KindNotebook)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,17 +167,17 @@ func TestJournalRescuesAfterSidecarRestart(t *testing.T) {
 	dir := t.TempDir()
 	j, stopJournal := newJournal(t, dir)
 	h := startSynced(t, srv, withJournal(j, guardOn(5*time.Millisecond, nil)))
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 	if _, err := h.room.Apply(ctx, durableInsert("saved")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a save", func() bool { return srv.Saves(nbPath) >= 1 && h.room.Info().UnsavedSince.IsZero() })
+	testutil.Eventually(t, "a save", func() bool { return srv.Saves(nbPath) >= 1 && h.room.Info().UnsavedSince.IsZero() })
 	srv.SetSaveStatus("failed") // nothing more reaches the file
 	if _, err := h.room.Apply(ctx, durableInsert("unsaved")); err != nil {
 		t.Fatal(err)
 	}
 	typeInto(t, srv, nbPath, "cell-b", " typed")
-	eventually(t, "the typing in the replica", func() bool {
+	testutil.Eventually(t, "the typing in the replica", func() bool {
 		var ok bool
 		_ = h.room.View(ctx, func(d *ydoc.Doc) error {
 			nb, _ := d.Notebook()
@@ -219,10 +220,10 @@ func TestIdleRoomWithWorkAtRiskStays(t *testing.T) {
 		o.IdleTimeout, o.Now, o.Room.Now, o.Journal = 40*time.Millisecond, clock, nil, j
 	})
 	room := openRoom(t, m, nbPath, ydoc.KindNotebook)
-	if _, err := room.Apply(ctxT(t), durableInsert("unsaved")); err != nil {
+	if _, err := room.Apply(testutil.Context(t), durableInsert("unsaved")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the room at risk", room.AtRisk)
+	testutil.Eventually(t, "the room at risk", room.AtRisk)
 	runManager(t, m)
 	mu.Lock()
 	now = now.Add(time.Hour)
@@ -233,17 +234,17 @@ func TestIdleRoomWithWorkAtRiskStays(t *testing.T) {
 		t.Fatal("a room with unsaved work was closed as idle")
 	default:
 	}
-	if _, err := room.Save(ctxT(t)); err != nil {
+	if _, err := room.Save(testutil.Context(t)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the room no longer at risk", func() bool { return !room.AtRisk() })
+	testutil.Eventually(t, "the room no longer at risk", func() bool { return !room.AtRisk() })
 	mu.Lock()
 	now = now.Add(time.Hour) // the save used the room
 	mu.Unlock()
 	select {
 	case <-room.Done():
-	case <-time.After(waitLimit):
-		t.Fatalf("the saved room was not closed as idle within %v", waitLimit)
+	case <-time.After(testutil.WaitLimit):
+		t.Fatalf("the saved room was not closed as idle within %v", testutil.WaitLimit)
 	}
 }
 
@@ -257,7 +258,7 @@ func TestLostReplicaKeptWhenTheRoomFails(t *testing.T) {
 	sub := m.Subscribe(256)
 	runManager(t, m)
 	room := openRoom(t, m, nbPath, ydoc.KindNotebook)
-	if _, err := room.Apply(ctxT(t), durableInsert("unsaved")); err != nil {
+	if _, err := room.Apply(testutil.Context(t), durableInsert("unsaved")); err != nil {
 		t.Fatal(err)
 	}
 	srv.Down()
@@ -269,7 +270,7 @@ func TestLostReplicaKeptWhenTheRoomFails(t *testing.T) {
 		t.Errorf("notice %q", e.Notice.Message)
 	}
 	<-room.Done()
-	eventually(t, "the journal listed at risk", func() bool {
+	testutil.Eventually(t, "the journal listed at risk", func() bool {
 		docs, err := j.AtRisk()
 		return err == nil && len(docs) == 1 && docs[0].Path == nbPath
 	})
@@ -281,7 +282,7 @@ func TestLostReplicaKeptWhenTheRoomFails(t *testing.T) {
 func TestReloadOverUnsavedWorkAnnounced(t *testing.T) {
 	srv := newServer(t)
 	h := startSynced(t, srv, nil)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 	if _, err := h.room.Edit(ctx, insertCell("agent-x")); err != nil {
 		t.Fatal(err)
 	}
@@ -336,14 +337,14 @@ func TestJournalRescuesTextAfterSidecarRestart(t *testing.T) {
 	dir := t.TempDir()
 	j, stopJournal := newJournal(t, dir)
 	h := startRoom(t, srv, bridgetest.TextPath, ydoc.KindText, withJournal(j, guardOn(5*time.Millisecond, nil)))
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 	if err := h.room.WaitSynced(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.room.Edit(ctx, func(tx *ydoc.Txn, _ bool) error { return tx.InsertText(tx.TextLength(), "saved line\n") }); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a save", func() bool { return srv.Saves(bridgetest.TextPath) >= 1 && h.room.Info().UnsavedSince.IsZero() })
+	testutil.Eventually(t, "a save", func() bool { return srv.Saves(bridgetest.TextPath) >= 1 && h.room.Info().UnsavedSince.IsZero() })
 	srv.SetSaveStatus("failed")
 	if _, err := h.room.Edit(ctx, func(tx *ydoc.Txn, _ bool) error { return tx.InsertText(tx.TextLength(), "unsaved line\n") }); err != nil {
 		t.Fatal(err)
@@ -369,7 +370,7 @@ func TestRescueMatchesAStateOnlyTheServerHeld(t *testing.T) {
 	srv := newServer(t)
 	j, _ := newJournal(t, "")
 	h := startSynced(t, srv, withJournal(j, nil))
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 	srv.HoldEchoes()
 	typeInto(t, srv, nbPath, "cell-b", " typed") // at the server, not at the replica yet
 	if err := srv.SaveFile(nbPath); err != nil { // the server saves: the file has the typing only
@@ -381,7 +382,7 @@ func TestRescueMatchesAStateOnlyTheServerHeld(t *testing.T) {
 	if r := awaitEdit(t, res, "the agent's edit"); r.err != nil {
 		t.Fatal(r.err)
 	}
-	eventually(t, "the typing in the replica", func() bool {
+	testutil.Eventually(t, "the typing in the replica", func() bool {
 		var src string
 		_ = h.room.View(ctx, func(d *ydoc.Doc) error {
 			c, _ := d.Cells([]int{1})

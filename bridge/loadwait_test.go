@@ -8,6 +8,7 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -49,7 +50,7 @@ func TestLoadWaitUntrustedIDsAnswerAtOnce(t *testing.T) {
 	)
 	h := startSynced(t, srv, func(o *bridge.RoomOptions) { o.LoadWait = time.Minute })
 	start := time.Now()
-	cells, err := readCells(ctxT(t), h.room) // ctxT: a wait for the ids would fail here after 5 s
+	cells, err := readCells(testutil.Context(t), h.room) // a wait for the ids would fail here after WaitLimit
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func TestLoadWaitAwaitsTheLoader(t *testing.T) {
 	}
 	done := make(chan read, 1)
 	go func() {
-		cells, err := readCells(ctxT(t), h.room)
+		cells, err := readCells(testutil.Context(t), h.room)
 		done <- read{cells, err}
 	}()
 	select {
@@ -96,7 +97,7 @@ func TestLoadWaitAwaitsTheLoader(t *testing.T) {
 		if r.err != nil || len(r.cells) != 2 || len(r.cells[0].Outputs) != 1 {
 			t.Fatalf("read %v, %v", r.cells, r.err)
 		}
-	case <-time.After(waitLimit):
+	case <-time.After(testutil.WaitLimit):
 		t.Fatal("the read did not end once the outputs arrived")
 	}
 }
@@ -129,7 +130,7 @@ func TestLoadWaitIsBounded(t *testing.T) {
 		}
 	}()
 	start := time.Now()
-	_, err := readCells(ctxT(t), h.room)
+	_, err := readCells(testutil.Context(t), h.room)
 	took := time.Since(start)
 	close(stop)
 	<-writing
@@ -141,13 +142,13 @@ func TestLoadWaitIsBounded(t *testing.T) {
 	}
 
 	// The loader is quiet now: the next read waits once more, then reads what the room holds.
-	cells, err := readCells(ctxT(t), h.room)
+	cells, err := readCells(testutil.Context(t), h.room)
 	if err != nil || len(cells) != 1 {
 		t.Fatalf("read after the loader stopped: %d cells, %v", len(cells), err)
 	}
 	// And the load is over: no more waiting.
 	start = time.Now()
-	if _, err := readCells(ctxT(t), h.room); err != nil || time.Since(start) > wait/2 {
+	if _, err := readCells(testutil.Context(t), h.room); err != nil || time.Since(start) > wait/2 {
 		t.Errorf("a read after the load: %v after %s", err, time.Since(start))
 	}
 }
@@ -162,7 +163,7 @@ func TestReadyWaitIsBounded(t *testing.T) {
 	srv.Restart(bridgetest.RestartOptions{}) // a new session: the replica is rebuilt, and never syncs
 	h.await("the reset", kindIs(bridge.EventReset))
 	start := time.Now()
-	_, err := readCells(ctxT(t), h.room)
+	_, err := readCells(testutil.Context(t), h.room)
 	if err == nil || !strings.Contains(err.Error(), "not in sync with the server") || !strings.Contains(err.Error(), "waited 200ms") {
 		t.Fatalf("read of a replica that never syncs: %v", err)
 	}
@@ -170,7 +171,7 @@ func TestReadyWaitIsBounded(t *testing.T) {
 		t.Errorf("the read gave up after %s (ReadyWait %s)", took, wait)
 	}
 	srv.AcceptConnections()
-	if _, err := readCells(ctxT(t), h.room); err != nil {
+	if _, err := readCells(testutil.Context(t), h.room); err != nil {
 		t.Errorf("a read once the room synced again: %v", err)
 	}
 }

@@ -14,13 +14,14 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
 // newManager returns a manager over srv with fast room timings, closed when the test ends.
 func newManager(t *testing.T, srv *bridgetest.Server, mod func(*bridge.ManagerOptions)) *bridge.Manager {
 	t.Helper()
-	opts := bridge.ManagerOptions{Jupyter: srv, Logger: zerolog.Nop(), Room: fastOptions(), JoinTimeout: waitLimit}
+	opts := bridge.ManagerOptions{Jupyter: srv, Logger: zerolog.Nop(), Room: bridgetest.FastRoomOptions(), JoinTimeout: testutil.WaitLimit}
 	if mod != nil {
 		mod(&opts)
 	}
@@ -45,7 +46,7 @@ func runManager(t *testing.T, m *bridge.Manager) {
 			if err != nil {
 				t.Errorf("Manager.Run = %v", err)
 			}
-		case <-time.After(waitLimit):
+		case <-time.After(testutil.WaitLimit):
 			t.Error("Manager.Run did not return")
 		}
 	})
@@ -53,7 +54,7 @@ func runManager(t *testing.T, m *bridge.Manager) {
 
 func openRoom(t *testing.T, m *bridge.Manager, path string, kind ydoc.Kind) *bridge.Room {
 	t.Helper()
-	r, err := m.Open(ctxT(t), path, kind)
+	r, err := m.Open(testutil.Context(t), path, kind)
 	if err != nil {
 		t.Fatalf("Open %s: %v", path, err)
 	}
@@ -73,7 +74,7 @@ func TestManagerConcurrentOpensShareRoom(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			rooms[i], errs[i] = m.Open(ctxT(t), nbPath, ydoc.KindNotebook)
+			rooms[i], errs[i] = m.Open(testutil.Context(t), nbPath, ydoc.KindNotebook)
 		}()
 	}
 	close(start)
@@ -112,7 +113,7 @@ func TestManagerOpenChecksFile(t *testing.T) {
 		{"notebook as text", nbPath, ydoc.KindText, "not a text file", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := m.Open(ctxT(t), tc.path, tc.kind)
+			r, err := m.Open(testutil.Context(t), tc.path, tc.kind)
 			if err == nil {
 				t.Fatalf("Open succeeded: %v", r.Info())
 			}
@@ -137,12 +138,12 @@ func TestManagerRefusedToken(t *testing.T) {
 	srv.RefuseTokens()
 	m := newManager(t, srv, nil)
 	start := time.Now()
-	_, err := m.Open(ctxT(t), nbPath, ydoc.KindNotebook)
+	_, err := m.Open(testutil.Context(t), nbPath, ydoc.KindNotebook)
 	if err == nil {
 		t.Fatal("Open succeeded with a refused token")
 	}
-	if el := time.Since(start); el > waitLimit/2 {
-		t.Errorf("Open took %v to report a refused token (JoinTimeout %v)", el, waitLimit)
+	if el := time.Since(start); el > testutil.WaitLimit/2 {
+		t.Errorf("Open took %v to report a refused token (JoinTimeout %v)", el, testutil.WaitLimit)
 	}
 	if st, ok := statusOf(err); !ok || st != 403 {
 		t.Errorf("Open: %v; want an error with StatusCode 403 (got %d, %v)", err, st, ok)
@@ -154,7 +155,7 @@ func TestManagerRefusedToken(t *testing.T) {
 	if c := srv.OpenCalls(); c > 2 {
 		t.Errorf("OpenDocSession called %d times for a refused token, want at most 2", c)
 	}
-	eventually(t, "the failed room removed", func() bool { return len(m.Rooms()) == 0 })
+	testutil.Eventually(t, "the failed room removed", func() bool { return len(m.Rooms()) == 0 })
 	if c := srv.OpenCalls(); c > 2 {
 		t.Errorf("OpenDocSession called %d times after the room failed", c)
 	}
@@ -168,16 +169,16 @@ func TestManagerOpenAfterFailureStartsAfresh(t *testing.T) {
 	hold := &blockingWriter{match: []byte("room failed"), entered: make(chan struct{}), release: make(chan struct{})}
 	m := newManager(t, srv, func(o *bridge.ManagerOptions) { o.Logger = zerolog.New(hold).Level(zerolog.WarnLevel) })
 	defer hold.Release()
-	if _, err := m.Open(ctxT(t), nbPath, ydoc.KindNotebook); err == nil {
+	if _, err := m.Open(testutil.Context(t), nbPath, ydoc.KindNotebook); err == nil {
 		t.Fatal("Open succeeded with a refused token")
 	}
 	select {
 	case <-hold.entered: // the manager goroutine is between Run returning and the removal
-	case <-time.After(waitLimit):
+	case <-time.After(testutil.WaitLimit):
 		t.Fatal("the manager never logged the failure")
 	}
 	srv.AcceptTokens()
-	if _, err := m.Open(ctxT(t), nbPath, ydoc.KindNotebook); err != nil {
+	if _, err := m.Open(testutil.Context(t), nbPath, ydoc.KindNotebook); err != nil {
 		t.Errorf("Open once the server accepts the token: %v (OpenDocSession calls: %d)", err, srv.OpenCalls())
 	}
 }
@@ -232,8 +233,8 @@ func TestManagerIdleClosingFollowsItsClock(t *testing.T) {
 	mu.Unlock()
 	select {
 	case <-room.Done():
-	case <-time.After(waitLimit):
-		t.Fatalf("the room was not closed within %v after its clock passed the idle timeout", waitLimit)
+	case <-time.After(testutil.WaitLimit):
+		t.Fatalf("the room was not closed within %v after its clock passed the idle timeout", testutil.WaitLimit)
 	}
 }
 
@@ -249,8 +250,8 @@ func TestManagerClosesIdleRooms(t *testing.T) {
 
 	select {
 	case <-idle.Done():
-	case <-time.After(waitLimit):
-		t.Fatalf("the idle room was not closed within %v (IdleTimeout 40ms)", waitLimit)
+	case <-time.After(testutil.WaitLimit):
+		t.Fatalf("the idle room was not closed within %v (IdleTimeout 40ms)", testutil.WaitLimit)
 	}
 	if !errors.Is(idle.Err(), bridge.ErrRoomClosed) {
 		t.Errorf("idle room Err = %v, want ErrRoomClosed", idle.Err())
@@ -263,7 +264,7 @@ func TestManagerClosesIdleRooms(t *testing.T) {
 		t.Fatal("a room with a subscriber was closed as idle")
 	default:
 	}
-	eventually(t, "the idle room removed", func() bool {
+	testutil.Eventually(t, "the idle room removed", func() bool {
 		rs := m.Rooms()
 		return len(rs) == 1 && rs[0] == watched
 	})
@@ -303,7 +304,7 @@ func TestManagerCloseStopsEveryRoom(t *testing.T) {
 	if rs := m.Rooms(); len(rs) != 0 {
 		t.Errorf("Rooms() after Close = %d rooms", len(rs))
 	}
-	if _, err := m.Open(ctxT(t), nbPath, ydoc.KindNotebook); !errors.Is(err, bridge.ErrManagerStopped) {
+	if _, err := m.Open(testutil.Context(t), nbPath, ydoc.KindNotebook); !errors.Is(err, bridge.ErrManagerStopped) {
 		t.Errorf("Open after Close: %v, want ErrManagerStopped", err)
 	}
 	closed := map[string]bool{}
@@ -330,7 +331,7 @@ func TestManagerRunReturnsOnClose(t *testing.T) {
 		if err != nil {
 			t.Errorf("Run = %v, want nil", err)
 		}
-	case <-time.After(waitLimit):
+	case <-time.After(testutil.WaitLimit):
 		t.Fatal("Run did not return after Close")
 	}
 	if err := m.Run(context.Background()); err == nil {
@@ -383,15 +384,15 @@ func TestManagerSubscribePeerEdits(t *testing.T) {
 func TestManagerStatAndList(t *testing.T) {
 	srv := newServer(t)
 	m := newManager(t, srv, nil)
-	fi, err := m.Stat(ctxT(t), nbPath)
+	fi, err := m.Stat(testutil.Context(t), nbPath)
 	if err != nil || fi.Type != "notebook" || fi.Name != nbPath {
 		t.Errorf("Stat = %+v, %v; want the notebook", fi, err)
 	}
-	if _, err := m.Stat(ctxT(t), "gone.ipynb"); !bridge.IsNotFound(err) {
+	if _, err := m.Stat(testutil.Context(t), "gone.ipynb"); !bridge.IsNotFound(err) {
 		t.Errorf("Stat of a missing file: %v, want IsNotFound", err)
 	}
 	var paths []string
-	list, err := m.List(ctxT(t), "")
+	list, err := m.List(testutil.Context(t), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,10 +402,10 @@ func TestManagerStatAndList(t *testing.T) {
 	if want := []string{bridgetest.DirPath, nbPath, bridgetest.TextPath}; !slices.Equal(paths, want) {
 		t.Errorf("List root = %v, want %v", paths, want)
 	}
-	if list, err := m.List(ctxT(t), bridgetest.DirPath); err != nil || len(list) != 1 || list[0].Path != bridgetest.NestedPath {
+	if list, err := m.List(testutil.Context(t), bridgetest.DirPath); err != nil || len(list) != 1 || list[0].Path != bridgetest.NestedPath {
 		t.Errorf("List data = %+v, %v; want the nested notebook", list, err)
 	}
-	if _, err := m.List(ctxT(t), "missing"); !bridge.IsNotFound(err) {
+	if _, err := m.List(testutil.Context(t), "missing"); !bridge.IsNotFound(err) {
 		t.Errorf("List of a missing directory: %v, want IsNotFound", err)
 	}
 }
@@ -419,7 +420,7 @@ func TestManagerCleansPaths(t *testing.T) {
 	srv := newServer(t)
 	m := newManager(t, srv, nil)
 	for _, bad := range []string{"../nb.ipynb", "/etc/passwd", "data/../../x", "a\\b.ipynb", "%2e%2e/nb.ipynb", "nb\x00.ipynb"} {
-		if _, err := m.Open(ctxT(t), bad, ydoc.KindNotebook); !errors.Is(err, bridge.ErrBadPath) {
+		if _, err := m.Open(testutil.Context(t), bad, ydoc.KindNotebook); !errors.Is(err, bridge.ErrBadPath) {
 			t.Errorf("Open(%q): %v, want ErrBadPath", bad, err)
 		}
 	}
@@ -452,7 +453,7 @@ func TestManagerFirstJoinsTakeTurns(t *testing.T) {
 		errs := make(chan error, len(ps))
 		for _, p := range ps {
 			go func() {
-				_, err := m.Open(ctxT(t), p, ydoc.KindNotebook)
+				_, err := m.Open(testutil.Context(t), p, ydoc.KindNotebook)
 				errs <- err
 			}()
 		}
@@ -469,7 +470,7 @@ func TestManagerFirstJoinsTakeTurns(t *testing.T) {
 
 	srv.BlockOpen()
 	errs := open(paths[:3])
-	eventually(t, "a join to reach the server", func() bool { return srv.BlockedOpens() >= 1 })
+	testutil.Eventually(t, "a join to reach the server", func() bool { return srv.BlockedOpens() >= 1 })
 	time.Sleep(50 * time.Millisecond) // the others had every chance to reach the server too
 	if n := srv.BlockedOpens(); n != 1 {
 		t.Fatalf("%d joins at the server before any room synced, want 1", n)
@@ -479,7 +480,7 @@ func TestManagerFirstJoinsTakeTurns(t *testing.T) {
 
 	srv.BlockOpen()
 	errs = open(paths[3:])
-	eventually(t, "the later joins to reach the server together", func() bool { return srv.BlockedOpens() == 3 })
+	testutil.Eventually(t, "the later joins to reach the server together", func() bool { return srv.BlockedOpens() == 3 })
 	srv.UnblockOpen()
 	wait(errs, 3)
 }

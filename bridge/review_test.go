@@ -11,6 +11,7 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -85,7 +86,7 @@ func TestHandshakeTimeoutReconnects(t *testing.T) {
 		o.Jupyter = srv
 		o.HandshakeTimeout = 20 * time.Millisecond
 	})
-	eventually(t, "a second dial after the handshake timed out", func() bool { return srv.dials.Load() >= 2 })
+	testutil.Eventually(t, "a second dial after the handshake timed out", func() bool { return srv.dials.Load() >= 2 })
 }
 
 // A save waiting for its answer when the connection drops fails at once.
@@ -95,10 +96,10 @@ func TestSaveFailsOnDisconnect(t *testing.T) {
 	srv.StallWrites()
 	done := make(chan error, 1)
 	go func() {
-		_, err := h.room.Save(ctxT(t))
+		_, err := h.room.Save(testutil.Context(t))
 		done <- err
 	}()
-	eventually(t, "the save request queued", func() bool { return h.room.Info().Status == bridge.StatusSynced })
+	testutil.Eventually(t, "the save request queued", func() bool { return h.room.Info().Status == bridge.StatusSynced })
 	srv.Restart(bridgetest.RestartOptions{KeepSession: true, KeepDoc: true})
 	srv.ResumeWrites()
 	select {
@@ -106,7 +107,7 @@ func TestSaveFailsOnDisconnect(t *testing.T) {
 		if !errors.Is(err, bridge.ErrNotSynced) {
 			t.Errorf("Save across a disconnect: %v, want ErrNotSynced", err)
 		}
-	case <-time.After(waitLimit):
+	case <-time.After(testutil.WaitLimit):
 		t.Fatal("Save still waiting after the connection dropped")
 	}
 }
@@ -126,10 +127,10 @@ func TestAbandonedReadsDoNotRun(t *testing.T) {
 		}
 	}
 	srv.Up()
-	if err := h.room.WaitSynced(ctxT(t)); err != nil {
+	if err := h.room.WaitSynced(testutil.Context(t)); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.room.View(ctxT(t), func(*ydoc.Doc) error { return nil }); err != nil { // the loop has drained
+	if err := h.room.View(testutil.Context(t), func(*ydoc.Doc) error { return nil }); err != nil { // the loop has drained
 		t.Fatal(err)
 	}
 	if n := ran.Load(); n != 0 {
@@ -148,7 +149,7 @@ func TestCloseWithEditInFlightIsUnconfirmed(t *testing.T) {
 		_, err := h.room.Edit(context.Background(), func(tx *ydoc.Txn, _ bool) error { return tx.SetSource(0, "delivered") })
 		errc <- err
 	}()
-	if err := srv.Await(ctxT(t), func() bool { return srv.Held() > 0 }); err != nil {
+	if err := srv.Await(testutil.Context(t), func() bool { return srv.Held() > 0 }); err != nil {
 		t.Fatal(err)
 	}
 	h.room.Close()
@@ -172,7 +173,7 @@ func TestStuckPendingAskedOnce(t *testing.T) {
 	before := conn.CountReceived(ydoc.MsgSync, ydoc.SyncStep1)
 	// no structs; a delete set naming items nobody has
 	srv.Inject(ydoc.EncodeSync(ydoc.SyncUpdate, []byte{0, 1, 0x99, 0x01, 1, 0, 3}))
-	eventually(t, "one step 1 asking about the pending deletes", func() bool {
+	testutil.Eventually(t, "one step 1 asking about the pending deletes", func() bool {
 		return conn.CountReceived(ydoc.MsgSync, ydoc.SyncStep1)-before >= 1
 	})
 	// The answer leaves the same set pending: no further step 1 may follow. Give a ping-pong
@@ -187,7 +188,7 @@ func TestStuckPendingAskedOnce(t *testing.T) {
 func TestReadCallbackPanicIsAnError(t *testing.T) {
 	srv := newServer(t)
 	h := startSynced(t, srv, nil)
-	err := h.room.View(ctxT(t), func(*ydoc.Doc) error {
+	err := h.room.View(testutil.Context(t), func(*ydoc.Doc) error {
 		var cells []ydoc.Cell
 		_ = cells[3]
 		return nil
@@ -195,14 +196,14 @@ func TestReadCallbackPanicIsAnError(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "panicked") {
 		t.Fatalf("View with a panicking callback: %v", err)
 	}
-	_, err = h.room.Edit(ctxT(t), func(*ydoc.Txn, bool) error { panic("tool bug") })
+	_, err = h.room.Edit(testutil.Context(t), func(*ydoc.Txn, bool) error { panic("tool bug") })
 	if err == nil || !strings.Contains(err.Error(), "panicked") {
 		t.Fatalf("Edit with a panicking callback: %v", err)
 	}
 	if h.room.Info().Resets != 0 {
 		t.Error("a tool's panic was treated as a broken replica and reset the room")
 	}
-	if _, err := h.room.Edit(ctxT(t), insertCell("still-works")); err != nil {
+	if _, err := h.room.Edit(testutil.Context(t), insertCell("still-works")); err != nil {
 		t.Fatalf("the room no longer edits: %v", err)
 	}
 }

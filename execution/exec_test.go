@@ -13,6 +13,7 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -55,7 +56,7 @@ func prefixed(p string, ss []string) []string {
 
 func TestExecOneCellWritesLikeJupyterLab(t *testing.T) {
 	e := newExecEnv(t, oneNotebook(staleCell("c1", "print:a\nblock:g1\nprint:b\nblock:g2\nresult:42")), nil)
-	room, err := e.m.Open(ctxT(t), execPath, ydoc.KindNotebook)
+	room, err := e.m.Open(testutil.Context(t), execPath, ydoc.KindNotebook)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +272,7 @@ func TestExecCellDeletedBeforeOrWhileItRuns(t *testing.T) {
 		codeCell("d1", "print:x"),
 		codeCell("d2", "print:a\nblock:del\nprint:b"),
 	), nil)
-	room, err := e.m.Open(ctxT(t), execPath, ydoc.KindNotebook)
+	room, err := e.m.Open(testutil.Context(t), execPath, ydoc.KindNotebook)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,14 +381,14 @@ func TestExecCancel(t *testing.T) {
 	queued := e.start(execPath, []string{"q1"}, execution.RunOptions{})
 
 	// A queued job: nothing to interrupt, every cell cancelled when its turn comes.
-	if _, err := e.x.Cancel(ctxT(t), queued.ID); err != nil {
+	if _, err := e.x.Cancel(testutil.Context(t), queued.ID); err != nil {
 		t.Fatalf("Cancel queued: %v", err)
 	}
 	if n := e.ks.Interrupts(k); n != 0 {
 		t.Errorf("cancelling a queued job interrupted the kernel %d times", n)
 	}
 
-	got, err := e.x.Cancel(ctxT(t), j.ID)
+	got, err := e.x.Cancel(testutil.Context(t), j.ID)
 	if err != nil || got != j {
 		t.Fatalf("Cancel = %v, %v", got, err)
 	}
@@ -425,13 +426,13 @@ func TestExecCancel(t *testing.T) {
 	}
 
 	// Cancelling a finished job changes nothing; an unknown id is ErrUnknownJob.
-	if got, err := e.x.Cancel(ctxT(t), j.ID); err != nil || got.View().Status != execution.JobCancelled {
+	if got, err := e.x.Cancel(testutil.Context(t), j.ID); err != nil || got.View().Status != execution.JobCancelled {
 		t.Errorf("Cancel of a finished job = %v, %v", got, err)
 	}
 	if n := e.ks.Interrupts(k); n != 1 {
 		t.Errorf("cancelling a finished job interrupted the kernel (%d interrupts)", n)
 	}
-	if _, err := e.x.Cancel(ctxT(t), "job-nope"); !errors.Is(err, execution.ErrUnknownJob) {
+	if _, err := e.x.Cancel(testutil.Context(t), "job-nope"); !errors.Is(err, execution.ErrUnknownJob) {
 		t.Errorf("Cancel unknown = %v, want ErrUnknownJob", err)
 	}
 }
@@ -447,7 +448,7 @@ func TestExecCancelBeforeTheKernelBegins(t *testing.T) {
 	e.ks.Silence(k, true)
 	j := e.start(execPath, []string{"c1"}, execution.RunOptions{})
 	awaitKernels(t, e.ks, "the request received", func() bool { return e.ks.Received(k) == 2 })
-	if _, err := e.x.Cancel(ctxT(t), j.ID); err != nil {
+	if _, err := e.x.Cancel(testutil.Context(t), j.ID); err != nil {
 		t.Fatal(err)
 	}
 	if n := e.ks.Interrupts(k); n != 0 {
@@ -469,7 +470,7 @@ func TestExecCancelInterruptsWhenTheRequestBegins(t *testing.T) {
 	e.ks.Silence(k, true)
 	j := e.start(execPath, []string{"c1"}, execution.RunOptions{})
 	awaitKernels(t, e.ks, "the request received", func() bool { return e.ks.Received(k) == 2 })
-	if _, err := e.x.Cancel(ctxT(t), j.ID); err != nil {
+	if _, err := e.x.Cancel(testutil.Context(t), j.ID); err != nil {
 		t.Fatal(err)
 	}
 	e.ks.Silence(k, false)
@@ -546,7 +547,7 @@ func TestExecCancelViewRace(t *testing.T) {
 				}
 			}()
 		}
-		if _, err := e.x.Cancel(ctxT(t), j.ID); err != nil {
+		if _, err := e.x.Cancel(testutil.Context(t), j.ID); err != nil {
 			t.Fatal(err)
 		}
 		awaitJob(t, j)
@@ -652,7 +653,7 @@ func TestExecKernelRestartBetweenJobsIsNoted(t *testing.T) {
 	e := newExecEnv(t, oneNotebook(codeCell("c1", "print:1")), nil)
 	e.run(execPath, []string{"c1"}, execution.RunOptions{})
 	k := kernelOf(t, e.ks, execPath)
-	if err := e.ks.Restart(ctxT(t), k); err != nil { // someone restarted it (a human, the API)
+	if err := e.ks.Restart(testutil.Context(t), k); err != nil { // someone restarted it (a human, the API)
 		t.Fatal(err)
 	}
 	v := e.run(execPath, []string{"c1"}, execution.RunOptions{})
@@ -880,13 +881,13 @@ func TestExecClearsStaleRunsOfAnEarlierInstance(t *testing.T) {
 func TestExecRunCodeWritesNothing(t *testing.T) {
 	e := newExecEnv(t, oneNotebook(staleCell("c1", "print:orig")), nil)
 	// Open the room to compare before and after.
-	if _, err := e.m.Open(ctxT(t), execPath, ydoc.KindNotebook); err != nil {
+	if _, err := e.m.Open(testutil.Context(t), execPath, ydoc.KindNotebook); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := e.srv.Notebook(execPath)
 	beforeState := e.srv.State(execPath)
 
-	run, note, err := e.x.RunCode(ctxT(t), execPath, "print:hi\nresult:42", "")
+	run, note, err := e.x.RunCode(testutil.Context(t), execPath, "print:hi\nresult:42", "")
 	if err != nil {
 		t.Fatalf("RunCode: %v", err)
 	}
@@ -909,13 +910,13 @@ func TestExecRunCodeWritesNothing(t *testing.T) {
 		t.Errorf("execution counter moved to %d", n)
 	}
 
-	run, _, err = e.x.RunCode(ctxT(t), execPath, "error:NameError:name 'x' is not defined", "")
+	run, _, err = e.x.RunCode(testutil.Context(t), execPath, "error:NameError:name 'x' is not defined", "")
 	if err != nil || run.Status != execution.CellError || outputTypes(run.Outputs)[0] != "error" {
 		t.Errorf("RunCode raising = %+v, %v", run, err)
 	}
 
 	// A wait that ends first returns what there is so far.
-	ctx, cancel := context.WithTimeout(ctxT(t), 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(testutil.Context(t), 100*time.Millisecond)
 	run, _, err = e.x.RunCode(ctx, execPath, "print:so far\nblock:rc", "")
 	cancel()
 	if err != nil || run.Status != execution.CellRunning || streamText(run.Outputs) != "so far\n" {
@@ -935,7 +936,7 @@ func TestExecRunCodeWritesNothing(t *testing.T) {
 	e.ks.Kill(k, bridgetest.KillOptions{})
 	select {
 	case <-done:
-	case <-time.After(waitLimit):
+	case <-time.After(testutil.WaitLimit):
 		t.Fatal("RunCode did not return after the kernel died")
 	}
 	if died.Status != execution.CellAborted {
@@ -950,13 +951,13 @@ func TestExecRunCodeWritesNothing(t *testing.T) {
 
 func TestExecInterruptAndRestart(t *testing.T) {
 	e := newExecEnv(t, oneNotebook(codeCell("c1", "print:1")), nil)
-	if _, err := e.x.Interrupt(ctxT(t), execPath); !errors.Is(err, execution.ErrNoKernel) {
+	if _, err := e.x.Interrupt(testutil.Context(t), execPath); !errors.Is(err, execution.ErrNoKernel) {
 		t.Errorf("Interrupt without a kernel = %v, want ErrNoKernel", err)
 	}
-	if _, err := e.x.Restart(ctxT(t), execPath); !errors.Is(err, execution.ErrNoKernel) {
+	if _, err := e.x.Restart(testutil.Context(t), execPath); !errors.Is(err, execution.ErrNoKernel) {
 		t.Errorf("Restart without a kernel = %v, want ErrNoKernel", err)
 	}
-	if _, err := e.x.Interrupt(ctxT(t), "../outside.ipynb"); !errors.Is(err, bridge.ErrBadPath) {
+	if _, err := e.x.Interrupt(testutil.Context(t), "../outside.ipynb"); !errors.Is(err, bridge.ErrBadPath) {
 		t.Errorf("Interrupt with a bad path = %v, want ErrBadPath", err)
 	}
 	if n := len(e.ks.StartCalls()); n != 0 {
@@ -964,11 +965,11 @@ func TestExecInterruptAndRestart(t *testing.T) {
 	}
 	e.run(execPath, []string{"c1"}, execution.RunOptions{})
 	k := kernelOf(t, e.ks, execPath)
-	s, err := e.x.Interrupt(ctxT(t), execPath)
+	s, err := e.x.Interrupt(testutil.Context(t), execPath)
 	if err != nil || s.KernelID != k || s.Path != execPath {
 		t.Errorf("Interrupt = %+v, %v", s, err)
 	}
-	if s, err := e.x.Restart(ctxT(t), execPath); err != nil || s.KernelID != k {
+	if s, err := e.x.Restart(testutil.Context(t), execPath); err != nil || s.KernelID != k {
 		t.Errorf("Restart = %+v, %v", s, err)
 	}
 	if e.ks.Interrupts(k) != 1 || e.ks.Restarts(k) != 1 {
@@ -991,7 +992,7 @@ func TestExecNoKernel(t *testing.T) {
 	if c := serverCell(t, e.srv, execPath, "c1"); c.ExecutionState == "running" {
 		t.Errorf("cell shown running without a kernel: %s", describeCell(c))
 	}
-	if _, _, err := e.x.RunCode(ctxT(t), execPath, "print:x", ""); err == nil {
+	if _, _, err := e.x.RunCode(testutil.Context(t), execPath, "print:x", ""); err == nil {
 		t.Error("RunCode without a kernel succeeded")
 	}
 	// It recovers when kernels can be started again.
@@ -1017,7 +1018,7 @@ func TestExecForgetsOldJobs(t *testing.T) {
 			t.Errorf("Job(%s) = %v, %v", id, j, err)
 		}
 	}
-	if _, err := e.x.Cancel(ctxT(t), ids[0]); !errors.Is(err, execution.ErrUnknownJob) {
+	if _, err := e.x.Cancel(testutil.Context(t), ids[0]); !errors.Is(err, execution.ErrUnknownJob) {
 		t.Errorf("Cancel(forgotten) = %v, want ErrUnknownJob", err)
 	}
 	if _, err := e.x.Job("job-0000"); !errors.Is(err, execution.ErrUnknownJob) || !strings.Contains(err.Error(), "job-0000") {
@@ -1047,7 +1048,7 @@ func TestExecCloseStopsRunningJobs(t *testing.T) {
 	go func() { defer close(closed); e.x.Close() }()
 	select {
 	case <-closed:
-	case <-time.After(waitLimit):
+	case <-time.After(testutil.WaitLimit):
 		t.Fatal("Executor.Close did not return")
 	}
 	select {
@@ -1080,7 +1081,7 @@ func TestExecCloseStopsRunningJobs(t *testing.T) {
 	if n := e.ks.Received(k); n != 1 {
 		t.Errorf("kernel received %d requests, want 1", n)
 	}
-	if _, err := e.x.Start(ctxT(t), execPath, []string{"c1"}, execution.RunOptions{}); err == nil {
+	if _, err := e.x.Start(testutil.Context(t), execPath, []string{"c1"}, execution.RunOptions{}); err == nil {
 		t.Error("Start after Close succeeded")
 	}
 	e.stopRun()

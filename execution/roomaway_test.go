@@ -9,6 +9,7 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -20,7 +21,7 @@ import (
 // awaitJobCell waits until the job's copy of a cell satisfies cond.
 func awaitJobCell(t *testing.T, j *execution.Job, id, what string, cond func(execution.CellRun) bool) execution.CellRun {
 	t.Helper()
-	deadline := time.After(waitLimit)
+	deadline := time.After(testutil.WaitLimit)
 	for {
 		changed := j.Changed()
 		for _, c := range j.View().Cells {
@@ -54,7 +55,7 @@ func awaitAway(t *testing.T, e *execEnv) {
 	if room == nil {
 		t.Fatalf("no room for %s", execPath)
 	}
-	eventually(t, "the room to notice it is disconnected", func() bool { return room.Info().Status != bridge.StatusSynced })
+	testutil.Eventually(t, "the room to notice it is disconnected", func() bool { return room.Info().Status != bridge.StatusSynced })
 }
 
 func TestExecRoomAwayMidRun(t *testing.T) {
@@ -152,7 +153,7 @@ func TestExecUnconfirmedWritesDoNotStallTheRun(t *testing.T) {
 func TestExecCellWaitsForItsRoomBeforeItRuns(t *testing.T) {
 	e := newExecEnvWith(t, oneNotebook(codeCell("c1", "print:one"), staleCell("c2", "print:two")),
 		func(o *execution.ClientOptions) { o.WriteWait = 30 * time.Millisecond }, nil)
-	if _, err := e.m.Open(ctxT(t), execPath, ydoc.KindNotebook); err != nil {
+	if _, err := e.m.Open(testutil.Context(t), execPath, ydoc.KindNotebook); err != nil {
 		t.Fatal(err)
 	}
 	e.srv.Down()
@@ -175,14 +176,14 @@ func TestExecCellWaitsForItsRoomBeforeItRuns(t *testing.T) {
 func TestExecCancelWhileTheRoomIsAway(t *testing.T) {
 	e := newExecEnvWith(t, oneNotebook(staleCell("c1", "print:one")),
 		func(o *execution.ClientOptions) { o.WriteWait = 30 * time.Millisecond }, nil)
-	if _, err := e.m.Open(ctxT(t), execPath, ydoc.KindNotebook); err != nil {
+	if _, err := e.m.Open(testutil.Context(t), execPath, ydoc.KindNotebook); err != nil {
 		t.Fatal(err)
 	}
 	e.srv.Down()
 	awaitAway(t, e)
 	j := e.start(execPath, []string{"c1"}, execution.RunOptions{})
 	stillRunning(t, j, 100*time.Millisecond, "while its room was away")
-	if _, err := e.x.Cancel(ctxT(t), j.ID); err != nil {
+	if _, err := e.x.Cancel(testutil.Context(t), j.ID); err != nil {
 		t.Fatal(err)
 	}
 	v := awaitJob(t, j)

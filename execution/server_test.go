@@ -15,6 +15,7 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -181,7 +182,7 @@ func (k *docKernels) next(t *testing.T) string {
 	select {
 	case id := <-k.queued:
 		return id
-	case <-time.After(waitLimit):
+	case <-time.After(testutil.WaitLimit):
 		t.Fatal("no cell was sent to the server")
 		return ""
 	}
@@ -260,7 +261,7 @@ func newServerEnvWith(t *testing.T, manager func(*bridge.ManagerOptions), cells 
 
 func (e *serverEnv) start(t *testing.T, ids []string, opts execution.RunOptions) *execution.Job {
 	t.Helper()
-	j, err := e.x.Start(ctxT(t), execPath, ids, opts)
+	j, err := e.x.Start(testutil.Context(t), execPath, ids, opts)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -272,7 +273,7 @@ func waitJob(t *testing.T, j *execution.Job) execution.JobView {
 	select {
 	case <-j.Done():
 		return j.View()
-	case <-time.After(waitLimit):
+	case <-time.After(testutil.WaitLimit):
 		t.Fatalf("job did not finish: %+v", j.View())
 		return execution.JobView{}
 	}
@@ -343,7 +344,7 @@ func TestServerEngineSendsAgainAfterA409AndAttachesAFreedRoom(t *testing.T) {
 func TestServerEngineCancelInterruptsOnlyOurRun(t *testing.T) {
 	e := newServerEnv(t, codeCell("human", "sleep"), codeCell("ours", "loop"), codeCell("after", "1"))
 	e.k.ours = "ours"
-	first, err := e.x.Start(ctxT(t), execPath, []string{"human"}, execution.RunOptions{}) // an earlier job on the notebook
+	first, err := e.x.Start(testutil.Context(t), execPath, []string{"human"}, execution.RunOptions{}) // an earlier job on the notebook
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +352,7 @@ func TestServerEngineCancelInterruptsOnlyOurRun(t *testing.T) {
 	e.k.setState("busy")
 	j := e.start(t, []string{"ours", "after"}, execution.RunOptions{})
 	// The first job holds the notebook: ours waits in the engine, and is cancelled there.
-	if _, err := e.x.Cancel(ctxT(t), j.ID); err != nil {
+	if _, err := e.x.Cancel(testutil.Context(t), j.ID); err != nil {
 		t.Fatal(err)
 	}
 	e.k.write(t, "human", nil, intp(1))
@@ -377,19 +378,19 @@ func TestServerEngineCancelInterruptsOnlyOurRun(t *testing.T) {
 		t.Fatalf("sent %s", id)
 	}
 	e.srv.ReleaseEchoes()
-	if _, err := e.x.Cancel(ctxT(t), j.ID); err != nil {
+	if _, err := e.x.Cancel(testutil.Context(t), j.ID); err != nil {
 		t.Fatal(err)
 	}
 	// The engine has taken the cancel and decided to wait (it says so in the job) before the
 	// other cell ends.
-	eventually(t, "the cancel to wait for the cell queued before ours", func() bool {
+	testutil.Eventually(t, "the cancel to wait for the cell queued before ours", func() bool {
 		return strings.HasPrefix(j.View().Cells[0].Note, "cancelling") || e.k.called("interrupt") > 0
 	})
 	if n := e.k.called("interrupt while human ran"); n != 0 {
 		t.Fatalf("%d interrupts while the kernel ran someone else's cell: %v", n, e.k.calls)
 	}
 	e.k.write(t, "human", nil, intp(2))
-	eventually(t, "an interrupt once our cell runs", func() bool { return e.k.called("interrupt") > 0 })
+	testutil.Eventually(t, "an interrupt once our cell runs", func() bool { return e.k.called("interrupt") > 0 })
 	e.k.write(t, "ours", []map[string]any{{"output_type": "error", "ename": "KeyboardInterrupt", "evalue": "", "traceback": []any{}}}, intp(3))
 	v = waitJob(t, j)
 	if v.Status != execution.JobCancelled || v.Cells[0].Status != execution.CellCancelled {
@@ -408,7 +409,7 @@ func TestServerEngineLostRuns(t *testing.T) {
 	e := newServerEnv(t, codeCell("a", "1"), codeCell("b", "2"))
 	j := e.start(t, []string{"a"}, execution.RunOptions{})
 	e.k.next(t)
-	eventually(t, "the kernel attached again", func() bool { return e.k.called("attach") == 1 })
+	testutil.Eventually(t, "the kernel attached again", func() bool { return e.k.called("attach") == 1 })
 	e.k.write(t, "a", nil, nil) // the server's disconnect sets the stuck cell idle
 	v := waitJob(t, j)
 	if c := v.Cells[0]; c.Status != execution.CellAborted || !strings.Contains(c.Note, "attached the kernel") || !strings.Contains(c.Note, "not sent again") {
@@ -453,11 +454,11 @@ func TestServerEngineEmptyDeletedScratch(t *testing.T) {
 		t.Errorf("deleted while running: %+v", v)
 	}
 	// Without global awareness the sidecar cannot tell whether a tab holds the kernel.
-	if _, _, err := e.x.RunCode(ctxT(t), execPath, "1", ""); !errors.Is(err, execution.ErrScratchRefused) || !strings.Contains(err.Error(), "global awareness") ||
+	if _, _, err := e.x.RunCode(testutil.Context(t), execPath, "1", ""); !errors.Is(err, execution.ErrScratchRefused) || !strings.Contains(err.Error(), "global awareness") ||
 		!strings.Contains(err.Error(), "execute_notebook_cell") || e.k.called("connect scratch") != 0 {
 		t.Errorf("RunCode: %v", err)
 	}
-	if _, err := e.x.Start(ctxT(t), execPath, []string{"a"}, execution.RunOptions{ForkID: "f"}); err == nil {
+	if _, err := e.x.Start(testutil.Context(t), execPath, []string{"a"}, execution.RunOptions{ForkID: "f"}); err == nil {
 		t.Error("a fork run was accepted")
 	}
 	if ids := e.x.JobIDs(); len(ids) != 2 || !slices.Contains(ids, j.ID) {
@@ -471,7 +472,7 @@ func TestSwitchPicksTheEngine(t *testing.T) {
 	other := newServerEnv(t, codeCell("a", "1"))
 	pick := execution.Executor(e.x)
 	s := execution.Switch{All: []execution.Executor{other.x, e.x}, Pick: func(context.Context) (execution.Executor, error) { return pick, nil }}
-	j, err := s.Start(ctxT(t), execPath, []string{"a"}, execution.RunOptions{})
+	j, err := s.Start(testutil.Context(t), execPath, []string{"a"}, execution.RunOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,7 +480,7 @@ func TestSwitchPicksTheEngine(t *testing.T) {
 	if got, err := s.Job(j.ID); err != nil || got != j {
 		t.Errorf("Job: %v %v", got, err)
 	}
-	if _, err := s.Cancel(ctxT(t), j.ID); err != nil {
+	if _, err := s.Cancel(testutil.Context(t), j.ID); err != nil {
 		t.Errorf("Cancel: %v", err)
 	}
 	if _, err := s.Job("job-nope"); !errors.Is(err, execution.ErrUnknownJob) {
@@ -492,7 +493,7 @@ func TestSwitchPicksTheEngine(t *testing.T) {
 	waitJob(t, j)
 	pickErr := errors.New("engine unknown")
 	s.Pick = func(context.Context) (execution.Executor, error) { return nil, pickErr }
-	if _, err := s.Start(ctxT(t), execPath, []string{"a"}, execution.RunOptions{}); !errors.Is(err, pickErr) {
+	if _, err := s.Start(testutil.Context(t), execPath, []string{"a"}, execution.RunOptions{}); !errors.Is(err, pickErr) {
 		t.Errorf("Start without an engine: %v", err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/apps"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/tools"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
@@ -45,11 +46,11 @@ var appTools = []string{"app_read_notebook", "app_review_fork", "app_reject_fork
 
 func listJSON(t *testing.T, e *env) ([]map[string]any, []map[string]any) {
 	t.Helper()
-	tl, err := e.c.ListTools(ctxT(t), mcp.ListToolsRequest{})
+	tl, err := e.c.ListTools(testutil.Context(t), mcp.ListToolsRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rl, err := e.c.ListResources(ctxT(t), mcp.ListResourcesRequest{})
+	rl, err := e.c.ListResources(testutil.Context(t), mcp.ListResourcesRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func TestAppsInvisibleWithoutApps(t *testing.T) {
 	}
 	req := mcp.ReadResourceRequest{}
 	req.Params.URI = apps.Outputs.URI
-	if _, err := off.c.ReadResource(ctxT(t), req); err == nil {
+	if _, err := off.c.ReadResource(testutil.Context(t), req); err == nil {
 		t.Errorf("apps off: %s can be read", apps.Outputs.URI)
 	}
 }
@@ -139,7 +140,7 @@ func TestAppsListedForAHostThatRendersThem(t *testing.T) {
 			}
 			req := mcp.ReadResourceRequest{}
 			req.Params.URI = a.URI
-			res, err := e.c.ReadResource(ctxT(t), req)
+			res, err := e.c.ReadResource(testutil.Context(t), req)
 			if err != nil {
 				t.Fatalf("read %s: %v", a.URI, err)
 			}
@@ -243,7 +244,7 @@ func TestAppReadNotebookGivesTheOutputsWhole(t *testing.T) {
 	// What an app reads is not what the model reads: the token statistics do not count it.
 	req := mcp.ReadResourceRequest{}
 	req.Params.URI = "jupyter://stats/tokens"
-	stats, err := e.c.ReadResource(ctxT(t), req)
+	stats, err := e.c.ReadResource(testutil.Context(t), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,17 +333,17 @@ func TestAppToolsTakeTheTokensScopeAndPaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	if err := c.Start(ctxT(t)); err != nil {
+	if err := c.Start(testutil.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = "2025-11-25"
 	init.Params.Capabilities = appsClient
-	if _, err := c.Initialize(ctxT(t), init); err != nil {
+	if _, err := c.Initialize(testutil.Context(t), init); err != nil {
 		t.Fatal(err)
 	}
 	call := func(name string, args map[string]any) (bool, string) {
-		res, err := c.CallTool(ctxT(t), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: name, Arguments: args}})
+		res, err := c.CallTool(testutil.Context(t), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: name, Arguments: args}})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

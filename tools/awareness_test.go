@@ -11,6 +11,7 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -38,7 +39,7 @@ func awFiles() []bridgetest.File {
 // leaves it when the test ends.
 func awPeer(t *testing.T, e *env, path string, kind ydoc.Kind, user ydoc.AwarenessUser) *bridge.Room {
 	t.Helper()
-	opts := fastRoom()
+	opts := bridgetest.FastRoomOptions()
 	opts.Path, opts.Kind, opts.Jupyter, opts.User = path, kind, e.srv, user
 	room, err := bridge.NewRoom(opts)
 	if err != nil {
@@ -53,11 +54,11 @@ func awPeer(t *testing.T, e *env, path string, kind ydoc.Kind, user ydoc.Awarene
 		room.Close()
 		select {
 		case <-done:
-		case <-time.After(waitLimit):
+		case <-time.After(testutil.WaitLimit):
 			t.Errorf("peer room %s did not stop", path)
 		}
 	})
-	if err := room.WaitSynced(ctxT(t)); err != nil {
+	if err := room.WaitSynced(testutil.Context(t)); err != nil {
 		t.Fatalf("peer WaitSynced: %v", err)
 	}
 	return room
@@ -77,9 +78,9 @@ func awAgentRoom(t *testing.T, e *env, path string, kind ydoc.Kind) *bridge.Room
 func awAwaitCursors(t *testing.T, room *bridge.Room, username string, want ...bridge.PeerCursor) {
 	t.Helper()
 	var last []string
-	deadline := time.Now().Add(waitLimit)
+	deadline := time.Now().Add(testutil.WaitLimit)
 	for {
-		peers, err := room.Peers(ctxT(t))
+		peers, err := room.Peers(testutil.Context(t))
 		if err != nil {
 			t.Fatalf("Peers: %v", err)
 		}
@@ -98,7 +99,7 @@ func awAwaitCursors(t *testing.T, room *bridge.Room, username string, want ...br
 		}
 		time.Sleep(2 * time.Millisecond) // polling interval; the deadline bounds the wait
 	}
-	t.Fatalf("waiting for %s's cursors %+v: not seen within %v; peers: %v", username, want, waitLimit, last)
+	t.Fatalf("waiting for %s's cursors %+v: not seen within %v; peers: %v", username, want, testutil.WaitLimit, last)
 }
 
 // awLastCursors returns the "cursors" JSON of the last awareness state a client sent.
@@ -121,7 +122,7 @@ func awLastCursors(t *testing.T, e *env, clientID uint64) string {
 // order and Save returns once the fake answered).
 func awBarrier(t *testing.T, room *bridge.Room) {
 	t.Helper()
-	if _, err := room.Save(ctxT(t)); err != nil {
+	if _, err := room.Save(testutil.Context(t)); err != nil {
 		t.Fatalf("Save (as a write barrier): %v", err)
 	}
 }
@@ -273,7 +274,7 @@ func awCursorsOf(t *testing.T, body map[string]any, username string) []any {
 // awAwaitUserCursors polls get_user_cursors until username's cursors satisfy cond.
 func awAwaitUserCursors(t *testing.T, e *env, path, username string, cond func([]any) bool) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(waitLimit)
+	deadline := time.Now().Add(testutil.WaitLimit)
 	var body map[string]any
 	for {
 		body = e.ok("get_user_cursors", map[string]any{"document_path": path})
@@ -285,7 +286,7 @@ func awAwaitUserCursors(t *testing.T, e *env, path, username string, cond func([
 		}
 		time.Sleep(5 * time.Millisecond) // polling interval; the deadline bounds the wait
 	}
-	t.Fatalf("get_user_cursors(%s): %s's cursors not as expected within %v; last: %s", path, username, waitLimit, compact(body))
+	t.Fatalf("get_user_cursors(%s): %s's cursors not as expected within %v; last: %s", path, username, testutil.WaitLimit, compact(body))
 	return nil
 }
 
@@ -301,7 +302,7 @@ func TestAwarenessGetUserCursors(t *testing.T) {
 
 	peer := awPeer(t, e, awNB, ydoc.KindNotebook, awAlice)
 	// Alice selects from before "y" (UTF-16 8) back to before the emoji (1).
-	if err := peer.SetCursors(ctxT(t), []bridge.CursorSpec{{CellID: "c1", Anchor: 8, Head: 1}}); err != nil {
+	if err := peer.SetCursors(testutil.Context(t), []bridge.CursorSpec{{CellID: "c1", Anchor: 8, Head: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	body = awAwaitUserCursors(t, e, awNB, "alice", func(cs []any) bool { return len(cs) == 1 })
@@ -321,7 +322,7 @@ func TestAwarenessGetUserCursors(t *testing.T) {
 	}
 
 	// A caret in the second cell: no selection, the cell's index.
-	if err := peer.SetCursors(ctxT(t), []bridge.CursorSpec{{CellID: "c2", Anchor: 5, Head: 5}}); err != nil {
+	if err := peer.SetCursors(testutil.Context(t), []bridge.CursorSpec{{CellID: "c2", Anchor: 5, Head: 5}}); err != nil {
 		t.Fatal(err)
 	}
 	body = awAwaitUserCursors(t, e, awNB, "alice", func(cs []any) bool {
@@ -335,7 +336,7 @@ func TestAwarenessGetUserCursors(t *testing.T) {
 
 	// A text file: no cell fields.
 	tpeer := awPeer(t, e, awText, ydoc.KindText, awAlice)
-	if err := tpeer.SetCursors(ctxT(t), []bridge.CursorSpec{{Anchor: 10, Head: 4}}); err != nil {
+	if err := tpeer.SetCursors(testutil.Context(t), []bridge.CursorSpec{{Anchor: 10, Head: 4}}); err != nil {
 		t.Fatal(err)
 	}
 	body = awAwaitUserCursors(t, e, awText, "alice", func(cs []any) bool { return len(cs) == 1 })
@@ -353,7 +354,7 @@ func awBusyEnv(t *testing.T) (*env, string) {
 	e := newEnv(t, []bridgetest.File{nbFile(p, notebook(simpleCells(4)...))})
 	e.nbVersion(p)
 	peer := awPeer(t, e, p, ydoc.KindNotebook, awAlice)
-	if err := peer.SetCursors(ctxT(t), []bridge.CursorSpec{{CellID: "c1", Anchor: 2, Head: 2}}); err != nil {
+	if err := peer.SetCursors(testutil.Context(t), []bridge.CursorSpec{{CellID: "c1", Anchor: 2, Head: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	awAwaitUserCursors(t, e, p, "alice", func(cs []any) bool { return len(cs) == 1 })
@@ -459,7 +460,7 @@ func TestAwarenessSessions(t *testing.T) {
 	awPeer(t, e, awNB, ydoc.KindNotebook, awAlice)
 
 	var nbSession map[string]any
-	deadline := time.Now().Add(waitLimit)
+	deadline := time.Now().Add(testutil.WaitLimit)
 	for {
 		out := e.ok("get_active_sessions", nil)
 		sessions := asList(t, out["sessions"])
@@ -498,7 +499,7 @@ func TestAwarenessSessions(t *testing.T) {
 	if out["left"] != true || out["session_id"] != "editor:"+awText {
 		t.Errorf("leave_session = %s, want left true", compact(out))
 	}
-	deadline = time.Now().Add(waitLimit)
+	deadline = time.Now().Add(testutil.WaitLimit)
 	for {
 		out := e.ok("get_active_sessions", nil)
 		s := asList(t, out["sessions"])

@@ -26,6 +26,7 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/tools"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
@@ -105,7 +106,7 @@ func newDoorEnv(t *testing.T) *doorEnv {
 	d.secretVersion = str(asMap(t, asList(t, hist["versions"])[0])["version_id"])
 	// A collaborator works in the secret notebook, and only there.
 	peer := awPeer(t, e.env, secretNB, ydoc.KindNotebook, ydoc.AwarenessUser{Username: secretHuman, Name: secretHuman, DisplayName: secretHuman})
-	if err := peer.SetCursors(ctxT(t), []bridge.CursorSpec{{CellID: secretCell, Anchor: 1, Head: 1}}); err != nil {
+	if err := peer.SetCursors(testutil.Context(t), []bridge.CursorSpec{{CellID: secretCell, Anchor: 1, Head: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	awAwaitPeer(t, e.m.Get(secretNB, ydoc.KindNotebook), secretHuman)
@@ -126,12 +127,12 @@ func (d *doorEnv) connect(tok string) *client.Client {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	if err := c.Start(ctxT(t)); err != nil {
+	if err := c.Start(testutil.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = "2025-11-25"
-	if _, err := c.Initialize(ctxT(t), init); err != nil {
+	if _, err := c.Initialize(testutil.Context(t), init); err != nil {
 		t.Fatalf("initialize: %v", err)
 	}
 	return c
@@ -139,7 +140,7 @@ func (d *doorEnv) connect(tok string) *client.Client {
 
 func (d *doorEnv) call(c *client.Client, name string, args map[string]any) *mcp.CallToolResult {
 	d.t.Helper()
-	res, err := c.CallTool(ctxT(d.t), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: name, Arguments: args}})
+	res, err := c.CallTool(testutil.Context(d.t), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: name, Arguments: args}})
 	if err != nil {
 		d.t.Fatalf("%s: protocol error %v", name, err)
 	}
@@ -170,9 +171,9 @@ func (d *doorEnv) leak(v any) string {
 // awAwaitPeer waits until a room sees a collaborator.
 func awAwaitPeer(t *testing.T, room *bridge.Room, username string) {
 	t.Helper()
-	deadline := time.Now().Add(waitLimit)
+	deadline := time.Now().Add(testutil.WaitLimit)
 	for time.Now().Before(deadline) {
-		peers, err := room.Peers(ctxT(t))
+		peers, err := room.Peers(testutil.Context(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -211,7 +212,7 @@ func (d *doorEnv) state() secretState {
 		t.Fatalf("secret job: %v", err)
 	}
 	st.job = string(j.View().Status)
-	entries, err := d.srv.List(ctxT(t), "secret")
+	entries, err := d.srv.List(testutil.Context(t), "secret")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +347,7 @@ func asListOr(v any) []any         { l, _ := v.([]any); return l }
 func TestDoorEveryToolRefusesDocumentsOutsideTheTokensPaths(t *testing.T) {
 	d := newDoorEnv(t)
 	before := d.state()
-	list, err := d.full.ListTools(ctxT(t), mcp.ListToolsRequest{})
+	list, err := d.full.ListTools(testutil.Context(t), mcp.ListToolsRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +363,7 @@ func TestDoorEveryToolRefusesDocumentsOutsideTheTokensPaths(t *testing.T) {
 			t.Fatalf("%s: operation resource: %v", tool.Name, err)
 		}
 		for _, args := range d.argsFor(tool, op.Example) {
-			res, err := d.limited.CallTool(ctxT(t), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: tool.Name, Arguments: args}})
+			res, err := d.limited.CallTool(testutil.Context(t), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: tool.Name, Arguments: args}})
 			if err != nil {
 				t.Errorf("%s(%s): protocol error %v", tool.Name, compact(args), err)
 				continue
@@ -388,7 +389,7 @@ func TestDoorEveryToolRefusesDocumentsOutsideTheTokensPaths(t *testing.T) {
 func TestDoorEveryResourceTemplateCompletionAndPrompt(t *testing.T) {
 	d := newDoorEnv(t)
 	before := d.state()
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 	// resources/list: the per-room entries of secret documents are left out.
 	full, err := d.full.ListResources(ctx, mcp.ListResourcesRequest{})
 	if err != nil {
@@ -540,7 +541,7 @@ func TestDoorSubscriptionsAreReadAsTheSubscriber(t *testing.T) {
 	sub := mcp.SubscribeRequest{}
 	sub.Params.URI = "jupyter://notebooks"
 	//lint:ignore SA1019 protocol 2025-11-25 clients subscribe this way
-	if err := d.limited.Subscribe(ctxT(t), sub); err != nil {
+	if err := d.limited.Subscribe(testutil.Context(t), sub); err != nil {
 		t.Fatal(err)
 	}
 	// A secret change that changes the full listing (a new cell: the cell count), then an
@@ -558,7 +559,7 @@ func TestDoorSubscriptionsAreReadAsTheSubscriber(t *testing.T) {
 	d.callOK(d.full, "batch_insert_notebook_cells", map[string]any{"path": allowedNB, "cells": []any{map[string]any{"content": "y = 1"}}, "exec": false})
 	select {
 	case <-notified:
-	case <-time.After(waitLimit):
+	case <-time.After(testutil.WaitLimit):
 		t.Error("a change to an allowed document did not notify the limited subscriber")
 	}
 	d.ks.Release("secret-gate")
@@ -567,7 +568,7 @@ func TestDoorSubscriptionsAreReadAsTheSubscriber(t *testing.T) {
 func (d *doorEnv) readAs(c *client.Client, uri string) (*mcp.ReadResourceResult, error) {
 	req := mcp.ReadResourceRequest{}
 	req.Params.URI = uri
-	return c.ReadResource(ctxT(d.t), req)
+	return c.ReadResource(testutil.Context(d.t), req)
 }
 
 func (d *doorEnv) readText(c *client.Client, uri string) string {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/tools"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
@@ -60,7 +61,7 @@ func newXEnvCaps(t *testing.T, files []bridgetest.File, caps mcp.ClientCapabilit
 			cancel()
 			select {
 			case <-done:
-			case <-time.After(waitLimit):
+			case <-time.After(testutil.WaitLimit):
 				t.Error("Executor.Run did not return")
 			}
 		})
@@ -88,7 +89,7 @@ func (e *xenv) kernel() string {
 // awaitGate waits until a request waits at a gate of the fake kernels.
 func (e *xenv) awaitGate(gate string) {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitLimit)
 	defer cancel()
 	if err := e.ks.Await(ctx, func() bool { return e.ks.AtGate(gate) > 0 }); err != nil {
 		e.t.Fatalf("no request reached gate %q: %v", gate, err)
@@ -307,11 +308,11 @@ func TestExecCancelExecution(t *testing.T) {
 	e.awaitGate("h")
 	k := e.kernel()
 	// A job queued behind it: cancelled, nothing to interrupt.
-	queued, err := e.x.Start(ctxT(t), xPath, []string{"q1"}, execution.RunOptions{})
+	queued, err := e.x.Start(testutil.Context(t), xPath, []string{"q1"}, execution.RunOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.x.Cancel(ctxT(t), queued.ID); err != nil {
+	if _, err := e.x.Cancel(testutil.Context(t), queued.ID); err != nil {
 		t.Fatal(err)
 	}
 	if n := e.ks.Interrupts(k); n != 0 {
@@ -320,7 +321,7 @@ func TestExecCancelExecution(t *testing.T) {
 
 	res := make(chan *result, 1)
 	go func() { res <- e.callNoFatal("cancel_execution", map[string]any{"job_id": id}) }()
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitLimit)
 	defer cancel()
 	if err := e.ks.Await(ctx, func() bool { return e.ks.Interrupts(k) == 1 }); err != nil {
 		t.Fatalf("cancel_execution sent no interrupt: %v", err)
@@ -329,7 +330,7 @@ func TestExecCancelExecution(t *testing.T) {
 	var r *result
 	select {
 	case r = <-res:
-	case <-time.After(waitLimit):
+	case <-time.After(testutil.WaitLimit):
 		t.Fatal("cancel_execution did not return")
 	}
 	if r == nil || r.IsError {
@@ -658,11 +659,11 @@ func TestExecProgressNotifications(t *testing.T) {
 	req.Params.Name = "batch_execute_notebook_cells"
 	req.Params.Arguments = map[string]any{"path": xPath, "cell_ids": []any{"c1", "c2"}}
 	req.Params.Meta = &mcp.Meta{ProgressToken: "tok-1"}
-	res, err := e.c.CallTool(ctxT(t), req)
+	res, err := e.c.CallTool(testutil.Context(t), req)
 	if err != nil || res.IsError {
 		t.Fatalf("CallTool: %v %v", res, err)
 	}
-	deadline := time.Now().Add(waitLimit)
+	deadline := time.Now().Add(testutil.WaitLimit)
 	for count() < 2 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond) // notifications are forwarded asynchronously
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -61,7 +62,7 @@ func TestFirstReadFromTheFileWhileTheRoomJoins(t *testing.T) {
 		if r == nil || r.IsError {
 			t.Fatalf("the edit once the room joined: %v", r)
 		}
-	case <-time.After(waitLimit):
+	case <-time.After(testutil.WaitLimit):
 		t.Fatal("the edit did not end once the room joined")
 	}
 	out = e.ok("get_notebook", map[string]any{"path": "slow.ipynb", "format": "json"})
@@ -87,7 +88,7 @@ func TestFirstReadFromTheFileAtOnce(t *testing.T) {
 
 // A notebook whose room joins within FirstReadWait is read from the room.
 func TestFirstReadFromTheRoomWhenItJoinsInTime(t *testing.T) {
-	e := newEnvWith(t, nil, func(o *bridge.ManagerOptions) { o.FirstReadWait = waitLimit })
+	e := newEnvWith(t, nil, func(o *bridge.ManagerOptions) { o.FirstReadWait = testutil.WaitLimit })
 	out := e.ok("get_notebook", map[string]any{"path": bridgetest.NotebookPath, "format": "json"})
 	if out["from_file"] != nil || out["version"] == nil {
 		t.Errorf("read: %s", compact(out))
@@ -105,7 +106,7 @@ func TestFirstReadFromTheFileThenTheRefusal(t *testing.T) {
 		t.Fatalf("first read: %s", compact(out))
 	}
 	e.srv.UnblockOpen()
-	deadline := time.Now().Add(waitLimit)
+	deadline := time.Now().Add(testutil.WaitLimit)
 	for {
 		r := e.call("get_notebook", map[string]any{"path": bridgetest.NotebookPath, "format": "json"})
 		if r.IsError {

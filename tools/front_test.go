@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/tools"
 )
 
@@ -140,7 +141,7 @@ func TestTasksOverHTTP(t *testing.T) {
 		t.Errorf("get_execution of the task's job = %v", b)
 	}
 	e.ks.Release("first")
-	deadline := time.Now().Add(waitLimit)
+	deadline := time.Now().Add(testutil.WaitLimit)
 	for got["status"] == "working" && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 		got = c.result("tasks/get", map[string]any{"taskId": id})
@@ -294,7 +295,7 @@ func stdioExchange(t *testing.T, ts *tools.Server, lines string, wantID int) str
 	t.Helper()
 	pr, pw := io.Pipe()
 	w := &syncWriter{w: &bytes.Buffer{}}
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitLimit)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- ts.ServeStdio(ctx, pr, w) }()
