@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -262,8 +263,13 @@ func mapsOf(t *testing.T, v any) []map[string]any {
 }
 
 // With since_version it answers unchanged (no cells) at once, or after wait_ms, or as soon as
-// someone edits the notebook: a live view sees a human's edit without polling.
+// someone edits the notebook: a live view sees a human's edit without polling. In virtual time
+// (testing/synctest): the waits are exact and take no wall time.
 func TestAppReadNotebookFollowsTheRoom(t *testing.T) {
+	synctest.Test(t, testAppReadNotebookFollowsTheRoom)
+}
+
+func testAppReadNotebookFollowsTheRoom(t *testing.T) {
 	e := newEnvCaps(t, []bridgetest.File{nbFile("n.ipynb", notebook(code("c1", "a = 1")))}, appsClient, withApps(tools.AppsAuto))
 	first := asMap(t, e.call("app_read_notebook", map[string]any{"path": "n.ipynb"}).Structured)
 	v := str(first["version"])
@@ -273,7 +279,7 @@ func TestAppReadNotebookFollowsTheRoom(t *testing.T) {
 	}
 	start := time.Now()
 	same = asMap(t, e.call("app_read_notebook", map[string]any{"path": "n.ipynb", "since_version": v, "wait_ms": 150}).Structured)
-	if same["unchanged"] != true || time.Since(start) < 150*time.Millisecond {
+	if same["unchanged"] != true || time.Since(start) != 150*time.Millisecond {
 		t.Errorf("waited %v for %s", time.Since(start), compact(same))
 	}
 	var wg sync.WaitGroup
@@ -283,7 +289,7 @@ func TestAppReadNotebookFollowsTheRoom(t *testing.T) {
 		defer wg.Done()
 		got = e.callNoFatal("app_read_notebook", map[string]any{"path": "n.ipynb", "since_version": v, "wait_ms": 20000})
 	}()
-	time.Sleep(50 * time.Millisecond) // let the call start waiting (it answers the edit either way)
+	synctest.Wait() // the call is waiting
 	start = time.Now()
 	e.humanEdit("n.ipynb", ydoc.KindNotebook, func(tx *ydoc.Txn) error { return tx.SetSource(0, "a = 2 # human") })
 	wg.Wait()
@@ -291,7 +297,7 @@ func TestAppReadNotebookFollowsTheRoom(t *testing.T) {
 		t.Fatalf("long poll: %v", got)
 	}
 	body := asMap(t, got.Raw["structuredContent"])
-	if body["unchanged"] == true || time.Since(start) > 5*time.Second {
+	if body["unchanged"] == true || time.Since(start) != 0 {
 		t.Fatalf("the edit did not end the wait (%v): %s", time.Since(start), compact(body))
 	}
 	if src := str(asMap(t, asList(t, body["cells"])[0])["source"]); src != "a = 2 # human" {

@@ -77,29 +77,23 @@ func awAgentRoom(t *testing.T, e *env, path string, kind ydoc.Kind) *bridge.Room
 // awAwaitCursors polls room.Peers until the client named username has exactly the cursors want.
 func awAwaitCursors(t *testing.T, room *bridge.Room, username string, want ...bridge.PeerCursor) {
 	t.Helper()
-	var last []string
-	deadline := time.Now().Add(testutil.WaitLimit)
-	for {
+	testutil.Poll(t, fmt.Sprintf("%s's cursors %+v", username, want), func() (bool, string) {
 		peers, err := room.Peers(testutil.Context(t))
 		if err != nil {
 			t.Fatalf("Peers: %v", err)
 		}
-		last = last[:0]
+		var last []string
 		for _, p := range peers {
 			if p.User == nil {
 				continue
 			}
 			last = append(last, fmt.Sprintf("%s:%+v", p.User.Username, p.Cursors))
 			if p.User.Username == username && slices.Equal(p.Cursors, want) {
-				return
+				return true, ""
 			}
 		}
-		if time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(2 * time.Millisecond) // polling interval; the deadline bounds the wait
-	}
-	t.Fatalf("waiting for %s's cursors %+v: not seen within %v; peers: %v", username, want, testutil.WaitLimit, last)
+		return false, fmt.Sprintf("peers %v", last)
+	})
 }
 
 // awLastCursors returns the "cursors" JSON of the last awareness state a client sent.
@@ -274,20 +268,12 @@ func awCursorsOf(t *testing.T, body map[string]any, username string) []any {
 // awAwaitUserCursors polls get_user_cursors until username's cursors satisfy cond.
 func awAwaitUserCursors(t *testing.T, e *env, path, username string, cond func([]any) bool) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(testutil.WaitLimit)
 	var body map[string]any
-	for {
+	testutil.Poll(t, fmt.Sprintf("get_user_cursors(%s) to show %s's cursors as expected", path, username), func() (bool, string) {
 		body = e.ok("get_user_cursors", map[string]any{"document_path": path})
-		if cond(awCursorsOf(t, body, username)) {
-			return body
-		}
-		if time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval; the deadline bounds the wait
-	}
-	t.Fatalf("get_user_cursors(%s): %s's cursors not as expected within %v; last: %s", path, username, testutil.WaitLimit, compact(body))
-	return nil
+		return cond(awCursorsOf(t, body, username)), compact(body)
+	})
+	return body
 }
 
 func TestAwarenessGetUserCursors(t *testing.T) {
@@ -460,8 +446,7 @@ func TestAwarenessSessions(t *testing.T) {
 	awPeer(t, e, awNB, ydoc.KindNotebook, awAlice)
 
 	var nbSession map[string]any
-	deadline := time.Now().Add(testutil.WaitLimit)
-	for {
+	testutil.Poll(t, "get_active_sessions to list Alice in the notebook", func() (bool, string) {
 		out := e.ok("get_active_sessions", nil)
 		sessions := asList(t, out["sessions"])
 		var ids []string
@@ -476,14 +461,8 @@ func TestAwarenessSessions(t *testing.T) {
 		if !slices.Equal(ids, []string{"editor:" + awText, "notebook:" + awNB}) || num(t, out["count"]) != 2 {
 			t.Fatalf("get_active_sessions lists %v (count %v), want both open documents", ids, out["count"])
 		}
-		if slices.Contains(asList(t, nbSession["participants"]), any("Alice")) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("get_active_sessions never listed Alice in the notebook: %s", compact(out))
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval; the deadline bounds the wait
-	}
+		return slices.Contains(asList(t, nbSession["participants"]), any("Alice")), compact(out)
+	})
 	if nbSession["open"] != true || nbSession["path"] != awNB || nbSession["kind"] != "notebook" || nbSession["status"] != "synced" || str(nbSession["room_id"]) == "" {
 		t.Errorf("notebook session = %s", compact(nbSession))
 	}
@@ -499,18 +478,11 @@ func TestAwarenessSessions(t *testing.T) {
 	if out["left"] != true || out["session_id"] != "editor:"+awText {
 		t.Errorf("leave_session = %s, want left true", compact(out))
 	}
-	deadline = time.Now().Add(testutil.WaitLimit)
-	for {
+	testutil.Poll(t, "get_active_sessions to list the notebook only after leaving the text file", func() (bool, string) {
 		out := e.ok("get_active_sessions", nil)
 		s := asList(t, out["sessions"])
-		if len(s) == 1 && asMap(t, s[0])["session_id"] == "notebook:"+awNB {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("get_active_sessions after leaving the text file = %s", compact(out))
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval; the deadline bounds the wait
-	}
+		return len(s) == 1 && asMap(t, s[0])["session_id"] == "notebook:"+awNB, compact(out)
+	})
 	if out := e.ok("leave_session", map[string]any{"session_id": "editor:" + awText}); out["left"] != false {
 		t.Errorf("leaving twice = %s, want left false", compact(out))
 	}

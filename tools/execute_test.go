@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -638,7 +639,13 @@ func TestExecOnInsertAndUpdate(t *testing.T) {
 	}
 }
 
+// In virtual time (testing/synctest): the kernel's sleeps take no wall time, and once the call
+// returned and every goroutine is idle, every notification the call sent has arrived.
 func TestExecProgressNotifications(t *testing.T) {
+	synctest.Test(t, testExecProgressNotifications)
+}
+
+func testExecProgressNotifications(t *testing.T) {
 	e := newXEnv(t, xNotebook(code("c1", "print:step one\nsleep:300\nprint:step two\nsleep:300\nprint:step three"), code("c2", "print:b")))
 	var mu sync.Mutex
 	var got []map[string]any
@@ -650,7 +657,6 @@ func TestExecProgressNotifications(t *testing.T) {
 		got = append(got, n.Params.AdditionalFields)
 		mu.Unlock()
 	})
-	count := func() int { mu.Lock(); defer mu.Unlock(); return len(got) }
 
 	// Without a progress token: none.
 	e.ok("batch_execute_notebook_cells", map[string]any{"path": xPath, "cell_ids": []any{"c2"}})
@@ -663,10 +669,7 @@ func TestExecProgressNotifications(t *testing.T) {
 	if err != nil || res.IsError {
 		t.Fatalf("CallTool: %v %v", res, err)
 	}
-	deadline := time.Now().Add(testutil.WaitLimit)
-	for count() < 2 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond) // notifications are forwarded asynchronously
-	}
+	synctest.Wait() // notifications are forwarded asynchronously
 	mu.Lock()
 	defer mu.Unlock()
 	if len(got) < 2 {

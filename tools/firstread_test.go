@@ -106,18 +106,12 @@ func TestFirstReadFromTheFileThenTheRefusal(t *testing.T) {
 		t.Fatalf("first read: %s", compact(out))
 	}
 	e.srv.UnblockOpen()
-	deadline := time.Now().Add(testutil.WaitLimit)
-	for {
-		r := e.call("get_notebook", map[string]any{"path": bridgetest.NotebookPath, "format": "json"})
-		if r.IsError {
-			if !strings.Contains(r.Texts[0], "refused to load the document") {
-				t.Errorf("the refusal: %s", r.Texts[0])
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("reads kept answering from the file: %s", r)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var r *result
+	testutil.Poll(t, "a read that gives the server's refusal, not the file", func() (bool, string) {
+		r = e.call("get_notebook", map[string]any{"path": bridgetest.NotebookPath, "format": "json"})
+		return r.IsError, r.String()
+	})
+	if !strings.Contains(r.Texts[0], "refused to load the document") {
+		t.Errorf("the refusal: %s", r.Texts[0])
 	}
 }

@@ -100,6 +100,16 @@ func newEnvFull(t *testing.T, files []bridgetest.File, manager func(*bridge.Mana
 	if err != nil {
 		t.Fatalf("tools.New: %v", err)
 	}
+	c := connectInProcess(t, ts, mcp.LATEST_PROTOCOL_VERSION, caps)
+	return &env{t: t, srv: srv, m: m, ts: ts, c: c, embed: o.AlwaysEmbedSchema}
+}
+
+// connectInProcess starts an in-process client of ts speaking protocol proto, closed when the
+// test ends. mcp-go names an in-process session after the clock (time.Now().UnixNano()): inside
+// a testing/synctest bubble, whose clock stands still while the test runs, a second client
+// would get the first one's name and be refused; close the first (e.c) before.
+func connectInProcess(t *testing.T, ts *tools.Server, proto string, caps mcp.ClientCapabilities) *client.Client {
+	t.Helper()
 	c, err := client.NewInProcessClient(ts.MCP())
 	if err != nil {
 		t.Fatalf("NewInProcessClient: %v", err)
@@ -110,13 +120,13 @@ func newEnvFull(t *testing.T, files []bridgetest.File, manager func(*bridge.Mana
 		t.Fatalf("client Start: %v", err)
 	}
 	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	init.Params.ProtocolVersion = proto
 	init.Params.ClientInfo = mcp.Implementation{Name: "tools-test", Version: "1"}
 	init.Params.Capabilities = caps
 	if _, err := c.Initialize(ctx, init); err != nil {
 		t.Fatalf("Initialize: %v", err)
 	}
-	return &env{t: t, srv: srv, m: m, ts: ts, c: c, embed: o.AlwaysEmbedSchema}
+	return c
 }
 
 // result is a tool result decoded from its wire JSON.

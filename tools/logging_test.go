@@ -3,10 +3,10 @@ package tools_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -39,24 +39,21 @@ func (l *logSink) add(n mcp.JSONRPCNotification) {
 // await waits for a message whose level, logger and message text match.
 func (l *logSink) await(t *testing.T, level, logger, text string) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(testutil.WaitLimit)
-	for time.Now().Before(deadline) {
+	var found map[string]any
+	testutil.Poll(t, fmt.Sprintf("a %s message from %s containing %q", level, logger, text), func() (bool, string) {
 		l.mu.Lock()
+		defer l.mu.Unlock()
 		for _, m := range l.msgs {
 			d, _ := m["data"].(map[string]any)
 			msg, _ := d["message"].(string)
 			if m["level"] == level && m["logger"] == logger && strings.Contains(msg, text) {
-				l.mu.Unlock()
-				return d
+				found = d
+				return true, ""
 			}
 		}
-		l.mu.Unlock()
-		time.Sleep(5 * time.Millisecond)
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	t.Fatalf("no %s message from %s containing %q; got %v", level, logger, text, l.msgs)
-	return nil
+		return false, fmt.Sprint(l.msgs)
+	})
+	return found
 }
 
 func (l *logSink) levels() map[string]int {

@@ -85,18 +85,11 @@ func TestPresenceFromGlobalAwarenessAtJoin(t *testing.T) {
 	if err := tab.SetFields(testutil.Context(t), map[string]any{"current": "notebook:" + bridgetest.NotebookPath, "documents": []any{bridgetest.NotebookPath}}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(testutil.WaitLimit)
-	for {
-		// Her tab joins the room before its fields arrive: wait for the document in front of her.
+	// Her tab joins the room before its fields arrive: wait for the document in front of her.
+	testutil.Eventually(t, "the sidecar to see alice's tab in global awareness", func() bool {
 		ps, _ := m.GlobalPeers(testutil.Context(t))
-		if len(ps) == 1 && ps[0].State["current"] != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the sidecar does not see alice's tab in global awareness")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return len(ps) == 1 && ps[0].State["current"] != nil
+	})
 	clk.Advance(bridge.GlobalWarm) // the sidecar has been running long enough to know every tab
 
 	users := e.ok("get_online_users", map[string]any{"document_path": bridgetest.NotebookPath})
@@ -125,17 +118,10 @@ func TestPresenceFromGlobalAwarenessAtJoin(t *testing.T) {
 	if err := doc.SetCursors(testutil.Context(t), []bridge.CursorSpec{{CellID: "cell-a", Anchor: 2, Head: 2}}); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(testutil.WaitLimit)
-	for {
+	testutil.Poll(t, "alice's cursor placed", func() (bool, string) {
 		cursors = e.ok("get_user_cursors", map[string]any{"document_path": bridgetest.NotebookPath})
-		if strings.Contains(compact(cursors["cursors"]), `"cell_id":"cell-a"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("alice's cursor never placed: %s", compact(cursors))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return strings.Contains(compact(cursors["cursors"]), `"cell_id":"cell-a"`), compact(cursors)
+	})
 	if cursors["cursors_pending"] != nil || cursors["note"] != nil {
 		t.Errorf("still pending once her cursor is known: %s", compact(cursors))
 	}

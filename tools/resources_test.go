@@ -721,7 +721,7 @@ func TestSubscriptionNotifiedDuringSlowJoinAndEventFlood(t *testing.T) {
 	e.srv.BlockOpen()
 	t.Cleanup(e.srv.UnblockOpen)
 	e.m.CloseRoom("b.ipynb", ydoc.KindNotebook)
-	waitUntil(t, "the rejoin of b.ipynb to block", func() bool { return e.srv.BlockedOpens() > 0 })
+	testutil.Eventually(t, "the rejoin of b.ipynb to block", func() bool { return e.srv.BlockedOpens() > 0 })
 
 	// More events than any buffer holds, from a document nobody subscribed to…
 	const flood = 6000
@@ -754,16 +754,4 @@ func TestSubscriptionNotifiedDuringSlowJoinAndEventFlood(t *testing.T) {
 		t.Errorf("%s after the notification: %s", uriA, text)
 	}
 	e.srv.UnblockOpen()
-}
-
-// waitUntil polls cond until it holds (testutil.WaitLimit).
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(testutil.WaitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %v", what, testutil.WaitLimit)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

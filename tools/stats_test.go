@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/tools"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
@@ -50,7 +51,7 @@ func TestStatsDoNotTakeTheEngineLock(t *testing.T) {
 		}
 		return st
 	}
-	waitUntil(t, "every room's size measured", func() bool {
+	testutil.Eventually(t, "every room's size measured", func() bool {
 		st := readStats()
 		for _, r := range st.Rooms {
 			if r.ReplicaBytes == 0 {

@@ -48,6 +48,27 @@ func Eventually(t testing.TB, what string, cond func() bool) {
 	}
 }
 
+// Poll is Eventually for a condition whose state the failure should show: check reports
+// whether it holds and describes what it saw, and the last description is in the failure.
+func Poll(t testing.TB, what string, check func() (done bool, seen string)) {
+	t.Helper()
+	deadline := time.NewTimer(WaitLimit)
+	defer deadline.Stop()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		done, seen := check()
+		if done {
+			return
+		}
+		select {
+		case <-deadline.C:
+			t.Fatalf("waiting for %s: not within %v; last seen: %s", what, WaitLimit, seen)
+		case <-tick.C:
+		}
+	}
+}
+
 // Main runs a package's tests (m.Run) and then fails the run if goroutines of this module are
 // still alive once every test has finished: a room, link, manager, run or server some test
 // did not stop. A package's TestMain is then just testutil.Main(m). It does not return.
