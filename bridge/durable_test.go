@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
@@ -59,52 +60,54 @@ func serverSource(t *testing.T, srv *bridgetest.Server, path, id string) string 
 // While changes keep coming, the guard gets the document saved every interval; once they stop
 // and the last save is marked, no more saves.
 func TestSaveGuardSavesWhileChangingAndNotWhenIdle(t *testing.T) {
-	srv := newServer(t)
-	saves := bridge.NewSaves(2)
-	h := startSynced(t, srv, guardOn(20*time.Millisecond, saves))
-	if n := srv.Saves(nbPath); n != 0 {
-		t.Fatalf("%d saves of a room nobody changed", n)
-	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { // a keystroke every 2 ms, never a pause the server's own autosave would need
-		defer wg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-time.After(2 * time.Millisecond):
-			}
-			typeInto(t, srv, nbPath, "cell-b", "k")
+	synctest.Test(t, func(t *testing.T) {
+		srv := newServer(t)
+		saves := bridge.NewSaves(2)
+		h := startSynced(t, srv, guardOn(20*time.Millisecond, saves))
+		if n := srv.Saves(nbPath); n != 0 {
+			t.Fatalf("%d saves of a room nobody changed", n)
 		}
-	}()
-	awaitServer(t, srv, "three saves during the typing", func() bool { return srv.Saves(nbPath) >= 3 })
-	close(stop)
-	wg.Wait()
-	if _, err := h.room.Edit(testutil.Context(t), insertCell("last")); err != nil { // a local change at the end
-		t.Fatal(err)
-	}
-	testutil.Eventually(t, "the last change saved", func() bool {
-		f, _ := srv.File(nbPath)
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { // a keystroke every 2 ms, never a pause the server's own autosave would need
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(2 * time.Millisecond):
+				}
+				typeInto(t, srv, nbPath, "cell-b", "k")
+			}
+		}()
+		awaitServer(t, srv, "three saves during the typing", func() bool { return srv.Saves(nbPath) >= 3 })
+		close(stop)
+		wg.Wait()
+		if _, err := h.room.Edit(testutil.Context(t), insertCell("last")); err != nil { // a local change at the end
+			t.Fatal(err)
+		}
+		testutil.Eventually(t, "the last change saved", func() bool {
+			f, _ := srv.File(nbPath)
+			info := h.room.Info()
+			return len(f.Notebook.Cells) == 3 && info.UnsavedSince.IsZero() && info.LastSaveStatus == "success"
+		})
+		n := srv.Saves(nbPath)
+		// Idle: ten intervals go by (the room loop ticks every 5 ms) without a save.
+		time.Sleep(200 * time.Millisecond) // virtual: exactly 200 ms of ticks, saves and resyncs
+		synctest.Wait()
+		if got := srv.Saves(nbPath); got != n {
+			t.Errorf("an idle room was saved %d more times", got-n)
+		}
+		st := saves.Stats()
+		if st.Asked < 4 || st.Success != st.Asked || st.Marked < st.Asked {
+			t.Errorf("save stats %+v: want every request answered success and marked", st)
+		}
 		info := h.room.Info()
-		return len(f.Notebook.Cells) == 3 && info.UnsavedSince.IsZero() && info.LastSaveStatus == "success"
+		if info.LastSaved.IsZero() || info.SavesAsked != int(st.Asked) {
+			t.Errorf("info: last saved %v, asked %d (stats %d)", info.LastSaved, info.SavesAsked, st.Asked)
+		}
 	})
-	n := srv.Saves(nbPath)
-	// Idle: ten intervals go by (the room loop ticks every 5 ms) without a save.
-	awaitResyncs(t, srv, liveConn(t, srv), 4)
-	time.Sleep(200 * time.Millisecond)
-	if got := srv.Saves(nbPath); got != n {
-		t.Errorf("an idle room was saved %d more times", got-n)
-	}
-	st := saves.Stats()
-	if st.Asked < 4 || st.Success != st.Asked || st.Marked < st.Asked {
-		t.Errorf("save stats %+v: want every request answered success and marked", st)
-	}
-	info := h.room.Info()
-	if info.LastSaved.IsZero() || info.SavesAsked != int(st.Asked) {
-		t.Errorf("info: last saved %v, asked %d (stats %d)", info.LastSaved, info.SavesAsked, st.Asked)
-	}
 }
 
 // SaveInterval 0 leaves saving to the server: no request, however much changes.
@@ -439,69 +442,73 @@ func slicesEqual(a, b []string) bool {
 // reported the save by itself; when it did not (autosave off, a save a keystroke cancelled), the
 // room asks once AutosaveWait has passed.
 func TestSaveGuardLeavesTheAutosaveToTheServer(t *testing.T) {
-	srv := newServer(t)
-	const wait = 150 * time.Millisecond
-	h := startSynced(t, srv, func(o *bridge.RoomOptions) {
-		o.SaveInterval, o.SaveSpacing, o.AutosaveWait = time.Hour, time.Millisecond, wait
+	synctest.Test(t, func(t *testing.T) {
+		srv := newServer(t)
+		const wait = 150 * time.Millisecond
+		h := startSynced(t, srv, func(o *bridge.RoomOptions) {
+			o.SaveInterval, o.SaveSpacing, o.AutosaveWait = time.Hour, time.Millisecond, wait
+		})
+		ctx := testutil.Context(t)
+		// The server saves by itself (dirty turns false, as after its autosave): no request.
+		if _, err := h.room.Edit(ctx, insertCell("autosaved")); err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.EditDoc(nbPath, func(tx *ydoc.Txn) error { return tx.SetState("dirty", false) }); err != nil {
+			t.Fatal(err)
+		}
+		testutil.Eventually(t, "the server's save seen", func() bool { return h.room.Info().UnsavedSince.IsZero() })
+		time.Sleep(2 * wait) // virtual: twice the autosave's wait, every timer due has fired
+		synctest.Wait()
+		if n := h.room.Info().SavesAsked; n != 0 {
+			t.Fatalf("%d save requests although the server saved by itself", n)
+		}
+		// The server does not save: the room asks, but not before the changes paused for AutosaveWait.
+		changed := time.Now()
+		if _, err := h.room.Edit(ctx, insertCell("not-autosaved")); err != nil {
+			t.Fatal(err)
+		}
+		awaitServer(t, srv, "a save", func() bool { return srv.Saves(nbPath) == 1 })
+		if since := time.Since(changed); since < wait {
+			t.Errorf("asked %v after the change, before the server's autosave could come (%v)", since, wait)
+		}
 	})
-	ctx := testutil.Context(t)
-	// The server saves by itself (dirty turns false, as after its autosave): no request.
-	if _, err := h.room.Edit(ctx, insertCell("autosaved")); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.EditDoc(nbPath, func(tx *ydoc.Txn) error { return tx.SetState("dirty", false) }); err != nil {
-		t.Fatal(err)
-	}
-	testutil.Eventually(t, "the server's save seen", func() bool { return h.room.Info().UnsavedSince.IsZero() })
-	awaitResyncs(t, srv, liveConn(t, srv), 2)
-	time.Sleep(2 * wait) // proving no request is sent needs time to pass
-	if n := h.room.Info().SavesAsked; n != 0 {
-		t.Fatalf("%d save requests although the server saved by itself", n)
-	}
-	// The server does not save: the room asks, but not before the changes paused for AutosaveWait.
-	changed := time.Now()
-	if _, err := h.room.Edit(ctx, insertCell("not-autosaved")); err != nil {
-		t.Fatal(err)
-	}
-	awaitServer(t, srv, "a save", func() bool { return srv.Saves(nbPath) == 1 })
-	if since := time.Since(changed); since < wait-5*time.Millisecond {
-		t.Errorf("asked %v after the change, before the server's autosave could come (%v)", since, wait)
-	}
 }
 
 // Saves are spaced by what they take: the next request comes no sooner than five times the last
 // save's duration after it (while a document keeps changing).
 func TestSaveGuardSpacesSavesByTheirDuration(t *testing.T) {
-	srv := newServer(t)
-	h := startSynced(t, srv, guardOn(5*time.Millisecond, nil))
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { // a keystroke every 2 ms: the document never pauses
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(2 * time.Millisecond):
+	synctest.Test(t, func(t *testing.T) {
+		srv := newServer(t)
+		h := startSynced(t, srv, guardOn(5*time.Millisecond, nil))
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { // a keystroke every 2 ms: the document never pauses
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(2 * time.Millisecond):
+				}
+				typeInto(t, srv, nbPath, "cell-b", "k")
 			}
-			typeInto(t, srv, nbPath, "cell-b", "k")
+		}()
+		defer func() { close(stop); wg.Wait() }()
+		srv.HoldSaves()
+		awaitServer(t, srv, "a save request held", func() bool { return srv.HeldSaves() == 1 })
+		time.Sleep(60 * time.Millisecond) // virtual: the save takes 60 ms
+		released := time.Now()
+		srv.ReleaseSaves()
+		testutil.Eventually(t, "the answer", func() bool { return h.room.Info().LastSaveTook >= 60*time.Millisecond })
+		info := h.room.Info()
+		if info.SaveSpacing != 5*info.LastSaveTook {
+			t.Errorf("spacing %v after a save of %v", info.SaveSpacing, info.LastSaveTook)
 		}
-	}()
-	defer func() { close(stop); wg.Wait() }()
-	srv.HoldSaves()
-	awaitServer(t, srv, "a save request held", func() bool { return srv.HeldSaves() == 1 })
-	time.Sleep(60 * time.Millisecond) // the save takes 60 ms
-	released := time.Now()
-	srv.ReleaseSaves()
-	testutil.Eventually(t, "the answer", func() bool { return h.room.Info().LastSaveTook >= 60*time.Millisecond })
-	info := h.room.Info()
-	if info.SaveSpacing != 5*info.LastSaveTook {
-		t.Errorf("spacing %v after a save of %v", info.SaveSpacing, info.LastSaveTook)
-	}
-	before := srv.Saves(nbPath)
-	awaitServer(t, srv, "the next save", func() bool { return srv.Saves(nbPath) > before })
-	if gap := time.Since(released); gap < info.SaveSpacing {
-		t.Errorf("the next save came %v after the last ended, within its spacing %v", gap, info.SaveSpacing)
-	}
+		before := srv.Saves(nbPath)
+		awaitServer(t, srv, "the next save", func() bool { return srv.Saves(nbPath) > before })
+		if gap := time.Since(released); gap < info.SaveSpacing {
+			t.Errorf("the next save came %v after the last ended, within its spacing %v", gap, info.SaveSpacing)
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -207,45 +208,48 @@ func TestJournalRescuesAfterSidecarRestart(t *testing.T) {
 
 // A room holding work the server has not saved is not closed as idle; once saved, it is.
 func TestIdleRoomWithWorkAtRiskStays(t *testing.T) {
-	srv := newServer(t)
-	var mu sync.Mutex
-	now := time.Unix(1_700_000_000, 0)
-	clock := func() time.Time {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newServer(t)
+		var mu sync.Mutex
+		now := time.Unix(1_700_000_000, 0)
+		clock := func() time.Time {
+			mu.Lock()
+			defer mu.Unlock()
+			return now
+		}
+		j, _ := newJournal(t, "")
+		m := newManager(t, srv, func(o *bridge.ManagerOptions) {
+			o.IdleTimeout, o.Now, o.Room.Now, o.Journal = 40*time.Millisecond, clock, nil, j
+		})
+		room := openRoom(t, m, nbPath, ydoc.KindNotebook)
+		if _, err := room.Apply(testutil.Context(t), durableInsert("unsaved")); err != nil {
+			t.Fatal(err)
+		}
+		testutil.Eventually(t, "the room at risk", room.AtRisk)
+		runManager(t, m)
 		mu.Lock()
-		defer mu.Unlock()
-		return now
-	}
-	j, _ := newJournal(t, "")
-	m := newManager(t, srv, func(o *bridge.ManagerOptions) {
-		o.IdleTimeout, o.Now, o.Room.Now, o.Journal = 40*time.Millisecond, clock, nil, j
+		now = now.Add(time.Hour)
+		mu.Unlock()
+		time.Sleep(100 * time.Millisecond) // virtual: exactly ten idle checks
+		synctest.Wait()
+		select {
+		case <-room.Done():
+			t.Fatal("a room with unsaved work was closed as idle")
+		default:
+		}
+		if _, err := room.Save(testutil.Context(t)); err != nil {
+			t.Fatal(err)
+		}
+		testutil.Eventually(t, "the room no longer at risk", func() bool { return !room.AtRisk() })
+		mu.Lock()
+		now = now.Add(time.Hour) // the save used the room
+		mu.Unlock()
+		select {
+		case <-room.Done():
+		case <-time.After(testutil.WaitLimit):
+			t.Fatalf("the saved room was not closed as idle within %v", testutil.WaitLimit)
+		}
 	})
-	room := openRoom(t, m, nbPath, ydoc.KindNotebook)
-	if _, err := room.Apply(testutil.Context(t), durableInsert("unsaved")); err != nil {
-		t.Fatal(err)
-	}
-	testutil.Eventually(t, "the room at risk", room.AtRisk)
-	runManager(t, m)
-	mu.Lock()
-	now = now.Add(time.Hour)
-	mu.Unlock()
-	time.Sleep(100 * time.Millisecond) // ten idle checks: proving a room stays needs time to pass
-	select {
-	case <-room.Done():
-		t.Fatal("a room with unsaved work was closed as idle")
-	default:
-	}
-	if _, err := room.Save(testutil.Context(t)); err != nil {
-		t.Fatal(err)
-	}
-	testutil.Eventually(t, "the room no longer at risk", func() bool { return !room.AtRisk() })
-	mu.Lock()
-	now = now.Add(time.Hour) // the save used the room
-	mu.Unlock()
-	select {
-	case <-room.Done():
-	case <-time.After(testutil.WaitLimit):
-		t.Fatalf("the saved room was not closed as idle within %v", testutil.WaitLimit)
-	}
 }
 
 // The server loses the room, and the file is gone when it comes back: the room fails for good,

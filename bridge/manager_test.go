@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -208,34 +209,37 @@ func (w *blockingWriter) Release() { w.relOnce.Do(func() { close(w.release) }) }
 // stands still a room is not idle however long the test runs; once it moves past the timeout the
 // room closes.
 func TestManagerIdleClosingFollowsItsClock(t *testing.T) {
-	srv := newServer(t)
-	var mu sync.Mutex
-	now := time.Unix(1_700_000_000, 0)
-	clock := func() time.Time {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newServer(t)
+		var mu sync.Mutex
+		now := time.Unix(1_700_000_000, 0)
+		clock := func() time.Time {
+			mu.Lock()
+			defer mu.Unlock()
+			return now
+		}
+		m := newManager(t, srv, func(o *bridge.ManagerOptions) {
+			o.IdleTimeout, o.Now, o.Room.Now = 40*time.Millisecond, clock, nil
+		})
+		room := openRoom(t, m, nbPath, ydoc.KindNotebook)
+		runManager(t, m)
+		// Ten idle checks (every 10ms) pass; none may find the room idle.
+		time.Sleep(100 * time.Millisecond) // virtual: exactly ten checks
+		synctest.Wait()
+		select {
+		case <-room.Done():
+			t.Fatal("the room was closed as idle although the manager's clock did not move")
+		default:
+		}
 		mu.Lock()
-		defer mu.Unlock()
-		return now
-	}
-	m := newManager(t, srv, func(o *bridge.ManagerOptions) {
-		o.IdleTimeout, o.Now, o.Room.Now = 40*time.Millisecond, clock, nil
+		now = now.Add(time.Minute)
+		mu.Unlock()
+		select {
+		case <-room.Done():
+		case <-time.After(testutil.WaitLimit):
+			t.Fatalf("the room was not closed within %v after its clock passed the idle timeout", testutil.WaitLimit)
+		}
 	})
-	room := openRoom(t, m, nbPath, ydoc.KindNotebook)
-	runManager(t, m)
-	// Ten idle checks (every 10ms) pass in wall time; none may find the room idle.
-	time.Sleep(100 * time.Millisecond)
-	select {
-	case <-room.Done():
-		t.Fatal("the room was closed as idle although the manager's clock did not move")
-	default:
-	}
-	mu.Lock()
-	now = now.Add(time.Minute)
-	mu.Unlock()
-	select {
-	case <-room.Done():
-	case <-time.After(testutil.WaitLimit):
-		t.Fatalf("the room was not closed within %v after its clock passed the idle timeout", testutil.WaitLimit)
-	}
 }
 
 func TestManagerClosesIdleRooms(t *testing.T) {
@@ -441,46 +445,48 @@ func TestManagerCleansPaths(t *testing.T) {
 // its YStore database on the first room's use and breaks when rooms start together); after that
 // they run in parallel.
 func TestManagerFirstJoinsTakeTurns(t *testing.T) {
-	var files []bridgetest.File
-	paths := []string{"a.ipynb", "b.ipynb", "c.ipynb", "d.ipynb", "e.ipynb", "f.ipynb"}
-	for _, p := range paths {
-		files = append(files, bridgetest.File{Path: p, Type: "notebook", Notebook: ydoc.Notebook{NBFormat: 4, NBFormatMinor: 5,
-			Metadata: map[string]any{}, Cells: []ydoc.Cell{{ID: "x", Type: ydoc.CellCode, Source: p}}}})
-	}
-	srv := bridgetest.New(files...)
-	m := newManager(t, srv, nil)
-	open := func(ps []string) chan error {
-		errs := make(chan error, len(ps))
-		for _, p := range ps {
-			go func() {
-				_, err := m.Open(testutil.Context(t), p, ydoc.KindNotebook)
-				errs <- err
-			}()
+	synctest.Test(t, func(t *testing.T) {
+		var files []bridgetest.File
+		paths := []string{"a.ipynb", "b.ipynb", "c.ipynb", "d.ipynb", "e.ipynb", "f.ipynb"}
+		for _, p := range paths {
+			files = append(files, bridgetest.File{Path: p, Type: "notebook", Notebook: ydoc.Notebook{NBFormat: 4, NBFormatMinor: 5,
+				Metadata: map[string]any{}, Cells: []ydoc.Cell{{ID: "x", Type: ydoc.CellCode, Source: p}}}})
 		}
-		return errs
-	}
-	wait := func(errs chan error, n int) {
-		t.Helper()
-		for range n {
-			if err := <-errs; err != nil {
-				t.Fatal(err)
+		srv := bridgetest.New(files...)
+		m := newManager(t, srv, nil)
+		open := func(ps []string) chan error {
+			errs := make(chan error, len(ps))
+			for _, p := range ps {
+				go func() {
+					_, err := m.Open(testutil.Context(t), p, ydoc.KindNotebook)
+					errs <- err
+				}()
+			}
+			return errs
+		}
+		wait := func(errs chan error, n int) {
+			t.Helper()
+			for range n {
+				if err := <-errs; err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
-	}
 
-	srv.BlockOpen()
-	errs := open(paths[:3])
-	testutil.Eventually(t, "a join to reach the server", func() bool { return srv.BlockedOpens() >= 1 })
-	time.Sleep(50 * time.Millisecond) // the others had every chance to reach the server too
-	if n := srv.BlockedOpens(); n != 1 {
-		t.Fatalf("%d joins at the server before any room synced, want 1", n)
-	}
-	srv.UnblockOpen()
-	wait(errs, 3)
+		srv.BlockOpen()
+		errs := open(paths[:3])
+		testutil.Eventually(t, "a join to reach the server", func() bool { return srv.BlockedOpens() >= 1 })
+		synctest.Wait() // every goroutine idle: the others are not on their way to the server
+		if n := srv.BlockedOpens(); n != 1 {
+			t.Fatalf("%d joins at the server before any room synced, want 1", n)
+		}
+		srv.UnblockOpen()
+		wait(errs, 3)
 
-	srv.BlockOpen()
-	errs = open(paths[3:])
-	testutil.Eventually(t, "the later joins to reach the server together", func() bool { return srv.BlockedOpens() == 3 })
-	srv.UnblockOpen()
-	wait(errs, 3)
+		srv.BlockOpen()
+		errs = open(paths[3:])
+		testutil.Eventually(t, "the later joins to reach the server together", func() bool { return srv.BlockedOpens() == 3 })
+		srv.UnblockOpen()
+		wait(errs, 3)
+	})
 }

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 	"unicode/utf8"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
@@ -88,25 +87,19 @@ func presAwaitState(t *testing.T, srv *bridgetest.Server, clientID uint64, what 
 func presPeerView(t *testing.T, room *bridge.Room, clientID uint64, what string, cond func(bridge.PeerView) bool) bridge.PeerView {
 	t.Helper()
 	var got bridge.PeerView
-	var last []bridge.PeerView
-	deadline := time.Now().Add(testutil.WaitLimit)
-	for {
+	testutil.Poll(t, what, func() (bool, string) {
 		peers, err := room.Peers(testutil.Context(t))
 		if err != nil {
 			t.Fatalf("waiting for %s: Peers: %v", what, err)
 		}
-		last = peers
 		for _, p := range peers {
 			if p.ClientID == clientID && cond(p) {
-				return p
+				got = p
+				return true, ""
 			}
 		}
-		if time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(2 * time.Millisecond) // polling interval; the deadline bounds the wait
-	}
-	t.Fatalf("waiting for %s: not seen within %v; peers: %s", what, testutil.WaitLimit, presDescribe(last))
+		return false, "peers " + presDescribe(peers)
+	})
 	return got
 }
 
@@ -534,14 +527,13 @@ func presGlobalPeer(t *testing.T, srv *bridgetest.Server, user ydoc.AwarenessUse
 // presAgentInGlobal waits until the peer in the global room sees an agent state matching cond.
 func presAgentInGlobal(t *testing.T, peer *bridge.Room, what string, cond func(presState) bool) (bridge.PeerView, presState) {
 	t.Helper()
-	var last []bridge.PeerView
-	deadline := time.Now().Add(testutil.WaitLimit)
-	for {
+	var view bridge.PeerView
+	var state presState
+	testutil.Poll(t, what, func() (bool, string) {
 		peers, err := peer.Peers(testutil.Context(t))
 		if err != nil {
 			t.Fatalf("%s: Peers: %v", what, err)
 		}
-		last = peers
 		for _, p := range peers {
 			if p.User == nil || p.User.Username != bridge.DefaultUser().Username {
 				continue
@@ -549,16 +541,13 @@ func presAgentInGlobal(t *testing.T, peer *bridge.Room, what string, cond func(p
 			var st presState
 			b, _ := json.Marshal(p.State)
 			if json.Unmarshal(b, &st) == nil && cond(st) {
-				return p, st
+				view, state = p, st
+				return true, ""
 			}
 		}
-		if time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(2 * time.Millisecond) // polling interval; the deadline bounds the wait
-	}
-	t.Fatalf("waiting for %s: not seen within %v; global peers: %s", what, testutil.WaitLimit, presDescribe(last))
-	return bridge.PeerView{}, presState{}
+		return false, "global peers " + presDescribe(peers)
+	})
+	return view, state
 }
 
 func TestPresenceManagerGlobalAwareness(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
@@ -165,23 +166,28 @@ func TestCloseWithEditInFlightIsUnconfirmed(t *testing.T) {
 	}
 }
 
-// A stuck pending set makes the room ask the server once, not ping-pong step 1 / step 2.
+// A stuck pending set makes the room ask the server once, not ping-pong step 1 / step 2. In
+// virtual time (testing/synctest): once every goroutine is idle, the exchange is over.
 func TestStuckPendingAskedOnce(t *testing.T) {
-	srv := newServer(t)
-	startSynced(t, srv, func(o *bridge.RoomOptions) { o.ResyncInterval = time.Hour })
-	conn := srv.LiveConns()[0]
-	before := conn.CountReceived(ydoc.MsgSync, ydoc.SyncStep1)
-	// no structs; a delete set naming items nobody has
-	srv.Inject(ydoc.EncodeSync(ydoc.SyncUpdate, []byte{0, 1, 0x99, 0x01, 1, 0, 3}))
-	testutil.Eventually(t, "one step 1 asking about the pending deletes", func() bool {
-		return conn.CountReceived(ydoc.MsgSync, ydoc.SyncStep1)-before >= 1
+	synctest.Test(t, func(t *testing.T) {
+		srv := newServer(t)
+		startSynced(t, srv, func(o *bridge.RoomOptions) { o.ResyncInterval = time.Hour })
+		conn := srv.LiveConns()[0]
+		before := conn.CountReceived(ydoc.MsgSync, ydoc.SyncStep1)
+		// no structs; a delete set naming items nobody has
+		srv.Inject(ydoc.EncodeSync(ydoc.SyncUpdate, []byte{0, 1, 0x99, 0x01, 1, 0, 3}))
+		synctest.Wait()
+		if n := conn.CountReceived(ydoc.MsgSync, ydoc.SyncStep1) - before; n != 1 {
+			t.Fatalf("%d step 1 frames asking about the pending deletes, want 1", n)
+		}
+		// The answer leaves the same set pending: no further step 1 may follow, however many
+		// ticks go by (a ping-pong room would send thousands of frames).
+		time.Sleep(200 * time.Millisecond) // virtual: forty ticks
+		synctest.Wait()
+		if n := conn.CountReceived(ydoc.MsgSync, ydoc.SyncStep1) - before; n > 1 {
+			t.Errorf("%d step 1 frames for one stuck pending set", n)
+		}
 	})
-	// The answer leaves the same set pending: no further step 1 may follow. Give a ping-pong
-	// room to show (it would send thousands of frames in this time).
-	time.Sleep(200 * time.Millisecond)
-	if n := conn.CountReceived(ydoc.MsgSync, ydoc.SyncStep1) - before; n > 1 {
-		t.Errorf("%d step 1 frames for one stuck pending set", n)
-	}
 }
 
 // A panic in a read callback (a tool bug) is an error for that call, not a dead process.

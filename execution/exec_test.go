@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
@@ -319,30 +320,30 @@ func TestExecCellDeletedBeforeOrWhileItRuns(t *testing.T) {
 }
 
 func TestExecJobsOnOneNotebookQueue(t *testing.T) {
-	e := newExecEnv(t, oneNotebook(codeCell("s1", "block:s"), codeCell("s2", "print:after")), nil)
-	j1 := e.start(execPath, []string{"s1"}, execution.RunOptions{})
-	awaitGate(t, e.ks, "s", 1)
-	j2 := e.start(execPath, []string{"s2"}, execution.RunOptions{})
-	k := kernelOf(t, e.ks, execPath)
-	// j2 waits for j1: give it the time to go wrong, then look.
-	deadline := time.Now().Add(100 * time.Millisecond)
-	for time.Now().Before(deadline) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newExecEnv(t, oneNotebook(codeCell("s1", "block:s"), codeCell("s2", "print:after")), nil)
+		j1 := e.start(execPath, []string{"s1"}, execution.RunOptions{})
+		awaitGate(t, e.ks, "s", 1)
+		j2 := e.start(execPath, []string{"s2"}, execution.RunOptions{})
+		k := kernelOf(t, e.ks, execPath)
+		// j2 waits for j1: give it the time to go wrong, then look.
+		time.Sleep(100 * time.Millisecond) // virtual: every timer due within it has fired
+		synctest.Wait()
 		if e.ks.Received(k) != 1 || j2.View().Status != execution.JobQueued {
 			t.Fatalf("second job on the same notebook did not wait: kernel received %d, job %s", e.ks.Received(k), describeJob(j2.View()))
 		}
-		time.Sleep(5 * time.Millisecond) // bounded polling for something that must not happen
-	}
-	if c := serverCell(t, e.srv, execPath, "s2"); c.ExecutionState == "running" {
-		t.Errorf("queued cell shown running: %s", describeCell(c))
-	}
-	e.ks.Release("s")
-	v1, v2 := awaitJob(t, j1), awaitJob(t, j2)
-	if !countIs(cellRun(t, v1, "s1").ExecutionCount, 1) || !countIs(cellRun(t, v2, "s2").ExecutionCount, 2) {
-		t.Errorf("counts: %s / %s, want 1 then 2", describeJob(v1), describeJob(v2))
-	}
-	if v2.Status != execution.JobCompleted {
-		t.Errorf("second job %s", describeJob(v2))
-	}
+		if c := serverCell(t, e.srv, execPath, "s2"); c.ExecutionState == "running" {
+			t.Errorf("queued cell shown running: %s", describeCell(c))
+		}
+		e.ks.Release("s")
+		v1, v2 := awaitJob(t, j1), awaitJob(t, j2)
+		if !countIs(cellRun(t, v1, "s1").ExecutionCount, 1) || !countIs(cellRun(t, v2, "s2").ExecutionCount, 2) {
+			t.Errorf("counts: %s / %s, want 1 then 2", describeJob(v1), describeJob(v2))
+		}
+		if v2.Status != execution.JobCompleted {
+			t.Errorf("second job %s", describeJob(v2))
+		}
+	})
 }
 
 func TestExecJobsOnTwoNotebooksRunInParallel(t *testing.T) {
@@ -763,43 +764,43 @@ func TestExecKernelLostDuringTheRun(t *testing.T) {
 		"silent, heartbeat: 404 gone": {Quiet: true, Gone: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			e := newExecEnv(t, oneNotebook(codeCell("w", "print:warm"), codeCell("c1", "print:x"), codeCell("c2", "print:y")), nil)
-			e.run(execPath, []string{"w"}, execution.RunOptions{})
-			k := kernelOf(t, e.ks, execPath)
-			e.ks.Silence(k, true)
-			j := e.start(execPath, []string{"c1", "c2"}, execution.RunOptions{StopOnError: true})
-			awaitKernels(t, e.ks, "the request received", func() bool { return e.ks.Received(k) == 2 })
-			awaitCell(t, e.srv, execPath, "c1", "running", func(c ydoc.Cell) bool { return c.ExecutionState == "running" })
-			// A silent but live kernel is only busy: the cell keeps running through heartbeats.
-			hb := time.Now().Add(5 * heartbeat)
-			for time.Now().Before(hb) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newExecEnv(t, oneNotebook(codeCell("w", "print:warm"), codeCell("c1", "print:x"), codeCell("c2", "print:y")), nil)
+				e.run(execPath, []string{"w"}, execution.RunOptions{})
+				k := kernelOf(t, e.ks, execPath)
+				e.ks.Silence(k, true)
+				j := e.start(execPath, []string{"c1", "c2"}, execution.RunOptions{StopOnError: true})
+				awaitKernels(t, e.ks, "the request received", func() bool { return e.ks.Received(k) == 2 })
+				awaitCell(t, e.srv, execPath, "c1", "running", func(c ydoc.Cell) bool { return c.ExecutionState == "running" })
+				// A silent but live kernel is only busy: the cell keeps running through heartbeats.
+				time.Sleep(5 * heartbeat) // virtual: five heartbeats answered
+				synctest.Wait()
 				notDone(t, j, "while the kernel was silent but alive")
-				time.Sleep(heartbeat / 2) // bounded polling for something that must not happen
-			}
-			e.ks.Kill(k, opts)
-			v := awaitJob(t, j)
-			wantStatuses(t, v, execution.CellAborted, execution.CellSkipped)
-			note := cellRun(t, v, "c1").Note
-			switch {
-			case opts.Quiet: // only the heartbeat can find out
-				mustContainStr(t, "c1 note", note, "the kernel died during the run")
-			case !strings.Contains(note, "connection was lost") && !strings.Contains(note, "the kernel died during the run"):
-				// the channel closing, or the heartbeat if it looked first
-				t.Errorf("c1 note %q, want the connection lost or the kernel dead", note)
-			}
-			c := awaitCell(t, e.srv, execPath, "c1", "idle", func(c ydoc.Cell) bool { return c.ExecutionState == "idle" })
-			if c.ExecutionCount != nil || len(c.Outputs) != 0 {
-				t.Errorf("lost cell %s, want no count and no outputs", describeCell(c))
-			}
-			if m := runMarkers(e.srv, execPath); m != nil {
-				t.Errorf("run markers left: %v", m)
-			}
-			// The next job gets a new kernel and says so.
-			v2 := e.run(execPath, []string{"c1"}, execution.RunOptions{})
-			if v2.KernelID == k || v2.Status != execution.JobCompleted {
-				t.Errorf("next job %s, want a new kernel", describeJob(v2))
-			}
-			mustContainStr(t, "next job note", v2.Note, "variables from earlier runs are lost")
+				e.ks.Kill(k, opts)
+				v := awaitJob(t, j)
+				wantStatuses(t, v, execution.CellAborted, execution.CellSkipped)
+				note := cellRun(t, v, "c1").Note
+				switch {
+				case opts.Quiet: // only the heartbeat can find out
+					mustContainStr(t, "c1 note", note, "the kernel died during the run")
+				case !strings.Contains(note, "connection was lost") && !strings.Contains(note, "the kernel died during the run"):
+					// the channel closing, or the heartbeat if it looked first
+					t.Errorf("c1 note %q, want the connection lost or the kernel dead", note)
+				}
+				c := awaitCell(t, e.srv, execPath, "c1", "idle", func(c ydoc.Cell) bool { return c.ExecutionState == "idle" })
+				if c.ExecutionCount != nil || len(c.Outputs) != 0 {
+					t.Errorf("lost cell %s, want no count and no outputs", describeCell(c))
+				}
+				if m := runMarkers(e.srv, execPath); m != nil {
+					t.Errorf("run markers left: %v", m)
+				}
+				// The next job gets a new kernel and says so.
+				v2 := e.run(execPath, []string{"c1"}, execution.RunOptions{})
+				if v2.KernelID == k || v2.Status != execution.JobCompleted {
+					t.Errorf("next job %s, want a new kernel", describeJob(v2))
+				}
+				mustContainStr(t, "next job note", v2.Note, "variables from earlier runs are lost")
+			})
 		})
 	}
 }
