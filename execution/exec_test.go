@@ -712,25 +712,27 @@ func TestExecRestartWhileRequestWaitsDeliveredLate(t *testing.T) {
 // process had partly run it (its last outputs die with it), and running code twice is worse.
 func TestExecRestartWhileRequestWaitsNeverDelivered(t *testing.T) {
 	t.Parallel()
-	e, k, j := restartSetup(t, "print:again")
-	e.ks.RestartKernel(k, bridgetest.KernelRestartOptions{LosePending: true})
-	v := awaitJob(t, j)
-	if n := e.ks.Received(k); n != 2 {
-		t.Errorf("kernel received %d requests, want 2 (the lost one is not sent again)", n)
-	}
-	if n := e.ks.Executions(k); n != 1 {
-		t.Errorf("kernel ran %d requests, want 1", n)
-	}
-	r := cellRun(t, v, "c1")
-	if r.Status != execution.CellAborted || v.Status != execution.JobFailed {
-		t.Errorf("cell %s, want aborted, job failed", describeJob(v))
-	}
-	mustContainStr(t, "c1 note", r.Note, "did not run in the new kernel")
-	mustContainStr(t, "c1 note", r.Note, "not sent again")
-	c := serverCell(t, e.srv, execPath, "c1")
-	if len(c.Outputs) != 0 || c.ExecutionState != "idle" || c.ExecutionCount != nil {
-		t.Errorf("room cell %s, want idle, no outputs, no count", describeCell(c))
-	}
+	synctest.Test(t, func(t *testing.T) {
+		e, k, j := restartSetup(t, "print:again")
+		e.ks.RestartKernel(k, bridgetest.KernelRestartOptions{LosePending: true})
+		v := awaitJob(t, j)
+		if n := e.ks.Received(k); n != 2 {
+			t.Errorf("kernel received %d requests, want 2 (the lost one is not sent again)", n)
+		}
+		if n := e.ks.Executions(k); n != 1 {
+			t.Errorf("kernel ran %d requests, want 1", n)
+		}
+		r := cellRun(t, v, "c1")
+		if r.Status != execution.CellAborted || v.Status != execution.JobFailed {
+			t.Errorf("cell %s, want aborted, job failed", describeJob(v))
+		}
+		mustContainStr(t, "c1 note", r.Note, "did not run in the new kernel")
+		mustContainStr(t, "c1 note", r.Note, "not sent again")
+		c := serverCell(t, e.srv, execPath, "c1")
+		if len(c.Outputs) != 0 || c.ExecutionState != "idle" || c.ExecutionCount != nil {
+			t.Errorf("room cell %s, want idle, no outputs, no count", describeCell(c))
+		}
+	})
 }
 
 func TestExecRestartDuringTheRunAborts(t *testing.T) {

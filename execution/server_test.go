@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -320,23 +321,25 @@ func TestServerEngineRunsCellsAndReportsTheDocument(t *testing.T) {
 // A 409 from a replica that lags behind an edit is sent again with the new source; a room the
 // server freed (no kernel) gets the session's kernel attached again, once.
 func TestServerEngineSendsAgainAfterA409AndAttachesAFreedRoom(t *testing.T) {
-	e := newServerEnv(t, codeCell("a", "1"))
-	e.k.refuse = []error{fmt.Errorf("%w: 400", execution.ErrRoomWithoutKernel), fmt.Errorf("%w: 409", execution.ErrSourceChanged)}
-	j := e.start(t, []string{"a"}, execution.RunOptions{})
-	e.k.next(t)
-	e.k.write(t, "a", nil, intp(1))
-	v := waitJob(t, j)
-	if v.Status != execution.JobCompleted || e.k.called("attach") != 1 || e.k.called("refused") != 2 {
-		t.Errorf("job %+v, calls %v", v, e.k.calls)
-	}
-	// A 409 that persists (someone keeps editing) ends as not run, saying why.
-	e.k.mu.Lock()
-	e.k.refuse = []error{execution.ErrSourceChanged, execution.ErrSourceChanged, execution.ErrSourceChanged}
-	e.k.mu.Unlock()
-	v = waitJob(t, e.start(t, []string{"a"}, execution.RunOptions{}))
-	if c := v.Cells[0]; c.Status != execution.CellSkipped || !strings.Contains(c.Note, "another source") || v.Status != execution.JobFailed {
-		t.Errorf("persistent 409: %+v", v)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		e := newServerEnv(t, codeCell("a", "1"))
+		e.k.refuse = []error{fmt.Errorf("%w: 400", execution.ErrRoomWithoutKernel), fmt.Errorf("%w: 409", execution.ErrSourceChanged)}
+		j := e.start(t, []string{"a"}, execution.RunOptions{})
+		e.k.next(t)
+		e.k.write(t, "a", nil, intp(1))
+		v := waitJob(t, j)
+		if v.Status != execution.JobCompleted || e.k.called("attach") != 1 || e.k.called("refused") != 2 {
+			t.Errorf("job %+v, calls %v", v, e.k.calls)
+		}
+		// A 409 that persists (someone keeps editing) ends as not run, saying why.
+		e.k.mu.Lock()
+		e.k.refuse = []error{execution.ErrSourceChanged, execution.ErrSourceChanged, execution.ErrSourceChanged}
+		e.k.mu.Unlock()
+		v = waitJob(t, e.start(t, []string{"a"}, execution.RunOptions{}))
+		if c := v.Cells[0]; c.Status != execution.CellSkipped || !strings.Contains(c.Note, "another source") || v.Status != execution.JobFailed {
+			t.Errorf("persistent 409: %+v", v)
+		}
+	})
 }
 
 // Cancel interrupts the kernel only once our cell is the one it runs: while it waits behind a

@@ -248,42 +248,44 @@ func TestExecNoWaitThenPoll(t *testing.T) {
 
 func TestExecTimeoutCapsTheWait(t *testing.T) {
 	t.Parallel()
-	e := newXEnv(t, xNotebook(code("c1", "print:so far\nblock:g\nprint:done")))
-	start := time.Now()
-	body := e.ok("batch_execute_notebook_cells", map[string]any{"path": xPath, "cell_ids": []any{"c1"}, "timeout": 1})
-	el := time.Since(start)
-	if el < 900*time.Millisecond || el > 5*time.Second {
-		t.Errorf("timeout 1 returned after %v", el)
-	}
-	if body["status"] != "running" || str(body["job_id"]) == "" {
-		t.Fatalf("after the timeout: %s", compact(body))
-	}
-	mustContain(t, "timeout note", str(body["note"]), "still running after 1s", "get_execution")
-	c := runCells(t, body)[0]
-	if c["status"] != "running" || outputsOf(t, c)[0]["text"] != "so far\n" {
-		t.Errorf("cell after the timeout: %s", compact(c))
-	}
-	// The run goes on; get_execution returns it finished.
-	e.ks.Release("g")
-	body = e.ok("get_execution", map[string]any{"job_id": body["job_id"], "timeout": 5})
-	if body["status"] != "completed" {
-		t.Errorf("get_execution: %s", compact(body))
-	}
-	if outs := outputsOf(t, runCells(t, body)[0]); outs[0]["text"] != "so far\ndone\n" {
-		t.Errorf("outputs %s", compact(outs))
-	}
+	synctest.Test(t, func(t *testing.T) {
+		e := newXEnv(t, xNotebook(code("c1", "print:so far\nblock:g\nprint:done")))
+		start := time.Now()
+		body := e.ok("batch_execute_notebook_cells", map[string]any{"path": xPath, "cell_ids": []any{"c1"}, "timeout": 1})
+		el := time.Since(start)
+		if el < 900*time.Millisecond || el > 5*time.Second {
+			t.Errorf("timeout 1 returned after %v", el)
+		}
+		if body["status"] != "running" || str(body["job_id"]) == "" {
+			t.Fatalf("after the timeout: %s", compact(body))
+		}
+		mustContain(t, "timeout note", str(body["note"]), "still running after 1s", "get_execution")
+		c := runCells(t, body)[0]
+		if c["status"] != "running" || outputsOf(t, c)[0]["text"] != "so far\n" {
+			t.Errorf("cell after the timeout: %s", compact(c))
+		}
+		// The run goes on; get_execution returns it finished.
+		e.ks.Release("g")
+		body = e.ok("get_execution", map[string]any{"job_id": body["job_id"], "timeout": 5})
+		if body["status"] != "completed" {
+			t.Errorf("get_execution: %s", compact(body))
+		}
+		if outs := outputsOf(t, runCells(t, body)[0]); outs[0]["text"] != "so far\ndone\n" {
+			t.Errorf("outputs %s", compact(outs))
+		}
 
-	// execute_code's wait is capped the same way.
-	start = time.Now()
-	body = e.ok("execute_code", map[string]any{"path": xPath, "code": "print:partial\nblock:g2", "timeout": 1})
-	if el := time.Since(start); el < 900*time.Millisecond || el > 5*time.Second {
-		t.Errorf("execute_code timeout 1 returned after %v", el)
-	}
-	res := asMap(t, body["result"])
-	if res["status"] != "running" || !strings.Contains(str(res["note"]), "still running") {
-		t.Errorf("execute_code cut short: %s", compact(body))
-	}
-	e.ks.Release("g2")
+		// execute_code's wait is capped the same way.
+		start = time.Now()
+		body = e.ok("execute_code", map[string]any{"path": xPath, "code": "print:partial\nblock:g2", "timeout": 1})
+		if el := time.Since(start); el < 900*time.Millisecond || el > 5*time.Second {
+			t.Errorf("execute_code timeout 1 returned after %v", el)
+		}
+		res := asMap(t, body["result"])
+		if res["status"] != "running" || !strings.Contains(str(res["note"]), "still running") {
+			t.Errorf("execute_code cut short: %s", compact(body))
+		}
+		e.ks.Release("g2")
+	})
 }
 
 func TestExecGetExecutionOfAFinishedJob(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -489,10 +490,13 @@ func isUpdate(uri string) func(mcp.JSONRPCNotification) bool {
 }
 
 // TestResourceSubscriptions runs the same scenario for a client of protocol 2025-11-25
-// (resources/subscribe) and one of 2026-07-28 (subscriptions/listen).
+// (resources/subscribe) and one of 2026-07-28 (subscriptions/listen), in virtual time
+// (testing/synctest): the debounce is measured exactly and costs no wall time.
 func TestResourceSubscriptions(t *testing.T) {
 	for _, proto := range []string{"2025-11-25", mcp.LATEST_PROTOCOL_VERSION} {
-		t.Run(proto, func(t *testing.T) { testSubscriptions(t, proto) })
+		t.Run(proto, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { testSubscriptions(t, proto) })
+		})
 	}
 }
 
@@ -503,23 +507,13 @@ func testSubscriptions(t *testing.T, proto string) {
 	go func() { defer close(done); _ = e.ts.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	c, err := client.NewInProcessClient(e.ts.MCP())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	if err := c.Start(testutil.Context(t)); err != nil {
-		t.Fatal(err)
-	}
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = proto
-	init.Params.ClientInfo = mcp.Implementation{Name: "subscriber", Version: "1"}
-	if _, err := c.Initialize(testutil.Context(t), init); err != nil {
-		t.Fatal(err)
-	}
+	_ = e.c.Close() // one in-process session at a time in a synctest bubble (connectInProcess)
+	c := connectInProcess(t, e.ts, proto, mcp.ClientCapabilities{})
+	e.c = c
 	n := collectNotifications(c)
 	modern := proto == mcp.LATEST_PROTOCOL_VERSION
 	var stopListen func()
+	var err error
 	t.Cleanup(func() {
 		if stopListen != nil {
 			stopListen()
@@ -579,7 +573,7 @@ func testSubscriptions(t *testing.T, proto string) {
 	e.humanEdit("a.ipynb", ydoc.KindNotebook, func(tx *ydoc.Txn) error { return setSourceByID(tx, "c2", "x = 20") })
 	at := n.waitFor(t, mark, "update of "+base+"/cells/c2", isUpdate(base+"/cells/c2"))
 	n.waitFor(t, mark, "update of "+base, isUpdate(base))
-	if d := at.Sub(edited); d < 200*time.Millisecond {
+	if d := at.Sub(edited); d < 250*time.Millisecond {
 		t.Errorf("notified %v after the edit: updates are debounced by 250 ms", d)
 	}
 	// An unrelated change (another notebook), then a change to c1 as a sentinel: the only
