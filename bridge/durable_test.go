@@ -84,7 +84,7 @@ func TestSaveGuardSavesWhileChangingAndNotWhenIdle(t *testing.T) {
 		awaitServer(t, srv, "three saves during the typing", func() bool { return srv.Saves(nbPath) >= 3 })
 		close(stop)
 		wg.Wait()
-		if _, err := h.room.Edit(testutil.Context(t), insertCell("last")); err != nil { // a local change at the end
+		if _, err := h.room.Apply(testutil.Context(t), insertCell("last")); err != nil { // a local change at the end
 			t.Fatal(err)
 		}
 		testutil.Eventually(t, "the last change saved", func() bool {
@@ -117,7 +117,7 @@ func TestSaveGuardOff(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		typeInto(t, srv, nbPath, "cell-b", "k")
 	}
-	if _, err := h.room.Edit(testutil.Context(t), insertCell("x")); err != nil {
+	if _, err := h.room.Apply(testutil.Context(t), insertCell("x")); err != nil {
 		t.Fatal(err)
 	}
 	awaitResyncs(t, srv, liveConn(t, srv), 3)
@@ -132,7 +132,7 @@ func TestSaveGuardOffWhereTheServerSavesItself(t *testing.T) {
 	srv.SetEngine(bridge.Engine{Name: "jupyter-server-documents", SavesItself: true})
 	saves := bridge.NewSaves(1)
 	h := startSynced(t, srv, guardOn(5*time.Millisecond, saves))
-	if _, err := h.room.Edit(testutil.Context(t), insertCell("x")); err != nil {
+	if _, err := h.room.Apply(testutil.Context(t), insertCell("x")); err != nil {
 		t.Fatal(err)
 	}
 	awaitResyncs(t, srv, liveConn(t, srv), 3)
@@ -147,7 +147,7 @@ func TestSaveGuardFailedSaveRetried(t *testing.T) {
 	srv.SetSaveStatus("failed")
 	saves := bridge.NewSaves(1)
 	h := startSynced(t, srv, guardOn(10*time.Millisecond, saves))
-	if _, err := h.room.Edit(testutil.Context(t), insertCell("x")); err != nil {
+	if _, err := h.room.Apply(testutil.Context(t), insertCell("x")); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, "two failed requests", func() bool { return saves.Stats().Failed >= 2 })
@@ -414,7 +414,7 @@ func TestRescueText(t *testing.T) {
 	if err := h.room.WaitSynced(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.room.Edit(ctx, func(tx *ydoc.Txn, _ bool) error { return tx.InsertText(tx.TextLength(), "agent line\n") }); err != nil {
+	if _, err := h.room.Apply(ctx, ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error { return tx.InsertText(tx.TextLength(), "agent line\n") })); err != nil {
 		t.Fatal(err)
 	}
 	srv.Restart(bridgetest.RestartOptions{})
@@ -450,7 +450,7 @@ func TestSaveGuardLeavesTheAutosaveToTheServer(t *testing.T) {
 		})
 		ctx := testutil.Context(t)
 		// The server saves by itself (dirty turns false, as after its autosave): no request.
-		if _, err := h.room.Edit(ctx, insertCell("autosaved")); err != nil {
+		if _, err := h.room.Apply(ctx, insertCell("autosaved")); err != nil {
 			t.Fatal(err)
 		}
 		if err := srv.EditDoc(nbPath, func(tx *ydoc.Txn) error { return tx.SetState("dirty", false) }); err != nil {
@@ -464,7 +464,7 @@ func TestSaveGuardLeavesTheAutosaveToTheServer(t *testing.T) {
 		}
 		// The server does not save: the room asks, but not before the changes paused for AutosaveWait.
 		changed := time.Now()
-		if _, err := h.room.Edit(ctx, insertCell("not-autosaved")); err != nil {
+		if _, err := h.room.Apply(ctx, insertCell("not-autosaved")); err != nil {
 			t.Fatal(err)
 		}
 		awaitServer(t, srv, "a save", func() bool { return srv.Saves(nbPath) == 1 })

@@ -141,31 +141,18 @@ func (r *Room) Propose(ctx context.Context, p Proposal) (*Pending, error) {
 	return pend, nil
 }
 
-// Apply runs an edit as one transaction and returns once the server holds it. If ctx ends first,
-// the error says whether the edit was withdrawn (*WithdrawnError, nothing changed) or is on its
-// way (*UnconfirmedError).
+// Apply runs an edit as one transaction and returns once the server holds it: Propose, then
+// Wait. If ctx ends first, the error says whether the edit was withdrawn (*WithdrawnError,
+// nothing changed) or is on its way (*UnconfirmedError).
+//
+// An edit written as a function (ydoc.EditFunc: the escape hatch for writes that are not edit
+// values — execution's outputs and run markers, tests) runs on the room goroutine with the y-crdt
+// lock held for every room: it must be short, must not call a Room or Manager method, and —
+// since it may run again after a reset, after Apply returned — must not write memory its caller
+// reads. A caller that wants to know when the edit is on its way to the server, before the
+// confirmation, proposes it with Proposal.Applied and waits on the Pending.
 func (r *Room) Apply(ctx context.Context, e ydoc.Edit) (Edited, error) {
 	p, err := r.Propose(ctx, Proposal{Edit: e})
-	if err != nil {
-		return Edited{}, err
-	}
-	return p.Wait(ctx)
-}
-
-// Edit is Apply for an edit written as a function (ydoc.EditFunc, the escape hatch for writes
-// that are not edit values: execution's outputs and run markers, tests). fn runs on the room
-// goroutine with the CRDT engine locked for every room: it must be short, must not call a Room
-// or Manager method, and — since it may run again after a reset, after Edit returned — must not
-// write memory its caller reads.
-func (r *Room) Edit(ctx context.Context, fn ydoc.EditFunc) (ydoc.Change, error) {
-	out, err := r.Apply(ctx, fn)
-	return out.Change, err
-}
-
-// ApplyNotify is Edit that also calls applied when the edit is on its way to the server
-// (Proposal.Applied), so a caller can start its next step without waiting for the confirmation.
-func (r *Room) ApplyNotify(ctx context.Context, fn ydoc.EditFunc, applied func()) (Edited, error) {
-	p, err := r.Propose(ctx, Proposal{Edit: fn, Applied: applied})
 	if err != nil {
 		return Edited{}, err
 	}

@@ -27,8 +27,8 @@ func TestNewServerDocumentDropsReplica(t *testing.T) {
 			srv := newServer(t)
 			srv.StepTwoFirst(tc.stepTwoFirst)
 			h := startSynced(t, srv, nil)
-			if _, err := h.room.Edit(testutil.Context(t), insertCell("mine")); err != nil {
-				t.Fatalf("Edit: %v", err)
+			if _, err := h.room.Apply(testutil.Context(t), insertCell("mine")); err != nil {
+				t.Fatalf("Apply: %v", err)
 			}
 			if err := srv.SaveFile(nbPath); err != nil {
 				t.Fatal(err)
@@ -40,8 +40,8 @@ func TestNewServerDocumentDropsReplica(t *testing.T) {
 			if got, want := roomCellIDs(t, h.room), srv.CellIDs(nbPath); !slices.Equal(got, want) {
 				t.Errorf("replica cells %v, server cells %v", got, want)
 			}
-			if _, err := h.room.Edit(testutil.Context(t), insertCell("after")); err != nil {
-				t.Fatalf("Edit after the new document: %v", err)
+			if _, err := h.room.Apply(testutil.Context(t), insertCell("after")); err != nil {
+				t.Fatalf("Apply after the new document: %v", err)
 			}
 			assertCellsOnce(t, srv, nbPath, "cell-a", "cell-b", "mine", "after")
 			if n := h.room.Info().Resets; n != 1 {
@@ -56,8 +56,8 @@ func TestReconnectSameDocumentKeepsReplica(t *testing.T) {
 	srv := newServer(t)
 	srv.StepTwoFirst(true)
 	h := startSynced(t, srv, nil)
-	if _, err := h.room.Edit(testutil.Context(t), insertCell("mine")); err != nil {
-		t.Fatalf("Edit: %v", err)
+	if _, err := h.room.Apply(testutil.Context(t), insertCell("mine")); err != nil {
+		t.Fatalf("Apply: %v", err)
 	}
 	srv.Restart(bridgetest.RestartOptions{KeepSession: true, KeepDoc: true})
 	h.await("disconnected", kindIs(bridge.EventDisconnected))

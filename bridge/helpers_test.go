@@ -163,24 +163,24 @@ type editResult struct {
 	err    error
 }
 
-// editAsync runs Edit in a goroutine.
+// editAsync runs Apply in a goroutine.
 func editAsync(ctx context.Context, room *bridge.Room, fn ydoc.EditFunc) <-chan editResult {
 	res := make(chan editResult, 1)
 	go func() {
-		ch, err := room.Edit(ctx, fn)
-		res <- editResult{ch, err}
+		ed, err := room.Apply(ctx, fn)
+		res <- editResult{ed.Change, err}
 	}()
 	return res
 }
 
-// awaitEdit waits for an Edit started with editAsync.
+// awaitEdit waits for an Apply started with editAsync.
 func awaitEdit(t *testing.T, res <-chan editResult, what string) editResult {
 	t.Helper()
 	select {
 	case r := <-res:
 		return r
 	case <-time.After(testutil.WaitLimit):
-		t.Fatalf("%s: Edit did not return within %v", what, testutil.WaitLimit)
+		t.Fatalf("%s: Apply did not return within %v", what, testutil.WaitLimit)
 	}
 	return editResult{}
 }
@@ -190,7 +190,7 @@ func notReturned(t *testing.T, res <-chan editResult, why string) {
 	t.Helper()
 	select {
 	case r := <-res:
-		t.Fatalf("Edit returned %s: change %+v, err %v", why, r.change, r.err)
+		t.Fatalf("Apply returned %s: change %+v, err %v", why, r.change, r.err)
 	default:
 	}
 }

@@ -77,7 +77,7 @@ func TestJournalHoldsEveryUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 	typeInto(t, srv, nbPath, "cell-b", " typed")
-	if _, err := h.room.Edit(ctx, insertCell("agent2")); err != nil {
+	if _, err := h.room.Apply(ctx, insertCell("agent2")); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, "the typing in the replica", func() bool {
@@ -141,7 +141,7 @@ func TestJournalRemovedWhenSavedAndClosed(t *testing.T) {
 	dir := t.TempDir()
 	j, _ := newJournal(t, dir)
 	h := startSynced(t, srv, withJournal(j, guardOn(5*time.Millisecond, nil)))
-	if _, err := h.room.Edit(testutil.Context(t), insertCell("x")); err != nil {
+	if _, err := h.room.Apply(testutil.Context(t), insertCell("x")); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, "the change saved", func() bool { return h.room.Info().UnsavedSince.IsZero() && srv.Saves(nbPath) > 0 && !h.room.AtRisk() })
@@ -287,13 +287,13 @@ func TestReloadOverUnsavedWorkAnnounced(t *testing.T) {
 	srv := newServer(t)
 	h := startSynced(t, srv, nil)
 	ctx := testutil.Context(t)
-	if _, err := h.room.Edit(ctx, insertCell("agent-x")); err != nil {
+	if _, err := h.room.Apply(ctx, insertCell("agent-x")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.room.Edit(ctx, func(tx *ydoc.Txn, _ bool) error { return tx.SetSource(0, "agent's change") }); err != nil {
+	if _, err := h.room.Apply(ctx, ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error { return tx.SetSource(0, "agent's change") })); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.room.Edit(ctx, insertCell("agent-kept")); err != nil {
+	if _, err := h.room.Apply(ctx, insertCell("agent-kept")); err != nil {
 		t.Fatal(err)
 	}
 	// The reload: the file has neither the agent's first cell nor its change to cell-a.
@@ -314,7 +314,7 @@ func TestReloadOverUnsavedWorkAnnounced(t *testing.T) {
 		t.Fatalf("notice %+v %q", e.Notice, e.Notice.Details)
 	}
 	// A save afterwards (a new hash) is no reload.
-	if _, err := h.room.Edit(ctx, insertCell("later")); err != nil {
+	if _, err := h.room.Apply(ctx, insertCell("later")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.room.Save(ctx); err != nil {
@@ -345,12 +345,12 @@ func TestJournalRescuesTextAfterSidecarRestart(t *testing.T) {
 	if err := h.room.WaitSynced(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.room.Edit(ctx, func(tx *ydoc.Txn, _ bool) error { return tx.InsertText(tx.TextLength(), "saved line\n") }); err != nil {
+	if _, err := h.room.Apply(ctx, ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error { return tx.InsertText(tx.TextLength(), "saved line\n") })); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, "a save", func() bool { return srv.Saves(bridgetest.TextPath) >= 1 && h.room.Info().UnsavedSince.IsZero() })
 	srv.SetSaveStatus("failed")
-	if _, err := h.room.Edit(ctx, func(tx *ydoc.Txn, _ bool) error { return tx.InsertText(tx.TextLength(), "unsaved line\n") }); err != nil {
+	if _, err := h.room.Apply(ctx, ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error { return tx.InsertText(tx.TextLength(), "unsaved line\n") })); err != nil {
 		t.Fatal(err)
 	}
 	h.room.Close()

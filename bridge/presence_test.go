@@ -748,7 +748,7 @@ func TestPresenceActivity(t *testing.T) {
 		{"delete", func(tx *ydoc.Txn, _ bool) error { return tx.DeleteCells(tx.CellIndex("new"), 1) }},
 	}
 	for _, e := range edits {
-		if _, err := agent.room.Edit(ctx, e.fn); err != nil {
+		if _, err := agent.room.Apply(ctx, e.fn); err != nil {
 			t.Fatalf("%s: %v", e.what, err)
 		}
 	}
@@ -805,7 +805,7 @@ func TestPresenceActivityMove(t *testing.T) {
 	// Regression: a cell move is reported as "edited", never "moved": describeChange expects the cell in both Inserted and Deleted, but ydoc reports a move as Moved plus a "*" CellChange (bridge/presence.go:309, ydoc/doc.go:458)
 	srv := newServer(t)
 	agent := startSynced(t, srv, nil)
-	if _, err := agent.room.Edit(testutil.Context(t), func(tx *ydoc.Txn, _ bool) error { return tx.MoveCells(1, 1, 0) }); err != nil {
+	if _, err := agent.room.Apply(testutil.Context(t), ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error { return tx.MoveCells(1, 1, 0) })); err != nil {
 		t.Fatalf("move: %v", err)
 	}
 	got := presActivity(t, agent.room, 1)
@@ -821,7 +821,7 @@ func TestPresenceActivityTextFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {
-		if _, err := agent.room.Edit(testutil.Context(t), func(tx *ydoc.Txn, _ bool) error { return tx.InsertText(0, "x") }); err != nil {
+		if _, err := agent.room.Apply(testutil.Context(t), ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error { return tx.InsertText(0, "x") })); err != nil {
 			t.Fatal(err)
 		}
 	}

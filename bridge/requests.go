@@ -111,9 +111,9 @@ func (r *Room) View(ctx context.Context, fn func(*ydoc.Doc) error) error {
 // Read is View with the room's change history (the replica's version, what changed since an
 // earlier one). fn must not keep either.
 //
-// fn (like every callback handed to a room: View, Edit, OnEvent) runs on the room goroutine,
-// Edit's with the CRDT engine locked for all rooms: it must be short and must not call any
-// Room or Manager method, or it deadlocks. A panic in fn is returned as an error.
+// fn (like every callback handed to a room: View, an ydoc.EditFunc, OnEvent) runs on the room
+// goroutine, an EditFunc with the CRDT engine locked for all rooms: it must be short and must
+// not call any Room or Manager method, or it deadlocks. A panic in fn is returned as an error.
 //
 // A read shows the document as it is meant to be: what the server held when the read began
 // (fresh.go, unless NoFreshReads); it waits while the server is still loading a

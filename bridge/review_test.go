@@ -147,7 +147,7 @@ func TestCloseWithEditInFlightIsUnconfirmed(t *testing.T) {
 	srv.HoldEchoes()
 	errc := make(chan error, 1)
 	go func() {
-		_, err := h.room.Edit(context.Background(), func(tx *ydoc.Txn, _ bool) error { return tx.SetSource(0, "delivered") })
+		_, err := h.room.Apply(context.Background(), ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error { return tx.SetSource(0, "delivered") }))
 		errc <- err
 	}()
 	if err := srv.Await(testutil.Context(t), func() bool { return srv.Held() > 0 }); err != nil {
@@ -157,7 +157,7 @@ func TestCloseWithEditInFlightIsUnconfirmed(t *testing.T) {
 	err := <-errc
 	var ue *bridge.UnconfirmedError
 	if !errors.As(err, &ue) || !errors.Is(err, bridge.ErrRoomClosed) {
-		t.Errorf("Edit in flight at Close: %v (%T), want *UnconfirmedError wrapping ErrRoomClosed", err, err)
+		t.Errorf("Apply in flight at Close: %v (%T), want *UnconfirmedError wrapping ErrRoomClosed", err, err)
 	}
 	// Agents hear it too (a caller may have stopped waiting): one notice, with the count.
 	ev := awaitEvent(t, h.sub, "the unconfirmed-edit notice", kindIs(bridge.EventNotice))
@@ -202,14 +202,14 @@ func TestReadCallbackPanicIsAnError(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "panicked") {
 		t.Fatalf("View with a panicking callback: %v", err)
 	}
-	_, err = h.room.Edit(testutil.Context(t), func(*ydoc.Txn, bool) error { panic("tool bug") })
+	_, err = h.room.Apply(testutil.Context(t), ydoc.EditFunc(func(*ydoc.Txn, bool) error { panic("tool bug") }))
 	if err == nil || !strings.Contains(err.Error(), "panicked") {
-		t.Fatalf("Edit with a panicking callback: %v", err)
+		t.Fatalf("Apply with a panicking callback: %v", err)
 	}
 	if h.room.Info().Resets != 0 {
 		t.Error("a tool's panic was treated as a broken replica and reset the room")
 	}
-	if _, err := h.room.Edit(testutil.Context(t), insertCell("still-works")); err != nil {
+	if _, err := h.room.Apply(testutil.Context(t), insertCell("still-works")); err != nil {
 		t.Fatalf("the room no longer edits: %v", err)
 	}
 }

@@ -88,7 +88,7 @@ func TestEditConfirmedOnlyAfterEcho(t *testing.T) {
 	srv.ReleaseEchoes()
 	r := awaitEdit(t, res, "after the echo")
 	if r.err != nil {
-		t.Fatalf("Edit: %v", r.err)
+		t.Fatalf("Apply: %v", r.err)
 	}
 	if !slices.Equal(r.change.Inserted, []string{"new-cell"}) || !r.change.Local {
 		t.Errorf("Change = %+v, want Inserted [new-cell], Local", r.change)
@@ -123,7 +123,7 @@ func TestEditWhileServerDownLandsOnce(t *testing.T) {
 	srv.Up()
 	r := awaitEdit(t, res, "after the server came back")
 	if r.err != nil {
-		t.Fatalf("Edit: %v", r.err)
+		t.Fatalf("Apply: %v", r.err)
 	}
 	assertCellsOnce(t, srv, nbPath, "cell-a", "cell-b", "offline")
 	// Later handshakes must not bring it again.
@@ -147,7 +147,7 @@ func TestEditWithdrawnWhileDisconnected(t *testing.T) {
 	cancel()
 	err := awaitEdit(t, res, "after its context ended").err
 	if !isWithdrawn(err) {
-		t.Fatalf("Edit while disconnected with an ended context: err %v (%T), want *bridge.WithdrawnError", err, err)
+		t.Fatalf("Apply while disconnected with an ended context: err %v (%T), want *bridge.WithdrawnError", err, err)
 	}
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("WithdrawnError %v does not wrap the context's error", err)
@@ -156,8 +156,8 @@ func TestEditWithdrawnWhileDisconnected(t *testing.T) {
 	srv.Up()
 	h.await("synced again", kindIs(bridge.EventSynced))
 	// Edits run in order: had the withdrawn one survived, it would land before this one.
-	if _, err := h.room.Edit(testutil.Context(t), insertCell("after")); err != nil {
-		t.Fatalf("Edit after reconnect: %v", err)
+	if _, err := h.room.Apply(testutil.Context(t), insertCell("after")); err != nil {
+		t.Fatalf("Apply after reconnect: %v", err)
 	}
 	if n := srv.CountCell(nbPath, "withdrawn"); n != 0 {
 		t.Errorf("the withdrawn edit reached the server (%d cells)", n)
@@ -179,9 +179,9 @@ func TestWithdrawnEditNotCountedAsPending(t *testing.T) {
 	testutil.Eventually(t, "the edit queued", func() bool { return h.room.Info().PendingEdits == 1 })
 	cancel()
 	if err := awaitEdit(t, res, "after its context ended").err; !isWithdrawn(err) {
-		t.Fatalf("Edit: %v, want *bridge.WithdrawnError", err)
+		t.Fatalf("Apply: %v, want *bridge.WithdrawnError", err)
 	}
-	// Withdraw has run in the room loop before Edit returned.
+	// Withdraw has run in the room loop before Apply returned.
 	if p := h.room.Info().PendingEdits; p != 0 {
 		t.Errorf("PendingEdits = %d after the only edit was withdrawn, want 0", p)
 	}
@@ -199,7 +199,7 @@ func TestEditUnconfirmedWhenContextEnds(t *testing.T) {
 	cancel()
 	r := awaitEdit(t, res, "after its context was cancelled")
 	if !isUnconfirmed(r.err) || !errors.Is(r.err, context.Canceled) {
-		t.Fatalf("Edit in flight with a cancelled context: err %v (%T), want *bridge.UnconfirmedError wrapping context.Canceled", r.err, r.err)
+		t.Fatalf("Apply in flight with a cancelled context: err %v (%T), want *bridge.UnconfirmedError wrapping context.Canceled", r.err, r.err)
 	}
 	srv.ReleaseEchoes()
 	testutil.Eventually(t, "the edit confirmed in the background", func() bool { return h.room.Info().PendingEdits == 0 })
@@ -218,13 +218,13 @@ func TestEditFailsWhenRoomCloses(t *testing.T) {
 	r := awaitEdit(t, res, "after Close")
 	// It never ran: withdrawn (nothing changed), because the room closed.
 	if !errors.Is(r.err, bridge.ErrRoomClosed) || !isWithdrawn(r.err) || isUnconfirmed(r.err) {
-		t.Errorf("Edit pending when the room closed: err %v (%T), want a *WithdrawnError wrapping ErrRoomClosed", r.err, r.err)
+		t.Errorf("Apply pending when the room closed: err %v (%T), want a *WithdrawnError wrapping ErrRoomClosed", r.err, r.err)
 	}
 	if err := h.runResult(); err != nil {
 		t.Errorf("Run after Close = %v, want nil", err)
 	}
-	if _, err := h.room.Edit(testutil.Context(t), insertCell("late")); !errors.Is(err, bridge.ErrRoomClosed) {
-		t.Errorf("Edit after Close: %v, want ErrRoomClosed", err)
+	if _, err := h.room.Apply(testutil.Context(t), insertCell("late")); !errors.Is(err, bridge.ErrRoomClosed) {
+		t.Errorf("Apply after Close: %v, want ErrRoomClosed", err)
 	}
 	if err := h.room.View(testutil.Context(t), func(*ydoc.Doc) error { return nil }); !errors.Is(err, bridge.ErrRoomClosed) {
 		t.Errorf("View after Close: %v, want ErrRoomClosed", err)
@@ -269,7 +269,7 @@ func TestRestartWithRebuiltDocReplaysUnconfirmedEditOnce(t *testing.T) {
 	h.await("synced after the reset", kindIs(bridge.EventSynced))
 	r := awaitEdit(t, res, "after the restart")
 	if r.err != nil {
-		t.Fatalf("Edit across the restart: %v", r.err)
+		t.Fatalf("Apply across the restart: %v", r.err)
 	}
 	if !slices.Equal(r.change.Inserted, []string{"in-flight"}) {
 		t.Errorf("Change.Inserted = %v, want [in-flight]", r.change.Inserted)
@@ -319,7 +319,7 @@ func TestRestartKeepingDocDoesNotDuplicate(t *testing.T) {
 			}
 			r := awaitEdit(t, res, "after the restart")
 			if r.err != nil {
-				t.Fatalf("Edit across the restart: %v", r.err)
+				t.Fatalf("Apply across the restart: %v", r.err)
 			}
 			assertCellsOnce(t, srv, nbPath, "cell-a", "cell-b", "kept")
 			awaitResyncs(t, srv, liveConn(t, srv), 2)
@@ -350,8 +350,8 @@ func TestResetAfterLongAbsence(t *testing.T) {
 	if got, want := roomCellIDs(t, h.room), srv.CellIDs(nbPath); !slices.Equal(got, want) {
 		t.Errorf("replica cells %v, server cells %v", got, want)
 	}
-	if _, err := h.room.Edit(testutil.Context(t), insertCell("after-absence")); err != nil {
-		t.Fatalf("Edit: %v", err)
+	if _, err := h.room.Apply(testutil.Context(t), insertCell("after-absence")); err != nil {
+		t.Fatalf("Apply: %v", err)
 	}
 	assertCellsOnce(t, srv, nbPath, "cell-a", "cell-b", "after-absence")
 }
@@ -432,8 +432,8 @@ func TestCloseCodes(t *testing.T) {
 				if n, d := srv.OpenCalls(), srv.DialCalls(); n != 1 || d != 1 {
 					t.Errorf("after a permanent close: %d session calls, %d dials; want no retry (1 each)", n, d)
 				}
-				if _, err := h.room.Edit(testutil.Context(t), insertCell("x")); !errors.As(err, &re) {
-					t.Errorf("Edit on a failed room: %v, want the room's error", err)
+				if _, err := h.room.Apply(testutil.Context(t), insertCell("x")); !errors.As(err, &re) {
+					t.Errorf("Apply on a failed room: %v, want the room's error", err)
 				}
 				return
 			}
@@ -454,8 +454,8 @@ func TestCloseCodes(t *testing.T) {
 			if info := h.room.Info(); info.Resets != want || info.Reconnects != 1 {
 				t.Errorf("Resets %d, Reconnects %d; want %d and 1", info.Resets, info.Reconnects, want)
 			}
-			if _, err := h.room.Edit(testutil.Context(t), insertCell("after-close")); err != nil {
-				t.Fatalf("Edit after reconnect: %v", err)
+			if _, err := h.room.Apply(testutil.Context(t), insertCell("after-close")); err != nil {
+				t.Fatalf("Apply after reconnect: %v", err)
 			}
 			assertCellsOnce(t, srv, nbPath, "cell-a", "cell-b", "after-close")
 		})
@@ -499,13 +499,13 @@ func TestRawConflictResets(t *testing.T) {
 	srv.ReleaseEchoes()
 	h.await("synced", kindIs(bridge.EventSynced))
 	if r := awaitEdit(t, res, "after the conflict"); r.err != nil {
-		t.Fatalf("Edit across the conflict: %v", r.err)
+		t.Fatalf("Apply across the conflict: %v", r.err)
 	}
 	if srv.DialCalls() != dials+1 {
 		t.Errorf("DialRoom called %d more times, want 1 reconnect", srv.DialCalls()-dials)
 	}
-	if _, err := h.room.Edit(testutil.Context(t), insertCell("after-conflict")); err != nil {
-		t.Fatalf("Edit after the conflict: %v", err)
+	if _, err := h.room.Apply(testutil.Context(t), insertCell("after-conflict")); err != nil {
+		t.Fatalf("Apply after the conflict: %v", err)
 	}
 	assertCellsOnce(t, srv, nbPath, "cell-a", "cell-b", "before-conflict", "after-conflict")
 	if info := h.room.Info(); info.Resets != 1 {
@@ -543,11 +543,11 @@ func TestMalformedFramesKeepRoomAlive(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			step1s := c.CountReceived(ydoc.MsgSync, ydoc.SyncStep1)
 			srv.Inject(tc.frame)
-			// The echo of this edit is queued behind the bad frame, so when Edit returns the
+			// The echo of this edit is queued behind the bad frame, so when Apply returns the
 			// room has handled the frame.
 			id := fmt.Sprintf("after-%d", i)
-			if _, err := h.room.Edit(testutil.Context(t), insertCell(id)); err != nil {
-				t.Fatalf("Edit after the frame: %v", err)
+			if _, err := h.room.Apply(testutil.Context(t), insertCell(id)); err != nil {
+				t.Fatalf("Apply after the frame: %v", err)
 			}
 			if n := srv.CountCell(nbPath, id); n != 1 {
 				t.Errorf("edit after the frame is in the server document %d times, want once", n)
@@ -719,7 +719,7 @@ func TestWriteTroubleReconnects(t *testing.T) {
 			}
 			tc.heal(srv)
 			if r := awaitEdit(t, res, "after writes recovered"); r.err != nil {
-				t.Fatalf("Edit: %v", r.err)
+				t.Fatalf("Apply: %v", r.err)
 			}
 			assertCellsOnce(t, srv, nbPath, "cell-a", "cell-b", "through-trouble")
 		})
@@ -742,9 +742,9 @@ func TestTextRoom(t *testing.T) {
 	if info := h.room.Info(); !strings.HasPrefix(info.RoomID, "text:file:") {
 		t.Errorf("RoomID %q, want text:file:<fileId>", info.RoomID)
 	}
-	ch, err := h.room.Edit(testutil.Context(t), func(tx *ydoc.Txn, _ bool) error { return tx.InsertText(0, "zeroth line\n") })
-	if err != nil || !ch.Text {
-		t.Fatalf("Edit = %+v, %v; want a text change", ch, err)
+	ed, err := h.room.Apply(testutil.Context(t), ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error { return tx.InsertText(0, "zeroth line\n") }))
+	if err != nil || !ed.Change.Text {
+		t.Fatalf("Apply = %+v, %v; want a text change", ed.Change, err)
 	}
 	want := "zeroth line\nfirst line\nsecond line\n"
 	if got, err := srv.Text(bridgetest.TextPath); err != nil || got != want {
@@ -765,7 +765,7 @@ func TestSubscriptionDropsWhenFull(t *testing.T) {
 	h := startSynced(t, srv, nil)
 	slow := h.room.Subscribe(1)
 	for i := range 3 {
-		if _, err := h.room.Edit(testutil.Context(t), insertCell(fmt.Sprintf("e%d", i))); err != nil {
+		if _, err := h.room.Apply(testutil.Context(t), insertCell(fmt.Sprintf("e%d", i))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -872,9 +872,9 @@ func TestEditValidationErrorChangesNothing(t *testing.T) {
 	h := startSynced(t, srv, nil)
 	c := liveConn(t, srv)
 	updates := c.CountReceived(ydoc.MsgSync, ydoc.SyncUpdate)
-	_, err := h.room.Edit(testutil.Context(t), func(tx *ydoc.Txn, _ bool) error { return tx.DeleteCells(5, 1) })
+	_, err := h.room.Apply(testutil.Context(t), ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error { return tx.DeleteCells(5, 1) }))
 	if !errors.Is(err, ydoc.ErrOutOfRange) {
-		t.Fatalf("Edit deleting a cell that is not there: %v, want ErrOutOfRange", err)
+		t.Fatalf("Apply deleting a cell that is not there: %v, want ErrOutOfRange", err)
 	}
 	if _, err := h.room.Save(testutil.Context(t)); err != nil { // a round trip: anything sent before it arrived
 		t.Fatal(err)
@@ -939,7 +939,7 @@ func TestRestartBeforeSaveReplaysConfirmedDurableEdit(t *testing.T) {
 	if _, err := h.room.Apply(ctx, durable("kept")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.room.Edit(ctx, insertCell("plain")); err != nil {
+	if _, err := h.room.Apply(ctx, insertCell("plain")); err != nil {
 		t.Fatal(err)
 	}
 	srv.Restart(bridgetest.RestartOptions{}) // rebuilt from the file, which never had them
@@ -969,9 +969,9 @@ func TestJoinSizesReplicaFromTheServersStepTwo(t *testing.T) {
 	}
 }
 
-// ApplyNotify says when an edit is in the replica and on its way, before the server confirmed
-// it; never for an edit that waits for the room or fails.
-func TestApplyNotifySaysOnItsWayBeforeTheConfirmation(t *testing.T) {
+// Proposal.Applied says when an edit is in the replica and on its way, before the server
+// confirmed it; never for an edit that waits for the room or fails.
+func TestProposalAppliedSaysOnItsWayBeforeTheConfirmation(t *testing.T) {
 	srv := newServer(t)
 	h := startSynced(t, srv, nil)
 
@@ -979,7 +979,12 @@ func TestApplyNotifySaysOnItsWayBeforeTheConfirmation(t *testing.T) {
 		applied := make(chan struct{}, 1)
 		res := make(chan editResult, 1)
 		go func() {
-			ed, err := h.room.ApplyNotify(ctx, fn, func() { applied <- struct{}{} })
+			p, err := h.room.Propose(ctx, bridge.Proposal{Edit: fn, Applied: func() { applied <- struct{}{} }})
+			if err != nil {
+				res <- editResult{err: err}
+				return
+			}
+			ed, err := p.Wait(ctx)
 			res <- editResult{ed.Change, err}
 		}()
 		return applied, res
@@ -996,7 +1001,7 @@ func TestApplyNotifySaysOnItsWayBeforeTheConfirmation(t *testing.T) {
 	awaitServer(t, srv, "the edit in the server document", func() bool { return srv.CountCell(nbPath, "early") == 1 })
 	srv.ReleaseEchoes()
 	if r := awaitEdit(t, res, "after the echo"); r.err != nil {
-		t.Fatalf("ApplyNotify: %v", r.err)
+		t.Fatalf("Propose with Applied: %v", r.err)
 	}
 
 	// A failing edit: never on its way.

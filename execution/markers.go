@@ -35,10 +35,10 @@ func (x *ClientEngine) clearStaleRuns(path string) {
 	// A marker still beating may be a live run of another sidecar, or the last beat of one that
 	// just died: the kernel tells them apart (a run in progress keeps it busy).
 	idle := x.kernelIdle(ctx, path)
-	// The edit may run again after a reset, after Edit returned (ydoc.EditFunc): it judges the
+	// The edit may run again after a reset, after Apply returned (ydoc.EditFunc): it judges the
 	// markers it finds and hands nothing out; when to look again is judged after it, from the
 	// markers the room then holds.
-	_, err := room.Edit(ctx, func(tx *ydoc.Txn, _ bool) error {
+	_, err := room.Apply(ctx, ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error {
 		markers := runMarkers(tx)
 		stale, _ := x.judgeMarkers(markers, x.now(), idle)
 		if len(stale) == 0 {
@@ -55,7 +55,7 @@ func (x *ClientEngine) clearStaleRuns(path string) {
 			delete(markers, cellID)
 		}
 		return setRunMarkers(tx, markers)
-	})
+	}))
 	if err != nil && x.life.Err() == nil {
 		x.log.Warn().Err(err).Str(logfield.Path, path).Msg("could not clear runs left by an earlier sidecar")
 		return

@@ -322,7 +322,7 @@ func (x *ServerEngine) runCell(ctx context.Context, cj *trackedJob, i int, room 
 		// As JupyterLab does: an empty cell is only cleared, nothing is sent.
 		// A write of the run, not an agent's edit (not undoable); it reads only id, so running it
 		// again after a reset is harmless.
-		if _, err := room.Edit(ctx, func(tx *ydoc.Txn, _ bool) error {
+		if _, err := room.Apply(ctx, ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error {
 			i := tx.CellIndex(id)
 			if i < 0 {
 				return errCellGone
@@ -331,7 +331,7 @@ func (x *ServerEngine) runCell(ctx context.Context, cj *trackedJob, i int, room 
 				return err
 			}
 			return tx.SetExecutionCount(i, nil)
-		}); err != nil {
+		})); err != nil {
 			return skipped(idx, "not run: "+err.Error())
 		}
 		return skipped(idx, "empty cell (outputs cleared)")
