@@ -35,7 +35,7 @@ type execEnv struct {
 	srv *bridgetest.Server
 	ks  *bridgetest.Kernels
 	m   *bridge.Manager
-	x   *execution.ClientEngine
+	x   *execution.ClientExecutor
 	// stopRun ends Executor.Run and waits for it (idempotent).
 	stopRun func()
 }
@@ -57,9 +57,9 @@ func newExecEnvWith(t *testing.T, files []bridgetest.File, mod func(*execution.C
 	if mod != nil {
 		mod(&opts)
 	}
-	x, err := execution.NewClientEngine(opts)
+	x, err := execution.NewClientExecutor(opts)
 	if err != nil {
-		t.Fatalf("NewClientEngine: %v", err)
+		t.Fatalf("NewClientExecutor: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)

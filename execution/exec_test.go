@@ -618,15 +618,15 @@ func TestExecKernelCheckOverlapsTheReset(t *testing.T) {
 	}
 }
 
-// checkEveryJob makes the engine check a kept kernel with the server before every job, however
+// checkEveryJob makes the executor check a kept kernel with the server before every job, however
 // recently it was used (the tests above are about what that check finds).
 func checkEveryJob(o *execution.ClientOptions) { o.CheckIdleKernel = -1 }
 
 // A kernel used moments ago is not checked with the server before the next job (the server's
 // restarter would not know of a death that recent either); one idle for CheckIdleKernel (the
-// default, 3 s, passed on the engine's clock) is.
+// default, 3 s, passed on the executor's clock) is.
 func TestExecKernelCheckedOnlyWhenIdle(t *testing.T) {
-	var ahead atomic.Int64 // how far the engine's clock is ahead of the wall clock
+	var ahead atomic.Int64 // how far the executor's clock is ahead of the wall clock
 	e := newExecEnv(t, oneNotebook(codeCell("c1", "print:1")), func(o *execution.ClientOptions) {
 		o.Heartbeat = time.Minute // only the check before a job can ask the server, not a silent run
 		o.Now = func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }

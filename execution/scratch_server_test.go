@@ -18,7 +18,7 @@ import (
 // execution counter alone; it is refused, before anything is connected, while a collaborator's
 // JupyterLab has the notebook (or another document on the kernel) open or a console uses the
 // kernel: on jsd that channel would cut theirs off.
-func TestServerEngineScratchCode(t *testing.T) {
+func TestServerExecutorScratchCode(t *testing.T) {
 	e := newServerEnvWith(t, func(o *bridge.ManagerOptions) { o.GlobalAwareness = true }, codeCell("a", "1"))
 	m := e.m
 	mctx, stop := context.WithCancel(context.Background())

@@ -20,7 +20,7 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
-// ServerEngine against a fake of jupyter-server-documents' execution: the fake collaboration
+// ServerExecutor against a fake of jupyter-server-documents' execution: the fake collaboration
 // server holds the document, and docKernels plays the server's execute API, writing into the
 // document as the server does (running when queued, each output as it comes, idle, then the
 // count) when the test says so.
@@ -177,7 +177,7 @@ func (k *docKernels) ExecuteCells(_ context.Context, _, roomID string, cells []e
 	return nil
 }
 
-// next waits for the next cell the engine sends.
+// next waits for the next cell the executor sends.
 func (k *docKernels) next(t *testing.T) string {
 	t.Helper()
 	select {
@@ -218,7 +218,7 @@ type serverEnv struct {
 	srv *bridgetest.Server
 	sub *bridge.Subscription // the manager's events, from the start
 	k   *docKernels
-	x   *execution.ServerEngine
+	x   *execution.ServerExecutor
 }
 
 // notices returns the kinds of the kernel notices agents were given so far.
@@ -248,7 +248,7 @@ func newServerEnvWith(t *testing.T, manager func(*bridge.ManagerOptions), cells 
 	k := newDocKernels(srv)
 	sub := m.Subscribe(4096)
 	t.Cleanup(sub.Close)
-	x, err := execution.NewServerEngine(execution.ServerOptions{Manager: m, Kernels: k, Logger: zerolog.Nop(),
+	x, err := execution.NewServerExecutor(execution.ServerOptions{Manager: m, Kernels: k, Logger: zerolog.Nop(),
 		Heartbeat: heartbeat, EndGrace: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -283,7 +283,7 @@ func waitJob(t *testing.T, j *execution.Job) execution.JobView {
 // A run as the server does it: the job reports what the document shows, the outputs as a human
 // sees them (the server's one output per stream message merged, \r applied), the count, ok or
 // error; with stop_on_error the cell after a failed one is not sent.
-func TestServerEngineRunsCellsAndReportsTheDocument(t *testing.T) {
+func TestServerExecutorRunsCellsAndReportsTheDocument(t *testing.T) {
 	e := newServerEnv(t, staleCell("a", "print('x')"), codeCell("b", "1/0"), codeCell("c", "'never'"))
 	j := e.start(t, []string{"a", "b", "c"}, execution.RunOptions{StopOnError: true})
 	if id := e.k.next(t); id != "a" {
@@ -320,7 +320,7 @@ func TestServerEngineRunsCellsAndReportsTheDocument(t *testing.T) {
 
 // A 409 from a replica that lags behind an edit is sent again with the new source; a room the
 // server freed (no kernel) gets the session's kernel attached again, once.
-func TestServerEngineSendsAgainAfterA409AndAttachesAFreedRoom(t *testing.T) {
+func TestServerExecutorSendsAgainAfterA409AndAttachesAFreedRoom(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newServerEnv(t, codeCell("a", "1"))
 		e.k.refuse = []error{fmt.Errorf("%w: 400", execution.ErrRoomWithoutKernel), fmt.Errorf("%w: 409", execution.ErrSourceChanged)}
@@ -344,7 +344,7 @@ func TestServerEngineSendsAgainAfterA409AndAttachesAFreedRoom(t *testing.T) {
 
 // Cancel interrupts the kernel only once our cell is the one it runs: while it waits behind a
 // human's cell the server runs first, nothing is interrupted.
-func TestServerEngineCancelInterruptsOnlyOurRun(t *testing.T) {
+func TestServerExecutorCancelInterruptsOnlyOurRun(t *testing.T) {
 	e := newServerEnv(t, codeCell("human", "sleep"), codeCell("ours", "loop"), codeCell("after", "1"))
 	e.k.ours = "ours"
 	first, err := e.x.Start(testutil.Context(t), execPath, []string{"human"}, execution.RunOptions{}) // an earlier job on the notebook
@@ -354,7 +354,7 @@ func TestServerEngineCancelInterruptsOnlyOurRun(t *testing.T) {
 	e.k.next(t)
 	e.k.setState("busy")
 	j := e.start(t, []string{"ours", "after"}, execution.RunOptions{})
-	// The first job holds the notebook: ours waits in the engine, and is cancelled there.
+	// The first job holds the notebook: ours waits in the executor, and is cancelled there.
 	if _, err := e.x.Cancel(testutil.Context(t), j.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +384,7 @@ func TestServerEngineCancelInterruptsOnlyOurRun(t *testing.T) {
 	if _, err := e.x.Cancel(testutil.Context(t), j.ID); err != nil {
 		t.Fatal(err)
 	}
-	// The engine has taken the cancel and decided to wait (it says so in the job) before the
+	// The executor has taken the cancel and decided to wait (it says so in the job) before the
 	// other cell ends.
 	testutil.Eventually(t, "the cancel to wait for the cell queued before ours", func() bool {
 		return strings.HasPrefix(j.View().Cells[0].Note, "cancelling") || e.k.called("interrupt") > 0
@@ -405,10 +405,10 @@ func TestServerEngineCancelInterruptsOnlyOurRun(t *testing.T) {
 }
 
 // jupyter-server-documents 0.3.3 loses a run whose kernel restarted or died under it: the cell
-// stays running while the kernel is idle. The engine attaches the kernel again (which makes
+// stays running while the kernel is idle. The executor attaches the kernel again (which makes
 // the server drop the stuck run and set the cell idle) and reports the run aborted, saying why;
 // a cell the server sets idle without a count ends aborted too.
-func TestServerEngineLostRuns(t *testing.T) {
+func TestServerExecutorLostRuns(t *testing.T) {
 	e := newServerEnv(t, codeCell("a", "1"), codeCell("b", "2"))
 	j := e.start(t, []string{"a"}, execution.RunOptions{})
 	e.k.next(t)
@@ -437,7 +437,7 @@ func TestServerEngineLostRuns(t *testing.T) {
 
 // An empty cell is cleared, not sent; a deleted cell ends its run; scratch code (without
 // global awareness) and forks are refused with the reason.
-func TestServerEngineEmptyDeletedScratch(t *testing.T) {
+func TestServerExecutorEmptyDeletedScratch(t *testing.T) {
 	e := newServerEnv(t, staleCell("empty", "  "), codeCell("a", "1"), textCell("md", ydoc.CellMarkdown, "# x"))
 	v := waitJob(t, e.start(t, []string{"empty", "md"}, execution.RunOptions{}))
 	if v.Cells[0].Status != execution.CellSkipped || v.Cells[0].Note != "empty cell (outputs cleared)" || v.Cells[1].Status != execution.CellSkipped {

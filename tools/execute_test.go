@@ -33,7 +33,7 @@ const xPath = "run.ipynb"
 type xenv struct {
 	*env
 	ks *bridgetest.Kernels
-	x  *execution.ClientEngine
+	x  *execution.ClientExecutor
 }
 
 // newXEnv starts the tools with an executor (Run going, stopped when the test ends) over a
@@ -47,13 +47,13 @@ func newXEnv(t *testing.T, files []bridgetest.File, opts ...envOpt) *xenv {
 func newXEnvCaps(t *testing.T, files []bridgetest.File, caps mcp.ClientCapabilities, opts ...envOpt) *xenv {
 	t.Helper()
 	ks := bridgetest.NewKernels()
-	var x *execution.ClientEngine
+	var x *execution.ClientExecutor
 	withExecutor := func(o *tools.Options) {
-		ex, err := execution.NewClientEngine(execution.ClientOptions{
+		ex, err := execution.NewClientExecutor(execution.ClientOptions{
 			Manager: o.Manager, Kernels: ks, Logger: zerolog.Nop(), Username: "agent", Heartbeat: 20 * time.Millisecond,
 		})
 		if err != nil {
-			t.Fatalf("NewClientEngine: %v", err)
+			t.Fatalf("NewClientExecutor: %v", err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})

@@ -215,7 +215,7 @@ type Kernels struct {
 }
 
 // ErrServerExecutes says the engine runs notebook cells on the server, so the sidecar opens no
-// kernel channel of its own there (execution.ServerEngine runs cells through the server;
+// kernel channel of its own there (execution.ServerExecutor runs cells through the server;
 // docs/engines.md, "Execution").
 var ErrServerExecutes = &serverExecutesError{}
 
