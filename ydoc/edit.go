@@ -211,7 +211,9 @@ func (s *Since) Note(id, field string, by []string) {
 	s.Cells[id] = c
 }
 
-// SourceHash is the short hash of a cell's source that reads show and guards compare.
+// SourceHash is the short hash of a cell's source that reads show and guards compare
+// (expected_source_hash): the first hex digits of its SHA-256. Not jupyter-server-documents'
+// run hash (jupyter.RunHash).
 func SourceHash(src string) string {
 	sum := sha256.Sum256([]byte(src))
 	return hex.EncodeToString(sum[:6])

@@ -383,7 +383,7 @@ var _ execution.ServerKernels = Kernels{}
 func (k Kernels) ExecuteCells(ctx context.Context, kernelID, roomID string, cells []execution.CellSource, requestID string) error {
 	req := jupyter.ExecuteCellsRequest{DocumentID: roomID, RequestID: requestID}
 	for _, c := range cells {
-		req.Cells = append(req.Cells, jupyter.CellToRun{CellID: c.CellID, SourceHash: jupyter.SourceHash(c.Source)})
+		req.Cells = append(req.Cells, jupyter.CellToRun{CellID: c.CellID, RunHash: jupyter.RunHash(c.Source)})
 	}
 	err := k.C.ExecuteCells(ctx, kernelID, req)
 	switch {
