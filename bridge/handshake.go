@@ -127,7 +127,7 @@ func (l *roomLoop) applySync(f ydoc.Frame) error {
 		if errors.Is(err, ydoc.ErrDocBroken) {
 			l.brokenNoSync++
 			if l.brokenNoSync >= maxBrokenNoSync {
-				return &RoomError{Path: l.r.opts.Path, Err: fmt.Errorf("the CRDT engine cannot load this document (failed %d times in a row): %w", l.brokenNoSync, err)}
+				return &RoomError{Path: l.r.opts.Path, Err: fmt.Errorf("y-crdt cannot load this document (failed %d times in a row): %w", l.brokenNoSync, err)}
 			}
 			l.requestReset("the local replica broke: " + err.Error())
 			return errReconnect

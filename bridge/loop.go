@@ -21,7 +21,7 @@ var errReconnect = errors.New("bridge: reconnecting")
 // errNoStepTwo: the server never answered a handshake.
 var errNoStepTwo = errors.New("no sync step 2 from the server")
 
-// Give up on a room that resets again and again without ever syncing (a document the engine
+// Give up on a room that resets again and again without ever syncing (a document y-crdt
 // cannot load, a server that rejects every session), instead of reconnecting forever.
 const (
 	maxResetsNoSync = 8

@@ -112,7 +112,7 @@ func (r *Room) View(ctx context.Context, fn func(*ydoc.Doc) error) error {
 // earlier one). fn must not keep either.
 //
 // fn (like every callback handed to a room: View, an ydoc.EditFunc, OnEvent) runs on the room
-// goroutine, an EditFunc with the CRDT engine locked for all rooms: it must be short and must
+// goroutine, an EditFunc with the y-crdt lock held for all rooms: it must be short and must
 // not call any Room or Manager method, or it deadlocks. A panic in fn is returned as an error.
 //
 // A read shows the document as it is meant to be: what the server held when the read began

@@ -19,7 +19,7 @@ import (
 // Regressions for the faults a code review found: each test fails on the code before its fix.
 
 // poisonServer injects, on every connection, an update that y-crdt panics on: a room whose
-// document the engine cannot hold.
+// document y-crdt cannot hold.
 type poisonServer struct {
 	*bridgetest.Server
 	poison []byte
@@ -35,7 +35,7 @@ func (p *poisonServer) DialRoom(ctx context.Context, roomID, sessionID string) (
 	return c, err
 }
 
-// A document the engine cannot load fails the room after a few attempts instead of resetting
+// A document y-crdt cannot load fails the room after a few attempts instead of resetting
 // and reconnecting at full speed forever.
 func TestPoisonDocumentFailsRoom(t *testing.T) {
 	poison, _ := hex.DecodeString("0204000084858080808080808080010004f09f98800a03c10005ffffffffffffffffff010503c5ffffffffffffffffff01000300077b2265223a317d0203000800030001770176828580808080808080800180808080802001077b2261223a317d0180808080080180808080802003")

@@ -274,7 +274,7 @@ type RoomInfo struct {
 // connection (one reader and one writer goroutine per websocket), the history of changes and
 // the restorable versions, the agent's awareness state. Public methods hand requests to that
 // goroutine (do, call, whenReady) and wait for the answer, the room's end or their context; the
-// functions they pass (View, Read, Apply) run on it — Apply's with the CRDT engine locked for
+// functions they pass (View, Read, Apply) run on it — Apply's with the y-crdt lock held for
 // every room — so they must be short and must not call back into a Room or the Manager. The goroutine never blocks on the
 // network: dialling happens on a helper goroutine while requests are served, so a caller can
 // always withdraw an edit it stopped waiting for.
@@ -522,7 +522,7 @@ type roomLoop struct {
 	resetsNoSync   int          // resets since the last successful sync
 	unanswered     int          // handshakes in a row the server never answered
 	resyncAskedAt  time.Time    // a periodic step 1 not answered yet with a step 2 (zero: none)
-	brokenNoSync   int          // replica breakdowns (engine panics) since the last successful sync
+	brokenNoSync   int          // replica breakdowns (y-crdt panics) since the last successful sync
 	initErrors     int          // consecutive initialization_error closes
 
 	presence Presence       // the agent's status and activity

@@ -14,9 +14,9 @@
 // that caller; tests drive a Session directly, against another Session or a scripted peer.
 //
 // What it owns: the only import of github.com/skyterra/y-crdt in the module (tests included:
-// they drive ydoc as shipped), every workaround that library needs, and the engine lock —
+// they drive ydoc as shipped), every workaround that library needs, and the y-crdt lock —
 // y-crdt is not goroutine-safe even across documents, so every call into it, from every room,
-// holds one lock (engine.go; the one global of the module).
+// holds one lock (crdtlock.go; the one global of the module).
 //
 // What it may import: the standard library, y-crdt and zerolog. What it must never do: start a
 // goroutine, read the clock (time arrives as arguments), touch a socket, or know of rooms, MCP or

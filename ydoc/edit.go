@@ -390,7 +390,7 @@ func (f DurableFunc) run(tx *Txn, r editRun) (Outcome, error) {
 	return Outcome{}, callEditFunc(f, tx, r.replay)
 }
 
-// callEditFunc runs a caller's function: its panic is its bug, not the engine's, so it is
+// callEditFunc runs a caller's function: its panic is its bug, not y-crdt's, so it is
 // returned as an error instead of marking the replica broken.
 func callEditFunc(f func(*Txn, bool) error, tx *Txn, replaying bool) (err error) {
 	defer func() {

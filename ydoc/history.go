@@ -217,7 +217,7 @@ func (h *History) observe(d *Doc, c Change) {
 	h.record(h.cur)
 }
 
-// observeNotebook updates the cell hashes the change touched (engine lock held).
+// observeNotebook updates the cell hashes the change touched (y-crdt lock held).
 func (h *History) observeNotebook(d *Doc, c Change) {
 	o := &d.ord
 	if c.Meta || h.stale {
