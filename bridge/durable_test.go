@@ -129,7 +129,7 @@ func TestSaveGuardOff(t *testing.T) {
 // An engine that saves by itself (jupyter-server-documents) gets no save request.
 func TestSaveGuardOffWhereTheServerSavesItself(t *testing.T) {
 	srv := newServer(t)
-	srv.SetEngine(bridge.Engine{Name: "jupyter-server-documents", SavesItself: true})
+	srv.SetEngine(bridge.EngineInfo{Name: "jupyter-server-documents", SavesItself: true})
 	saves := bridge.NewSaves(1)
 	h := startSynced(t, srv, guardOn(5*time.Millisecond, saves))
 	if _, err := h.room.Apply(testutil.Context(t), insertCell("x")); err != nil {

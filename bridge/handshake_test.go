@@ -71,7 +71,7 @@ func TestReconnectSameDocumentKeepsReplica(t *testing.T) {
 // An engine that saves by itself has no save message: Save says so at once.
 func TestSaveRefusedWhereTheServerSavesItself(t *testing.T) {
 	srv := newServer(t)
-	srv.SetEngine(bridge.Engine{Name: "jupyter-server-documents", SavesItself: true, NoForks: true})
+	srv.SetEngine(bridge.EngineInfo{Name: "jupyter-server-documents", SavesItself: true, NoForks: true})
 	h := startSynced(t, srv, nil)
 	if _, err := h.room.Save(testutil.Context(t)); !errors.Is(err, bridge.ErrSavesItself) {
 		t.Fatalf("Save: %v, want ErrSavesItself", err)

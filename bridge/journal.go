@@ -404,7 +404,7 @@ func (l *roomLoop) adoptReplayed() {
 
 // keepHistory makes the session keep the history of the replica's versions (rescue.go), once the
 // engine is known (outputs are left out of comparisons where the room holds placeholders).
-func (l *roomLoop) keepHistory(e Engine) {
+func (l *roomLoop) keepHistory(e EngineInfo) {
 	if l.sess.History() != nil || l.r.opts.Fork != "" || l.r.opts.Transient != "" {
 		return
 	}

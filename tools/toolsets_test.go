@@ -209,7 +209,7 @@ func TestEnableToolsetTurnsASetOnForTheSession(t *testing.T) {
 // On jupyter-server-documents (no fork API) the fork tools are hidden, and say why when called.
 func TestEngineHidesWhatItCannotSupport(t *testing.T) {
 	e := newEnv(t, nil, toolsets("all"))
-	e.srv.SetEngine(bridge.Engine{Name: "jupyter-server-documents", NoForks: true, SavesItself: true})
+	e.srv.SetEngine(bridge.EngineInfo{Name: "jupyter-server-documents", NoForks: true, SavesItself: true})
 	got := listTools(t, e)
 	for _, n := range []string{"fork_document", "list_forks", "diff_fork", "merge_document_fork", "discard_document_fork"} {
 		if got[n].Name != "" {
@@ -224,7 +224,7 @@ func TestEngineHidesWhatItCannotSupport(t *testing.T) {
 		t.Errorf("list_forks on jsd: %s", r)
 	}
 	d := newEnv(t, nil, toolsets())
-	d.srv.SetEngine(bridge.Engine{Name: "jupyter-server-documents", NoForks: true, SavesItself: true})
+	d.srv.SetEngine(bridge.EngineInfo{Name: "jupyter-server-documents", NoForks: true, SavesItself: true})
 	if r := d.call("enable_toolset", map[string]any{"toolset": "forks"}); !r.IsError || !strings.Contains(str(r.Body["error"]), "no fork API") {
 		t.Errorf("enable_toolset forks on jsd: %s", r)
 	}
