@@ -169,7 +169,7 @@ type proposal struct {
 // its version guard must see every change the sync brings, which the history records only once
 // the sync's output is handled.
 func (l *roomLoop) propose(pr *proposal) {
-	if !l.ready || !l.sess.Synced() {
+	if !l.ready || !l.replica.Synced() {
 		l.proposals = append(l.proposals, pr)
 		return
 	}
@@ -182,7 +182,7 @@ func (l *roomLoop) propose(pr *proposal) {
 		}
 		since = s
 	}
-	out := l.sess.Propose(pr.id, ydoc.Proposal{Edit: pr.p.Edit, Since: since, Replay: pr.p.Replay, Prev: pr.p.Prev})
+	out := l.replica.Propose(pr.id, ydoc.Proposal{Edit: pr.p.Edit, Since: since, Replay: pr.p.Replay, Prev: pr.p.Prev})
 	onItsWay := pr.p.Applied != nil && l.link != nil && appliedNow(out, pr.id)
 	l.handle(out)
 	if onItsWay {
@@ -223,7 +223,7 @@ func (l *roomLoop) withdraw(id uint64) bool {
 			return true
 		}
 	}
-	return l.sess.Withdraw(id)
+	return l.replica.Withdraw(id)
 }
 
 // since is what changed after version v, for the version guard of an edit about to run.

@@ -100,9 +100,9 @@ func (l *roomLoop) releaseHeldAfter(now time.Time) error {
 func (l *roomLoop) divergence(payload []byte) string {
 	sv, err := ydoc.DecodeStateVector(payload)
 	if err != nil || len(sv) == 0 {
-		return "" // Session.Receive reports a malformed one
+		return "" // Replica.Receive reports a malformed one
 	}
-	doc := l.sess.Doc()
+	doc := l.replica.Doc()
 	own := doc.ClientID()
 	var unknown []uint64
 	for client := range doc.StateVector() {
@@ -122,7 +122,7 @@ func (l *roomLoop) applySync(f ydoc.Frame) error {
 	if f.Sync == ydoc.SyncStep2 {
 		defer l.stepTwoArrived() // after it was applied: the fresh reads it answers see it
 	}
-	out, err := l.sess.Receive(f)
+	out, err := l.replica.Receive(f)
 	if err != nil {
 		if errors.Is(err, ydoc.ErrDocBroken) {
 			l.brokenNoSync++
@@ -133,7 +133,7 @@ func (l *roomLoop) applySync(f ydoc.Frame) error {
 			return errReconnect
 		}
 		l.log.Warn().Err(err).Str(logfield.Sync, f.Sync.String()).Msg("bad sync message from server; resyncing")
-		l.handle(l.sess.Resync())
+		l.handle(l.replica.Resync())
 		return nil
 	}
 	l.logRemote(f, out)

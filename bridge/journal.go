@@ -221,7 +221,7 @@ func (l *roomLoop) logSaved(before uint64) {
 	} else {
 		l.wal.lastCovers = covers
 	}
-	h, _ := l.sess.Doc().State()["hash"].(string)
+	h, _ := l.replica.Doc().State()["hash"].(string)
 	l.wal.log.Saved(covers, h)
 }
 
@@ -232,11 +232,11 @@ func (l *roomLoop) afterOutput() {
 	if l.wal.log == nil {
 		return
 	}
-	if l.sess.InFlight() == 0 {
+	if l.replica.InFlight() == 0 {
 		l.wal.inflightFrom = 0
 	}
-	if !l.wal.fresh && l.wal.log.NeedBase() && l.sess.Doc().Err() == nil {
-		state, err := l.sess.Doc().EncodeStateAsUpdate(nil)
+	if !l.wal.fresh && l.wal.log.NeedBase() && l.replica.Doc().Err() == nil {
+		state, err := l.replica.Doc().EncodeStateAsUpdate(nil)
 		if err != nil {
 			l.log.Warn().Err(err).Msg("could not encode the replica for the journal")
 			return
@@ -381,10 +381,10 @@ func (l *roomLoop) adoptReplayed() {
 	}
 	err := r.err
 	if err == nil {
-		err = l.sess.AdoptLost(r.state)
+		err = l.replica.AdoptLost(r.state)
 	}
 	if err == nil {
-		err = l.sess.KeepHistory(r.hist)
+		err = l.replica.KeepHistory(r.hist)
 	}
 	lineage := l.wal.adopted
 	if err != nil {
@@ -405,12 +405,12 @@ func (l *roomLoop) adoptReplayed() {
 // keepHistory makes the session keep the history of the replica's versions (rescue.go), once the
 // engine is known (outputs are left out of comparisons where the room holds placeholders).
 func (l *roomLoop) keepHistory(e EngineInfo) {
-	if l.sess.History() != nil || l.r.opts.Fork != "" || l.r.opts.Transient != "" {
+	if l.replica.History() != nil || l.r.opts.Fork != "" || l.r.opts.Transient != "" {
 		return
 	}
 	h, err := ydoc.NewHistory(l.r.opts.Kind, ydoc.MatchOptions{IgnoreOutputs: e.OutputPlaceholders}, l.log)
 	if err == nil {
-		err = l.sess.KeepHistory(h)
+		err = l.replica.KeepHistory(h)
 	}
 	if err != nil {
 		l.log.Warn().Err(err).Msg("the replica's history is not kept: a rescue cannot be decided by content")

@@ -127,7 +127,7 @@ func (l *roomLoop) receive(in inbound) error {
 		// A frame we cannot decode may have carried an update (or the step 2 we wait for): ask
 		// for a full diff.
 		l.log.Warn().Err(in.err).Msg("dropping malformed frame from server; resyncing")
-		l.handle(l.sess.Resync())
+		l.handle(l.replica.Resync())
 		return nil
 	}
 	f := in.frame
@@ -196,7 +196,7 @@ func (l *roomLoop) handle(out ydoc.Output) {
 			l.versions[c.EditID] = seq
 		}
 		if l.snaps != nil && l.ready {
-			if err := l.snaps.observe(l.sess.Doc(), c, l.hist.versionAt(seq), authors, now, false); err != nil {
+			if err := l.snaps.observe(l.replica.Doc(), c, l.hist.versionAt(seq), authors, now, false); err != nil {
 				l.log.Warn().Err(err).Msg("could not record a version")
 			}
 		}
@@ -205,7 +205,7 @@ func (l *roomLoop) handle(out ydoc.Output) {
 	l.noteChanges(out, now) // before the sync below marks the replica ready: a load is no change
 	if out.Saved {
 		l.logSaved(logged)
-		h, _ := l.sess.Doc().State()["hash"].(string)
+		h, _ := l.replica.Doc().State()["hash"].(string)
 		l.watchSaved(h, now)
 	}
 	if out.Rescue != nil {
@@ -222,16 +222,16 @@ func (l *roomLoop) handle(out ydoc.Output) {
 		l.sizeDirty = true
 	}
 	if out.Synced {
-		if l.r.opts.Kind == ydoc.KindNotebook && onlyLoader(l.sess.Doc().StateVector()) {
+		if l.r.opts.Kind == ydoc.KindNotebook && onlyLoader(l.replica.Doc().StateVector()) {
 			// Everything the replica holds came from the server's loader (client 0): the room
 			// was loaded from the file just now, and may still be loading (outputs.go).
 			l.r.prep.loaderWrote(now)
 		}
 		l.ready = true
-		h, _ := l.sess.Doc().State()["hash"].(string)
+		h, _ := l.replica.Doc().State()["hash"].(string)
 		l.outside = outsideWatch{hash: h}
 		if l.snaps != nil {
-			if err := l.snaps.observe(l.sess.Doc(), ydoc.Change{}, l.hist.version(), nil, now, true); err != nil {
+			if err := l.snaps.observe(l.replica.Doc(), ydoc.Change{}, l.hist.version(), nil, now, true); err != nil {
 				l.log.Warn().Err(err).Msg("could not record the joined version")
 			}
 		}
@@ -299,14 +299,14 @@ func (l *roomLoop) tick(now time.Time) error {
 	if err := l.releaseHeldAfter(now); err != nil {
 		return err
 	}
-	if l.link != nil && !l.sess.Synced() && now.Sub(l.connectedAt) >= l.r.opts.HandshakeTimeout {
+	if l.link != nil && !l.replica.Synced() && now.Sub(l.connectedAt) >= l.r.opts.HandshakeTimeout {
 		if l.handshakeAsked {
 			return fmt.Errorf("%w within %s", errNoStepTwo, 2*l.r.opts.HandshakeTimeout)
 		}
 		l.handshakeAsked = true
 		l.connectedAt = now
 		l.log.Warn().Msg("no sync step 2 yet; asking again")
-		l.handle(l.sess.Resync())
+		l.handle(l.replica.Resync())
 	}
 	if update, ch := l.aw.Tick(now); update != nil || !ch.Empty() {
 		if update != nil {
@@ -328,12 +328,12 @@ func (l *roomLoop) tick(now time.Time) error {
 		// (a jupyter-server-documents room that lost its message task) though the socket lives.
 		return fmt.Errorf("%w to a resync within %s", errNoStepTwo, 2*l.r.opts.HandshakeTimeout)
 	}
-	if l.sess.Synced() && now.Sub(l.lastSync) >= l.r.opts.ResyncInterval {
+	if l.replica.Synced() && now.Sub(l.lastSync) >= l.r.opts.ResyncInterval {
 		l.lastSync = now
 		if l.resyncAskedAt.IsZero() {
 			l.resyncAskedAt = now
 		}
-		l.handle(l.sess.Tick())
+		l.handle(l.replica.Tick())
 	}
 	return nil
 }
@@ -359,7 +359,7 @@ func (l *roomLoop) endLink(last [][]byte, graceful bool) {
 	l.releaseFresh(nil)
 	l.held = nil
 	l.outbox = nil
-	l.sess.Disconnected()
+	l.replica.Disconnected()
 	// Away since we last heard from the server, not since we noticed: a silent network
 	// failure is only detected by the read deadline.
 	l.awayFrom = l.r.opts.Now()
@@ -384,7 +384,7 @@ func (l *roomLoop) requestReset(reason string) {
 }
 
 // requestResetServerLost is requestReset when the server lost the room (it restarted): see
-// ydoc.Session.ResetServerLost.
+// ydoc.Replica.ResetServerLost.
 func (l *roomLoop) requestResetServerLost(reason string) {
 	l.requestReset(reason)
 	l.serverLost = true
@@ -394,9 +394,9 @@ func (l *roomLoop) requestResetServerLost(reason string) {
 // after the next sync; views wait for it.
 func (l *roomLoop) reset() error {
 	id := l.r.opts.NewClientID()
-	reset, lost := l.sess.Reset, l.serverLost
+	reset, lost := l.replica.Reset, l.serverLost
 	if lost {
-		reset = l.sess.ResetServerLost
+		reset = l.replica.ResetServerLost
 	}
 	l.serverLost = false
 	if err := reset(id); err != nil {
@@ -489,7 +489,7 @@ func (l *roomLoop) stop(err error) {
 // abortEdits ends every pending edit: the ones that never ran changed nothing; the ones already
 // in the replica were sent and may have reached the server, so their outcome is unknown.
 func (l *roomLoop) abortEdits(cause error) {
-	notApplied, unconfirmed := l.sess.Abort()
+	notApplied, unconfirmed := l.replica.Abort()
 	for _, pr := range l.proposals {
 		notApplied = append(notApplied, ydoc.EditResult{ID: pr.id})
 	}
@@ -521,13 +521,13 @@ func (l *roomLoop) setStatus(s Status, err error) {
 	} else if s == StatusSynced {
 		l.r.info.Err = ""
 	}
-	l.r.info.ClientID = l.sess.Doc().ClientID()
+	l.r.info.ClientID = l.replica.Doc().ClientID()
 	l.r.mu.Unlock()
 }
 
 func (l *roomLoop) publishPending() {
 	l.r.mu.Lock()
-	l.r.info.PendingEdits = l.sess.Pending() + len(l.proposals)
+	l.r.info.PendingEdits = l.replica.Pending() + len(l.proposals)
 	l.r.mu.Unlock()
 }
 
@@ -540,7 +540,7 @@ func (l *roomLoop) publishInfo() {
 	sort.Slice(cs, func(i, j int) bool { return cs[i].ClientID < cs[j].ClientID })
 	l.r.mu.Lock()
 	l.r.info.Collaborators = cs
-	l.r.info.PendingEdits = l.sess.Pending() + len(l.proposals)
+	l.r.info.PendingEdits = l.replica.Pending() + len(l.proposals)
 	l.r.mu.Unlock()
 }
 

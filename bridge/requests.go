@@ -131,7 +131,7 @@ func (r *Room) Read(ctx context.Context, fn func(*ydoc.Doc, History) error) erro
 // outputs placeholders stand for.
 func (r *Room) readRaw(ctx context.Context, resolve bool, fn func(*ydoc.Doc, History) error) error {
 	return r.whenReady(ctx, resolve && !r.opts.NoFreshReads, func(l *roomLoop) error {
-		d := l.sess.Doc()
+		d := l.replica.Doc()
 		if f := l.r.prep.filter(); resolve && f != nil {
 			d.SetOutputFilter(f)
 			defer d.SetOutputFilter(nil)
@@ -184,7 +184,7 @@ func (r *Room) Save(ctx context.Context) (string, error) {
 			res <- saveResult{err: ErrSavesItself}
 			return
 		}
-		if l.link == nil || !l.sess.Synced() {
+		if l.link == nil || !l.replica.Synced() {
 			res <- saveResult{err: ErrNotSynced}
 			return
 		}

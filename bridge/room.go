@@ -270,7 +270,7 @@ type RoomInfo struct {
 // Room is one live collaboration room: a replica of a document (or of a fork of one, or the
 // awareness-only global room) kept in sync with jupyter-server, shared by every caller.
 //
-// Run's goroutine owns everything that changes: the ydoc.Session with its replica, the
+// Run's goroutine owns everything that changes: the ydoc.Replica (the document and its sync state), the
 // connection (one reader and one writer goroutine per websocket), the history of changes and
 // the restorable versions, the agent's awareness state. Public methods hand requests to that
 // goroutine (do, call, whenReady) and wait for the answer, the room's end or their context; the
@@ -491,11 +491,11 @@ func (r *Room) emit(e Event) {
 
 // roomLoop is the state owned by the room goroutine.
 type roomLoop struct {
-	r    *Room
-	log  zerolog.Logger
-	sess *ydoc.Session
-	aw   *ydoc.Awareness
-	bo   *backoff
+	r       *Room
+	log     zerolog.Logger
+	replica *ydoc.Replica
+	aw      *ydoc.Awareness
+	bo      *backoff
 
 	ds         DocSession
 	link       *link
@@ -557,14 +557,14 @@ type roomLoop struct {
 
 func newRoomLoop(r *Room) (*roomLoop, error) {
 	id := r.opts.NewClientID()
-	sess, err := ydoc.NewSession(r.opts.Kind, id, r.log)
+	replica, err := ydoc.NewReplica(r.opts.Kind, id, r.log)
 	if err != nil {
 		return nil, err
 	}
 	l := &roomLoop{
 		r:        r,
 		log:      r.log,
-		sess:     sess,
+		replica:  replica,
 		aw:       ydoc.NewAwareness(uint64(id)),
 		bo:       newBackoff(r.opts.MinBackoff, r.opts.MaxBackoff),
 		waiters:  map[uint64]*Pending{},
@@ -629,7 +629,7 @@ func (l *roomLoop) dial(ctx context.Context) dialed {
 	// join; and, alongside the first join, the file as the room is first joined (the last save
 	// known, until the server reports one).
 	reader, lostPending, prevSession := l.fileReader(), l.serverLost || l.adoptPending, l.ds.SessionID
-	noteFile := l.sess.History() == nil || l.sess.History().LastSaved() == nil
+	noteFile := l.replica.History() == nil || l.replica.History().LastSaved() == nil
 	replayLineage, lostLineage := uint64(0), l.wal.lineage
 	if l.wal.lost != 0 {
 		lostLineage = l.wal.lost // resets since the loss started lineages of their own
@@ -837,12 +837,12 @@ func (l *roomLoop) connectAndServe(ctx context.Context) error {
 	} else if l.adoptPending {
 		l.decideRescue(file, ferr)
 	}
-	if h := l.sess.History(); h != nil && file != nil && ferr == nil && h.LastSaved() == nil && file.Doc != nil {
+	if h := l.replica.History(); h != nil && file != nil && ferr == nil && h.LastSaved() == nil && file.Doc != nil {
 		h.NoteSaved(*file.Doc) // the file as the room was (first) joined: the last save known
 	}
 	l.ds = ds
 	l.r.prep.engineChanged(ds.Engine, ds.FileID)
-	l.sess.LaggingSaveMarkers(ds.Engine.SavesItself) // its periodic saves mark before they are done
+	l.replica.LaggingSaveMarkers(ds.Engine.SavesItself) // its periodic saves mark before they are done
 	l.r.mu.Lock()
 	l.r.info.RoomID, l.r.info.FileID, l.r.info.SessionID = ds.RoomID, ds.FileID, ds.SessionID
 	l.r.mu.Unlock()
@@ -850,7 +850,7 @@ func (l *roomLoop) connectAndServe(ctx context.Context) error {
 	l.connectedAt, l.handshakeAsked, l.resyncAskedAt = l.r.opts.Now(), false, time.Time{}
 	l.serverStepOne, l.held = false, nil
 	l.log.Info().Str(logfield.RoomID, ds.RoomID).Str(logfield.FileID, ds.FileID).Str(logfield.Engine, ds.Engine.Name).Msg("joined room")
-	l.handle(l.sess.Connect())
+	l.handle(l.replica.Connect())
 	if aw := l.aw.Current(); aw != nil {
 		l.send(ydoc.EncodeAwarenessFrame(aw))
 	}

@@ -107,7 +107,7 @@ func (l *roomLoop) measure(now time.Time) {
 	}
 	if l.ready && l.sizeDirty && (l.sizedAt.IsZero() || now.Sub(l.sizedAt) >= max(sizeEvery, sizeCostFactor*l.sizeCost)) {
 		start := l.r.opts.Now()
-		if u, err := l.sess.Doc().EncodeStateAsUpdate(nil); err == nil {
+		if u, err := l.replica.Doc().EncodeStateAsUpdate(nil); err == nil {
 			sz.ReplicaBytes = len(u)
 		}
 		l.sizeCost = l.r.opts.Now().Sub(start)

@@ -25,7 +25,7 @@
 //
 // # How it is driven
 //
-// Each cell's run is a machine: a pure state machine in the style of ydoc.Session and etcd
+// Each cell's run is a machine: a pure state machine in the style of ydoc.Replica and etcd
 // raft's RawNode — no goroutines, no clock, no sockets. Kernel messages, the outcomes of room
 // writes and ticks (with the time passed in) go in; actions come out: write the reset, these
 // outputs, a beat of the marker, the run's end; send the request, abandon it, look at the

@@ -299,7 +299,7 @@ func (d *Doc) Transact(fn func(*Txn) error) ([]byte, Change, error) {
 // Change describes what one transaction changed.
 type Change struct {
 	Local    bool
-	EditID   uint64       // the Session edit that produced a local change; 0 for remote changes
+	EditID   uint64       // the edit (Replica.Propose's id) that produced a local change; 0 for remote changes
 	Inserted []string     // cell ids added
 	Deleted  []string     // cell ids removed
 	Moved    bool         // the order of surviving cells changed

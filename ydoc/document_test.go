@@ -1008,7 +1008,7 @@ func checkBroken(t *testing.T, d *Doc) {
 }
 
 // TestChangeMergeDoesNotAlias: Change is a value; merging into one copy must not alter another
-// (Session hands the same Change out in Output.Changes and in EditResult.Change).
+// (Replica hands the same Change out in Output.Changes and in EditResult.Change).
 func TestChangeMergeDoesNotAlias(t *testing.T) {
 	d, _ := loadNotebook(t, baseNotebook())
 	_, ch := transact(t, d, func(tx *Txn) error {
