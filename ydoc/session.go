@@ -678,8 +678,9 @@ func (s *Replica) apply(e *pendingEdit) Output {
 	meta, perr := ParseUpdate(update)
 	out.Frames = append(out.Frames, EncodeSync(SyncUpdate, update))
 	if perr != nil {
-		// Our own engine produced something our parser rejects: a bug, not input. The update is
-		// in the replica and is sent, but without knowing what it holds it cannot be confirmed.
+		// y-crdt produced, for our own edit, something our parser rejects: a bug, not input. The
+		// update is in the replica and is sent, but without knowing what it holds it cannot be
+		// confirmed.
 		s.log.Error().Err(perr).Msg("local update does not parse")
 		out.Done = append(out.Done, e.result(fmt.Errorf("internal: the local update could not be tracked, so the server's acknowledgement cannot be checked: %w", perr)))
 		return out

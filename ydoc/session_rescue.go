@@ -69,7 +69,7 @@ func (s *Replica) rescue(lost *lostReplica, plan rescuePlan, covered []*pendingE
 
 // byIDObstacle says why the lost replica cannot be applied to the room by its ids ("" when it
 // can): an id both hold with different content, or items whose dependencies do not fit (tried
-// on a scratch copy of the room, which also keeps an engine failure away from the replica).
+// on a scratch copy of the room, which also keeps a y-crdt failure away from the replica).
 func (s *Replica) byIDObstacle(lost *lostReplica) (string, map[uint64]bool) {
 	c, err := idConflicts(s.doc, lost.doc)
 	if err != nil {
