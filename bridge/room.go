@@ -132,7 +132,7 @@ type RoomOptions struct {
 	ResetAfter       time.Duration // rebuild the replica after being away this long (45s; the server cleans idle rooms after 60s)
 	PingInterval     time.Duration // websocket ping (15s)
 	HandshakeTimeout time.Duration // no sync step 2 within this: ask again, then reconnect (15s)
-	// DeadRoomWait: on engines that free idle rooms (Engine.FreesIdleRooms), a room that failed
+	// DeadRoomWait: on engines that free idle rooms (EngineInfo.FreesIdleRooms), a room that failed
 	// twice in a row to answer a handshake is left alone this long before the next try, so the
 	// server can free it and load it afresh: jupyter-server-documents 0.3.3 can lose a room's
 	// message task for good (docs/engines.md, "Known server problems"), and frees a room only

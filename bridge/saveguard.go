@@ -195,7 +195,7 @@ type saveGuard struct {
 }
 
 // guarded reports whether this room asks for saves: not when the agent asked for no autosave,
-// nor on an engine that saves by itself and has no save message (Engine.SavesItself).
+// nor on an engine that saves by itself and has no save message (EngineInfo.SavesItself).
 func (l *roomLoop) guarded() bool {
 	o := l.r.opts
 	return o.SaveInterval > 0 && !o.NoAutosave && o.Fork == "" && o.Transient == "" && !l.ds.Engine.SavesItself
