@@ -55,7 +55,7 @@ func TestReplayAfterCallerReturnedLeavesItsOutcome(t *testing.T) {
 				return
 			}
 			reads++
-			time.Sleep(100 * time.Microsecond)
+			time.Sleep(100 * time.Microsecond) // pacing the reader, which reads while the replay runs (for -race)
 		}
 	}()
 	srv.Down()
