@@ -7,6 +7,7 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -16,7 +17,7 @@ import (
 func TestApplyVersions(t *testing.T) {
 	srv := newServer(t)
 	hr := startSynced(t, srv, nil)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 	var v0 bridge.Version
 	if err := hr.room.Read(ctx, func(_ *ydoc.Doc, h bridge.History) error { v0 = h.Version(); return nil }); err != nil {
 		t.Fatal(err)
@@ -72,12 +73,12 @@ func TestApplyVersions(t *testing.T) {
 // Create writes a new document and opens it; an existing path is refused.
 func TestManagerCreate(t *testing.T) {
 	srv := newServer(t)
-	m, err := bridge.NewManager(bridge.ManagerOptions{Jupyter: srv, Room: fastOptions()})
+	m, err := bridge.NewManager(bridge.ManagerOptions{Jupyter: srv, Room: bridgetest.FastRoomOptions()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Close)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 	nb := `{"cells": [{"cell_type": "markdown", "id": "m1", "metadata": {}, "source": "# new"}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}`
 	room, err := m.Create(ctx, "data/new.ipynb", ydoc.KindNotebook, []byte(nb))
 	if err != nil {

@@ -3,7 +3,7 @@
 // a replica the server lost, confirms edits with the server, keeps restorable versions, and
 // publishes every room's changes as events.
 //
-// Room drives one ydoc.Session, as etcd's node drives a RawNode: one goroutine (Room.Run) owns
+// Room drives one ydoc.Replica, as etcd's node drives a RawNode: one goroutine (Room.Run) owns
 // the replica and the connection state; each websocket has one reader and one writer goroutine
 // (link); public methods hand requests to the room goroutine and wait for the answer, the
 // room's end or the caller's context (call, whenReady). Manager opens rooms by path, shares them

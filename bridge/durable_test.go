@@ -5,10 +5,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -58,52 +60,54 @@ func serverSource(t *testing.T, srv *bridgetest.Server, path, id string) string 
 // While changes keep coming, the guard gets the document saved every interval; once they stop
 // and the last save is marked, no more saves.
 func TestSaveGuardSavesWhileChangingAndNotWhenIdle(t *testing.T) {
-	srv := newServer(t)
-	saves := bridge.NewSaves(2)
-	h := startSynced(t, srv, guardOn(20*time.Millisecond, saves))
-	if n := srv.Saves(nbPath); n != 0 {
-		t.Fatalf("%d saves of a room nobody changed", n)
-	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { // a keystroke every 2 ms, never a pause the server's own autosave would need
-		defer wg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-time.After(2 * time.Millisecond):
-			}
-			typeInto(t, srv, nbPath, "cell-b", "k")
+	synctest.Test(t, func(t *testing.T) {
+		srv := newServer(t)
+		saves := bridge.NewSaves(2)
+		h := startSynced(t, srv, guardOn(20*time.Millisecond, saves))
+		if n := srv.Saves(nbPath); n != 0 {
+			t.Fatalf("%d saves of a room nobody changed", n)
 		}
-	}()
-	awaitServer(t, srv, "three saves during the typing", func() bool { return srv.Saves(nbPath) >= 3 })
-	close(stop)
-	wg.Wait()
-	if _, err := h.room.Edit(ctxT(t), insertCell("last")); err != nil { // a local change at the end
-		t.Fatal(err)
-	}
-	eventually(t, "the last change saved", func() bool {
-		f, _ := srv.File(nbPath)
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { // a keystroke every 2 ms, never a pause the server's own autosave would need
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(2 * time.Millisecond):
+				}
+				typeInto(t, srv, nbPath, "cell-b", "k")
+			}
+		}()
+		awaitServer(t, srv, "three saves during the typing", func() bool { return srv.Saves(nbPath) >= 3 })
+		close(stop)
+		wg.Wait()
+		if _, err := h.room.Apply(testutil.Context(t), insertCell("last")); err != nil { // a local change at the end
+			t.Fatal(err)
+		}
+		testutil.Eventually(t, "the last change saved", func() bool {
+			f, _ := srv.File(nbPath)
+			info := h.room.Info()
+			return len(f.Notebook.Cells) == 3 && info.UnsavedSince.IsZero() && info.LastSaveStatus == "success"
+		})
+		n := srv.Saves(nbPath)
+		// Idle: ten intervals go by (the room loop ticks every 5 ms) without a save.
+		time.Sleep(200 * time.Millisecond) // virtual: exactly 200 ms of ticks, saves and resyncs
+		synctest.Wait()
+		if got := srv.Saves(nbPath); got != n {
+			t.Errorf("an idle room was saved %d more times", got-n)
+		}
+		st := saves.Stats()
+		if st.Asked < 4 || st.Success != st.Asked || st.Marked < st.Asked {
+			t.Errorf("save stats %+v: want every request answered success and marked", st)
+		}
 		info := h.room.Info()
-		return len(f.Notebook.Cells) == 3 && info.UnsavedSince.IsZero() && info.LastSaveStatus == "success"
+		if info.LastSaved.IsZero() || info.SavesAsked != int(st.Asked) {
+			t.Errorf("info: last saved %v, asked %d (stats %d)", info.LastSaved, info.SavesAsked, st.Asked)
+		}
 	})
-	n := srv.Saves(nbPath)
-	// Idle: ten intervals go by (the room loop ticks every 5 ms) without a save.
-	awaitResyncs(t, srv, liveConn(t, srv), 4)
-	time.Sleep(200 * time.Millisecond)
-	if got := srv.Saves(nbPath); got != n {
-		t.Errorf("an idle room was saved %d more times", got-n)
-	}
-	st := saves.Stats()
-	if st.Asked < 4 || st.Success != st.Asked || st.Marked < st.Asked {
-		t.Errorf("save stats %+v: want every request answered success and marked", st)
-	}
-	info := h.room.Info()
-	if info.LastSaved.IsZero() || info.SavesAsked != int(st.Asked) {
-		t.Errorf("info: last saved %v, asked %d (stats %d)", info.LastSaved, info.SavesAsked, st.Asked)
-	}
 }
 
 // SaveInterval 0 leaves saving to the server: no request, however much changes.
@@ -113,7 +117,7 @@ func TestSaveGuardOff(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		typeInto(t, srv, nbPath, "cell-b", "k")
 	}
-	if _, err := h.room.Edit(ctxT(t), insertCell("x")); err != nil {
+	if _, err := h.room.Apply(testutil.Context(t), insertCell("x")); err != nil {
 		t.Fatal(err)
 	}
 	awaitResyncs(t, srv, liveConn(t, srv), 3)
@@ -125,10 +129,10 @@ func TestSaveGuardOff(t *testing.T) {
 // An engine that saves by itself (jupyter-server-documents) gets no save request.
 func TestSaveGuardOffWhereTheServerSavesItself(t *testing.T) {
 	srv := newServer(t)
-	srv.SetEngine(bridge.Engine{Name: "jupyter-server-documents", SavesItself: true})
+	srv.SetEngine(bridge.EngineInfo{Name: "jupyter-server-documents", SavesItself: true})
 	saves := bridge.NewSaves(1)
 	h := startSynced(t, srv, guardOn(5*time.Millisecond, saves))
-	if _, err := h.room.Edit(ctxT(t), insertCell("x")); err != nil {
+	if _, err := h.room.Apply(testutil.Context(t), insertCell("x")); err != nil {
 		t.Fatal(err)
 	}
 	awaitResyncs(t, srv, liveConn(t, srv), 3)
@@ -143,22 +147,22 @@ func TestSaveGuardFailedSaveRetried(t *testing.T) {
 	srv.SetSaveStatus("failed")
 	saves := bridge.NewSaves(1)
 	h := startSynced(t, srv, guardOn(10*time.Millisecond, saves))
-	if _, err := h.room.Edit(ctxT(t), insertCell("x")); err != nil {
+	if _, err := h.room.Apply(testutil.Context(t), insertCell("x")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "two failed requests", func() bool { return saves.Stats().Failed >= 2 })
+	testutil.Eventually(t, "two failed requests", func() bool { return saves.Stats().Failed >= 2 })
 	if !h.room.Info().LastSaved.IsZero() {
 		t.Error("a failed save was taken for a save")
 	}
 	srv.SetSaveStatus("success")
-	eventually(t, "a save after the failures", func() bool { return srv.Saves(nbPath) == 1 && h.room.Info().UnsavedSince.IsZero() })
+	testutil.Eventually(t, "a save after the failures", func() bool { return srv.Saves(nbPath) == 1 && h.room.Info().UnsavedSince.IsZero() })
 }
 
 // However long the interval, confirmed durable edits piling up get a save asked for.
 func TestSaveGuardAsksWhenUnsavedEditsPileUp(t *testing.T) {
 	srv := newServer(t)
 	h := startSynced(t, srv, guardOn(time.Hour, nil))
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 	for i := 0; i < 256; i++ {
 		if _, err := h.room.Apply(ctx, durableInsert("d"+string(rune('a'+i%26))+strings.Repeat("x", i/26))); err != nil {
 			t.Fatal(err)
@@ -204,12 +208,12 @@ func TestSavesLimiterFIFO(t *testing.T) {
 func TestRescueAfterRestartBeforeSave(t *testing.T) {
 	srv := newServer(t)
 	h := startSynced(t, srv, nil)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 	if _, err := h.room.Apply(ctx, durableInsert("agent1")); err != nil {
 		t.Fatal(err)
 	}
 	typeInto(t, srv, nbPath, "cell-b", " typed before")
-	eventually(t, "the keystrokes in the replica", func() bool {
+	testutil.Eventually(t, "the keystrokes in the replica", func() bool {
 		var src string
 		_ = h.room.View(ctx, func(d *ydoc.Doc) error {
 			c, _ := d.Cells([]int{1})
@@ -256,17 +260,17 @@ func TestRescueAfterRestartBeforeSave(t *testing.T) {
 func TestRescueAfterSaveThenRestart(t *testing.T) {
 	srv := newServer(t)
 	h := startSynced(t, srv, guardOn(10*time.Millisecond, nil))
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 	if _, err := h.room.Apply(ctx, durableInsert("saved")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a save", func() bool { return srv.Saves(nbPath) >= 1 && h.room.Info().UnsavedSince.IsZero() })
+	testutil.Eventually(t, "a save", func() bool { return srv.Saves(nbPath) >= 1 && h.room.Info().UnsavedSince.IsZero() })
 	srv.SetSaveStatus("failed") // from now on nothing reaches the file
 	if _, err := h.room.Apply(ctx, durableInsert("unsaved")); err != nil {
 		t.Fatal(err)
 	}
 	typeInto(t, srv, nbPath, "cell-b", " typed")
-	eventually(t, "the typing in the replica", func() bool {
+	testutil.Eventually(t, "the typing in the replica", func() bool {
 		var ok bool
 		_ = h.room.View(ctx, func(d *ydoc.Doc) error {
 			nb, _ := d.Notebook()
@@ -290,7 +294,7 @@ func TestRescueAfterUnreportedSaves(t *testing.T) {
 	srv := newServer(t)
 	srv.QuietSaves(true)
 	h := startSynced(t, srv, guardOn(10*time.Millisecond, nil))
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 	if _, err := h.room.Apply(ctx, durableInsert("before")); err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +311,7 @@ func TestRescueAfterUnreportedSaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	typeInto(t, srv, nbPath, "cell-b", " typed")
-	eventually(t, "the typing in the replica", func() bool {
+	testutil.Eventually(t, "the typing in the replica", func() bool {
 		var ok bool
 		_ = h.room.View(ctx, func(d *ydoc.Doc) error {
 			nb, _ := d.Notebook()
@@ -332,7 +336,7 @@ func TestRescueAfterUnreportedSaves(t *testing.T) {
 // the manager keeps for agents says the file won.
 func TestFileWinsWhenChangedOutside(t *testing.T) {
 	srv := newServer(t)
-	m, err := bridge.NewManager(bridge.ManagerOptions{Jupyter: srv, Room: fastOptions()})
+	m, err := bridge.NewManager(bridge.ManagerOptions{Jupyter: srv, Room: bridgetest.FastRoomOptions()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,17 +345,17 @@ func TestFileWinsWhenChangedOutside(t *testing.T) {
 	go func() { defer close(done); _ = m.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	sub := m.Subscribe(1024)
-	room, err := m.Open(ctxT(t), nbPath, ydoc.KindNotebook)
+	room, err := m.Open(testutil.Context(t), nbPath, ydoc.KindNotebook)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := room.Apply(ctxT(t), durableInsert("agent")); err != nil {
+	if _, err := room.Apply(testutil.Context(t), durableInsert("agent")); err != nil {
 		t.Fatal(err)
 	}
 	typeInto(t, srv, nbPath, "cell-b", " lost typing")
-	eventually(t, "the typing in the replica", func() bool {
+	testutil.Eventually(t, "the typing in the replica", func() bool {
 		var src string
-		_ = room.View(ctxT(t), func(d *ydoc.Doc) error {
+		_ = room.View(testutil.Context(t), func(d *ydoc.Doc) error {
 			c, _ := d.Cells([]int{1})
 			src = c[0].Source
 			return nil
@@ -389,7 +393,7 @@ func TestFileWinsWhenChangedOutside(t *testing.T) {
 func TestRescueAfter1003KeepsRoomOnce(t *testing.T) {
 	srv := newServer(t)
 	h := startSynced(t, srv, nil)
-	if _, err := h.room.Apply(ctxT(t), durableInsert("agent")); err != nil {
+	if _, err := h.room.Apply(testutil.Context(t), durableInsert("agent")); err != nil {
 		t.Fatal(err)
 	}
 	srv.CloseWith(bridgetest.CloseSessionProblem, `{"reason":"unknown_session","reloadable":true}`)
@@ -406,11 +410,11 @@ func TestRescueAfter1003KeepsRoomOnce(t *testing.T) {
 func TestRescueText(t *testing.T) {
 	srv := newServer(t)
 	h := startRoom(t, srv, bridgetest.TextPath, ydoc.KindText, nil)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 	if err := h.room.WaitSynced(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.room.Edit(ctx, func(tx *ydoc.Txn, _ bool) error { return tx.InsertText(tx.TextLength(), "agent line\n") }); err != nil {
+	if _, err := h.room.Apply(ctx, ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error { return tx.InsertText(tx.TextLength(), "agent line\n") })); err != nil {
 		t.Fatal(err)
 	}
 	srv.Restart(bridgetest.RestartOptions{})
@@ -438,69 +442,73 @@ func slicesEqual(a, b []string) bool {
 // reported the save by itself; when it did not (autosave off, a save a keystroke cancelled), the
 // room asks once AutosaveWait has passed.
 func TestSaveGuardLeavesTheAutosaveToTheServer(t *testing.T) {
-	srv := newServer(t)
-	const wait = 150 * time.Millisecond
-	h := startSynced(t, srv, func(o *bridge.RoomOptions) {
-		o.SaveInterval, o.SaveSpacing, o.AutosaveWait = time.Hour, time.Millisecond, wait
+	synctest.Test(t, func(t *testing.T) {
+		srv := newServer(t)
+		const wait = 150 * time.Millisecond
+		h := startSynced(t, srv, func(o *bridge.RoomOptions) {
+			o.SaveInterval, o.SaveSpacing, o.AutosaveWait = time.Hour, time.Millisecond, wait
+		})
+		ctx := testutil.Context(t)
+		// The server saves by itself (dirty turns false, as after its autosave): no request.
+		if _, err := h.room.Apply(ctx, insertCell("autosaved")); err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.EditDoc(nbPath, func(tx *ydoc.Txn) error { return tx.SetState("dirty", false) }); err != nil {
+			t.Fatal(err)
+		}
+		testutil.Eventually(t, "the server's save seen", func() bool { return h.room.Info().UnsavedSince.IsZero() })
+		time.Sleep(2 * wait) // virtual: twice the autosave's wait, every timer due has fired
+		synctest.Wait()
+		if n := h.room.Info().SavesAsked; n != 0 {
+			t.Fatalf("%d save requests although the server saved by itself", n)
+		}
+		// The server does not save: the room asks, but not before the changes paused for AutosaveWait.
+		changed := time.Now()
+		if _, err := h.room.Apply(ctx, insertCell("not-autosaved")); err != nil {
+			t.Fatal(err)
+		}
+		awaitServer(t, srv, "a save", func() bool { return srv.Saves(nbPath) == 1 })
+		if since := time.Since(changed); since < wait {
+			t.Errorf("asked %v after the change, before the server's autosave could come (%v)", since, wait)
+		}
 	})
-	ctx := ctxT(t)
-	// The server saves by itself (dirty turns false, as after its autosave): no request.
-	if _, err := h.room.Edit(ctx, insertCell("autosaved")); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.EditDoc(nbPath, func(tx *ydoc.Txn) error { return tx.SetState("dirty", false) }); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the server's save seen", func() bool { return h.room.Info().UnsavedSince.IsZero() })
-	awaitResyncs(t, srv, liveConn(t, srv), 2)
-	time.Sleep(2 * wait) // proving no request is sent needs time to pass
-	if n := h.room.Info().SavesAsked; n != 0 {
-		t.Fatalf("%d save requests although the server saved by itself", n)
-	}
-	// The server does not save: the room asks, but not before the changes paused for AutosaveWait.
-	changed := time.Now()
-	if _, err := h.room.Edit(ctx, insertCell("not-autosaved")); err != nil {
-		t.Fatal(err)
-	}
-	awaitServer(t, srv, "a save", func() bool { return srv.Saves(nbPath) == 1 })
-	if since := time.Since(changed); since < wait-5*time.Millisecond {
-		t.Errorf("asked %v after the change, before the server's autosave could come (%v)", since, wait)
-	}
 }
 
 // Saves are spaced by what they take: the next request comes no sooner than five times the last
 // save's duration after it (while a document keeps changing).
 func TestSaveGuardSpacesSavesByTheirDuration(t *testing.T) {
-	srv := newServer(t)
-	h := startSynced(t, srv, guardOn(5*time.Millisecond, nil))
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { // a keystroke every 2 ms: the document never pauses
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(2 * time.Millisecond):
+	synctest.Test(t, func(t *testing.T) {
+		srv := newServer(t)
+		h := startSynced(t, srv, guardOn(5*time.Millisecond, nil))
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { // a keystroke every 2 ms: the document never pauses
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(2 * time.Millisecond):
+				}
+				typeInto(t, srv, nbPath, "cell-b", "k")
 			}
-			typeInto(t, srv, nbPath, "cell-b", "k")
+		}()
+		defer func() { close(stop); wg.Wait() }()
+		srv.HoldSaves()
+		awaitServer(t, srv, "a save request held", func() bool { return srv.HeldSaves() == 1 })
+		time.Sleep(60 * time.Millisecond) // virtual: the save takes 60 ms
+		released := time.Now()
+		srv.ReleaseSaves()
+		testutil.Eventually(t, "the answer", func() bool { return h.room.Info().LastSaveTook >= 60*time.Millisecond })
+		info := h.room.Info()
+		if info.SaveSpacing != 5*info.LastSaveTook {
+			t.Errorf("spacing %v after a save of %v", info.SaveSpacing, info.LastSaveTook)
 		}
-	}()
-	defer func() { close(stop); wg.Wait() }()
-	srv.HoldSaves()
-	awaitServer(t, srv, "a save request held", func() bool { return srv.HeldSaves() == 1 })
-	time.Sleep(60 * time.Millisecond) // the save takes 60 ms
-	released := time.Now()
-	srv.ReleaseSaves()
-	eventually(t, "the answer", func() bool { return h.room.Info().LastSaveTook >= 60*time.Millisecond })
-	info := h.room.Info()
-	if info.SaveSpacing != 5*info.LastSaveTook {
-		t.Errorf("spacing %v after a save of %v", info.SaveSpacing, info.LastSaveTook)
-	}
-	before := srv.Saves(nbPath)
-	awaitServer(t, srv, "the next save", func() bool { return srv.Saves(nbPath) > before })
-	if gap := time.Since(released); gap < info.SaveSpacing {
-		t.Errorf("the next save came %v after the last ended, within its spacing %v", gap, info.SaveSpacing)
-	}
+		before := srv.Saves(nbPath)
+		awaitServer(t, srv, "the next save", func() bool { return srv.Saves(nbPath) > before })
+		if gap := time.Since(released); gap < info.SaveSpacing {
+			t.Errorf("the next save came %v after the last ended, within its spacing %v", gap, info.SaveSpacing)
+		}
+	})
 }

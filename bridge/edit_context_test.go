@@ -9,12 +9,13 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
-// Edit's contract: if ctx ends first, the error says whether the edit was withdrawn or is on
+// Apply's contract: if ctx ends first, the error says whether the edit was withdrawn or is on
 // its way. These tests hold the room loop inside OpenDocSession (a server that accepts the
-// connection but does not answer) to see whether Edit keeps it.
+// connection but does not answer) to see whether Apply keeps it.
 
 // The loop is blocked before it ever accepts the edit: nothing was applied, so the caller must
 // learn that the edit was withdrawn.
@@ -27,14 +28,14 @@ func TestEditWithdrawnWhileConnectIsBlocked(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	_, err := h.room.Edit(ctx, insertCell("never-applied"))
+	_, err := h.room.Apply(ctx, insertCell("never-applied"))
 	if !isWithdrawn(err) {
-		t.Errorf("Edit whose context expired before the room took it: err %v (%T), want *bridge.WithdrawnError", err, err)
+		t.Errorf("Apply whose context expired before the room took it: err %v (%T), want *bridge.WithdrawnError", err, err)
 	}
 }
 
 // The loop accepted the edit while disconnected, then blocked in OpenDocSession: when the
-// caller gives up, Edit must return promptly (withdrawing the queued edit).
+// caller gives up, Apply must return promptly (withdrawing the queued edit).
 func TestEditHonoursContextWhileConnectIsBlocked(t *testing.T) {
 	srv := newServer(t)
 	srv.Down()
@@ -42,7 +43,7 @@ func TestEditHonoursContextWhileConnectIsBlocked(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	res := editAsync(ctx, h.room, insertCell("queued"))
-	eventually(t, "the edit queued", func() bool { return h.room.Info().PendingEdits == 1 })
+	testutil.Eventually(t, "the edit queued", func() bool { return h.room.Info().PendingEdits == 1 })
 
 	srv.BlockOpen()
 	defer srv.UnblockOpen()
@@ -51,22 +52,22 @@ func TestEditHonoursContextWhileConnectIsBlocked(t *testing.T) {
 	select {
 	case r := <-res:
 		if !isWithdrawn(r.err) {
-			t.Errorf("Edit after its context ended: err %v (%T), want *bridge.WithdrawnError", r.err, r.err)
+			t.Errorf("Apply after its context ended: err %v (%T), want *bridge.WithdrawnError", r.err, r.err)
 		}
 	case <-time.After(time.Second):
 		srv.UnblockOpen()
 		r := awaitEdit(t, res, "after the session call was released")
-		t.Errorf("Edit ignored its cancelled context for over a second while the room was connecting; it returned %v only once OpenDocSession did", r.err)
+		t.Errorf("Apply ignored its cancelled context for over a second while the room was connecting; it returned %v only once OpenDocSession did", r.err)
 	}
 }
 
-// An Edit that reaches the room loop while the room is shutting down (stop drains pending
+// An edit (Apply) that reaches the room loop while the room is shutting down (stop drains pending
 // requests) must still return when the room is gone, not wait for its own context.
 func TestEditDuringShutdownReturns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := bridgetest.New()
 		srv.EchoAwarenessToSender(false)
-		opts := fastOptions()
+		opts := bridgetest.FastRoomOptions()
 		opts.Path, opts.Kind, opts.Jupyter = nbPath, ydoc.KindNotebook, srv
 		room, err := bridge.NewRoom(opts)
 		if err != nil {
@@ -96,7 +97,7 @@ func TestEditDuringShutdownReturns(t *testing.T) {
 		defer cancel()
 		res := make(chan error, 1)
 		go func() {
-			_, err := room.Edit(ctx, insertCell("late"))
+			_, err := room.Apply(ctx, insertCell("late"))
 			res <- err
 		}()
 		synctest.Wait()
@@ -107,10 +108,10 @@ func TestEditDuringShutdownReturns(t *testing.T) {
 		start := time.Now()
 		err = <-res
 		if waited := time.Since(start); waited > time.Second {
-			t.Errorf("Edit returned %v after the room had stopped, only when its context expired (%v later)", err, waited)
+			t.Errorf("Apply returned %v after the room had stopped, only when its context expired (%v later)", err, waited)
 		}
 		if !errors.Is(err, bridge.ErrRoomClosed) {
-			t.Errorf("Edit during shutdown: err %v (%T), want one wrapping ErrRoomClosed", err, err)
+			t.Errorf("Apply during shutdown: err %v (%T), want one wrapping ErrRoomClosed", err, err)
 		}
 	})
 }

@@ -141,31 +141,18 @@ func (r *Room) Propose(ctx context.Context, p Proposal) (*Pending, error) {
 	return pend, nil
 }
 
-// Apply runs an edit as one transaction and returns once the server holds it. If ctx ends first,
-// the error says whether the edit was withdrawn (*WithdrawnError, nothing changed) or is on its
-// way (*UnconfirmedError).
+// Apply runs an edit as one transaction and returns once the server holds it: Propose, then
+// Wait. If ctx ends first, the error says whether the edit was withdrawn (*WithdrawnError,
+// nothing changed) or is on its way (*UnconfirmedError).
+//
+// An edit written as a function (ydoc.EditFunc: the escape hatch for writes that are not edit
+// values — execution's outputs and run markers, tests) runs on the room goroutine with the y-crdt
+// lock held for every room: it must be short, must not call a Room or Manager method, and —
+// since it may run again after a reset, after Apply returned — must not write memory its caller
+// reads. A caller that wants to know when the edit is on its way to the server, before the
+// confirmation, proposes it with Proposal.Applied and waits on the Pending.
 func (r *Room) Apply(ctx context.Context, e ydoc.Edit) (Edited, error) {
 	p, err := r.Propose(ctx, Proposal{Edit: e})
-	if err != nil {
-		return Edited{}, err
-	}
-	return p.Wait(ctx)
-}
-
-// Edit is Apply for an edit written as a function (ydoc.EditFunc, the escape hatch for writes
-// that are not edit values: execution's outputs and run markers, tests). fn runs on the room
-// goroutine with the CRDT engine locked for every room: it must be short, must not call a Room
-// or Manager method, and — since it may run again after a reset, after Edit returned — must not
-// write memory its caller reads.
-func (r *Room) Edit(ctx context.Context, fn ydoc.EditFunc) (ydoc.Change, error) {
-	out, err := r.Apply(ctx, fn)
-	return out.Change, err
-}
-
-// ApplyNotify is Edit that also calls applied when the edit is on its way to the server
-// (Proposal.Applied), so a caller can start its next step without waiting for the confirmation.
-func (r *Room) ApplyNotify(ctx context.Context, fn ydoc.EditFunc, applied func()) (Edited, error) {
-	p, err := r.Propose(ctx, Proposal{Edit: fn, Applied: applied})
 	if err != nil {
 		return Edited{}, err
 	}
@@ -182,7 +169,7 @@ type proposal struct {
 // its version guard must see every change the sync brings, which the history records only once
 // the sync's output is handled.
 func (l *roomLoop) propose(pr *proposal) {
-	if !l.ready || !l.sess.Synced() {
+	if !l.ready || !l.replica.Synced() {
 		l.proposals = append(l.proposals, pr)
 		return
 	}
@@ -195,7 +182,7 @@ func (l *roomLoop) propose(pr *proposal) {
 		}
 		since = s
 	}
-	out := l.sess.Propose(pr.id, ydoc.Proposal{Edit: pr.p.Edit, Since: since, Replay: pr.p.Replay, Prev: pr.p.Prev})
+	out := l.replica.Propose(pr.id, ydoc.Proposal{Edit: pr.p.Edit, Since: since, Replay: pr.p.Replay, Prev: pr.p.Prev})
 	onItsWay := pr.p.Applied != nil && l.link != nil && appliedNow(out, pr.id)
 	l.handle(out)
 	if onItsWay {
@@ -236,7 +223,7 @@ func (l *roomLoop) withdraw(id uint64) bool {
 			return true
 		}
 	}
-	return l.sess.Withdraw(id)
+	return l.replica.Withdraw(id)
 }
 
 // since is what changed after version v, for the version guard of an edit about to run.

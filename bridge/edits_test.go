@@ -9,6 +9,7 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -29,7 +30,7 @@ func changeFileOutside(srv *bridgetest.Server) {
 func TestReplayAfterCallerReturnedLeavesItsOutcome(t *testing.T) {
 	srv := newServer(t)
 	h := startSynced(t, srv, nil)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 	ed, err := h.room.Apply(ctx, ydoc.InsertCells{Cells: []ydoc.Cell{{ID: "n", Source: "new"}}, Before: "cell-b"})
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +55,7 @@ func TestReplayAfterCallerReturnedLeavesItsOutcome(t *testing.T) {
 				return
 			}
 			reads++
-			time.Sleep(100 * time.Microsecond)
+			time.Sleep(100 * time.Microsecond) // pacing the reader, which reads while the replay runs (for -race)
 		}
 	}()
 	srv.Down()
@@ -78,7 +79,7 @@ func TestPendingReportsReplayedOutcome(t *testing.T) {
 	srv := newServer(t)
 	h := startSynced(t, srv, nil)
 	srv.HoldEchoes() // the server takes the edit but never echoes it: unconfirmed
-	p, err := h.room.Propose(ctxT(t), bridge.Proposal{Edit: ydoc.InsertCells{Cells: []ydoc.Cell{{ID: "n", Source: "new"}}, After: "cell-b"}})
+	p, err := h.room.Propose(testutil.Context(t), bridge.Proposal{Edit: ydoc.InsertCells{Cells: []ydoc.Cell{{ID: "n", Source: "new"}}, After: "cell-b"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func TestPendingReportsReplayedOutcome(t *testing.T) {
 	srv.Restart(bridgetest.RestartOptions{})
 	srv.ReleaseEchoes()
 	srv.Up()
-	ed, err := p.Wait(ctxT(t))
+	ed, err := p.Wait(testutil.Context(t))
 	if err != nil {
 		t.Fatalf("second wait: %v", err)
 	}
@@ -113,7 +114,7 @@ func TestPendingReportsReplayedOutcome(t *testing.T) {
 func TestProposalWaitsForTheSync(t *testing.T) {
 	srv := newServer(t)
 	h := startSynced(t, srv, nil)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 	var v0 bridge.Version
 	if err := h.room.Read(ctx, func(_ *ydoc.Doc, hist bridge.History) error { v0 = hist.Version(); return nil }); err != nil {
 		t.Fatal(err)

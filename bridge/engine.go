@@ -2,11 +2,12 @@ package bridge
 
 import "context"
 
-// Engine returns the collaboration engine behind the manager's server (asking the server the
-// first time, when the Jupyter detects it). A Jupyter that cannot say is jupyter-collaboration.
-func (m *Manager) Engine(ctx context.Context) (Engine, error) {
+// EngineInfo returns what the collaboration engine behind the manager's server is and can do
+// (asking the server the first time, when the Jupyter detects it). A Jupyter that cannot say is
+// jupyter-collaboration.
+func (m *Manager) EngineInfo(ctx context.Context) (EngineInfo, error) {
 	if es, ok := m.opts.Jupyter.(EngineServer); ok {
-		return es.Engine(ctx)
+		return es.EngineInfo(ctx)
 	}
-	return Engine{Name: "jupyter-collaboration"}, nil
+	return EngineInfo{Name: "jupyter-collaboration"}, nil
 }

@@ -40,10 +40,10 @@ func (k *link) countSent(f []byte) {
 // freshen sends a sync step 1 for a read and holds the read until the server's answer has been
 // applied. It reports false when the read cannot be fresh (not connected, not synced): run it now.
 func (l *roomLoop) freshen(rc *readCall) bool {
-	if l.link == nil || !l.sess.Synced() {
+	if l.link == nil || !l.replica.Synced() {
 		return false
 	}
-	for _, f := range l.sess.Resync().Frames {
+	for _, f := range l.replica.Resync().Frames {
 		l.send(f)
 	}
 	l.fresh = append(l.fresh, freshRead{rc: rc, after: l.link.stepOnes, at: l.r.opts.Now()})

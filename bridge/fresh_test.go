@@ -5,6 +5,7 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -19,7 +20,7 @@ func TestFreshReadShowsAnEditOnItsWay(t *testing.T) {
 		if err := srv.EditDoc(bridgetest.NotebookPath, func(tx *ydoc.Txn) error { return tx.SetSource(0, "print('edited')") }); err != nil {
 			t.Fatal(err)
 		}
-		cells, err := readCells(ctxT(t), h.room)
+		cells, err := readCells(testutil.Context(t), h.room)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -36,7 +37,7 @@ func TestFreshReadWhileDisconnected(t *testing.T) {
 	h := startSynced(t, srv, nil)
 	srv.Down()
 	h.await("the disconnect", kindIs(bridge.EventDisconnected))
-	cells, err := readCells(ctxT(t), h.room)
+	cells, err := readCells(testutil.Context(t), h.room)
 	if err != nil || len(cells) != 2 {
 		t.Fatalf("read while disconnected: %v, %v", cells, err)
 	}

@@ -100,9 +100,9 @@ func (l *roomLoop) releaseHeldAfter(now time.Time) error {
 func (l *roomLoop) divergence(payload []byte) string {
 	sv, err := ydoc.DecodeStateVector(payload)
 	if err != nil || len(sv) == 0 {
-		return "" // Session.Receive reports a malformed one
+		return "" // Replica.Receive reports a malformed one
 	}
-	doc := l.sess.Doc()
+	doc := l.replica.Doc()
 	own := doc.ClientID()
 	var unknown []uint64
 	for client := range doc.StateVector() {
@@ -122,18 +122,18 @@ func (l *roomLoop) applySync(f ydoc.Frame) error {
 	if f.Sync == ydoc.SyncStep2 {
 		defer l.stepTwoArrived() // after it was applied: the fresh reads it answers see it
 	}
-	out, err := l.sess.Receive(f)
+	out, err := l.replica.Receive(f)
 	if err != nil {
 		if errors.Is(err, ydoc.ErrDocBroken) {
 			l.brokenNoSync++
 			if l.brokenNoSync >= maxBrokenNoSync {
-				return &RoomError{Path: l.r.opts.Path, Err: fmt.Errorf("the CRDT engine cannot load this document (failed %d times in a row): %w", l.brokenNoSync, err)}
+				return &RoomError{Path: l.r.opts.Path, Err: fmt.Errorf("y-crdt cannot load this document (failed %d times in a row): %w", l.brokenNoSync, err)}
 			}
 			l.requestReset("the local replica broke: " + err.Error())
 			return errReconnect
 		}
 		l.log.Warn().Err(err).Str(logfield.Sync, f.Sync.String()).Msg("bad sync message from server; resyncing")
-		l.handle(l.sess.Resync())
+		l.handle(l.replica.Resync())
 		return nil
 	}
 	l.logRemote(f, out)

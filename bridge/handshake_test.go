@@ -7,6 +7,7 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 )
 
 // A server that frees an idle room (jupyter-server-documents) or restarts without a new
@@ -26,8 +27,8 @@ func TestNewServerDocumentDropsReplica(t *testing.T) {
 			srv := newServer(t)
 			srv.StepTwoFirst(tc.stepTwoFirst)
 			h := startSynced(t, srv, nil)
-			if _, err := h.room.Edit(ctxT(t), insertCell("mine")); err != nil {
-				t.Fatalf("Edit: %v", err)
+			if _, err := h.room.Apply(testutil.Context(t), insertCell("mine")); err != nil {
+				t.Fatalf("Apply: %v", err)
 			}
 			if err := srv.SaveFile(nbPath); err != nil {
 				t.Fatal(err)
@@ -39,8 +40,8 @@ func TestNewServerDocumentDropsReplica(t *testing.T) {
 			if got, want := roomCellIDs(t, h.room), srv.CellIDs(nbPath); !slices.Equal(got, want) {
 				t.Errorf("replica cells %v, server cells %v", got, want)
 			}
-			if _, err := h.room.Edit(ctxT(t), insertCell("after")); err != nil {
-				t.Fatalf("Edit after the new document: %v", err)
+			if _, err := h.room.Apply(testutil.Context(t), insertCell("after")); err != nil {
+				t.Fatalf("Apply after the new document: %v", err)
 			}
 			assertCellsOnce(t, srv, nbPath, "cell-a", "cell-b", "mine", "after")
 			if n := h.room.Info().Resets; n != 1 {
@@ -55,8 +56,8 @@ func TestReconnectSameDocumentKeepsReplica(t *testing.T) {
 	srv := newServer(t)
 	srv.StepTwoFirst(true)
 	h := startSynced(t, srv, nil)
-	if _, err := h.room.Edit(ctxT(t), insertCell("mine")); err != nil {
-		t.Fatalf("Edit: %v", err)
+	if _, err := h.room.Apply(testutil.Context(t), insertCell("mine")); err != nil {
+		t.Fatalf("Apply: %v", err)
 	}
 	srv.Restart(bridgetest.RestartOptions{KeepSession: true, KeepDoc: true})
 	h.await("disconnected", kindIs(bridge.EventDisconnected))
@@ -70,9 +71,9 @@ func TestReconnectSameDocumentKeepsReplica(t *testing.T) {
 // An engine that saves by itself has no save message: Save says so at once.
 func TestSaveRefusedWhereTheServerSavesItself(t *testing.T) {
 	srv := newServer(t)
-	srv.SetEngine(bridge.Engine{Name: "jupyter-server-documents", SavesItself: true, NoForks: true})
+	srv.SetEngine(bridge.EngineInfo{Name: "jupyter-server-documents", SavesItself: true, NoForks: true})
 	h := startSynced(t, srv, nil)
-	if _, err := h.room.Save(ctxT(t)); !errors.Is(err, bridge.ErrSavesItself) {
+	if _, err := h.room.Save(testutil.Context(t)); !errors.Is(err, bridge.ErrSavesItself) {
 		t.Fatalf("Save: %v, want ErrSavesItself", err)
 	}
 }

@@ -9,41 +9,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
-
-// waitLimit bounds every wait in these tests. Things normally happen within milliseconds; the
-// limit only decides how long a broken build takes to fail.
-const waitLimit = 5 * time.Second
-
-// fastOptions are room timings small enough for tests.
-func fastOptions() bridge.RoomOptions {
-	return bridge.RoomOptions{
-		Logger:         zerolog.Nop(),
-		MinBackoff:     5 * time.Millisecond,
-		MaxBackoff:     50 * time.Millisecond,
-		TickInterval:   5 * time.Millisecond,
-		ResyncInterval: 50 * time.Millisecond,
-	}
-}
 
 // newServer returns a fake with the default file table, echoing awareness to the sender like
 // pycrdt-websocket does.
 func newServer(t *testing.T) *bridgetest.Server {
 	t.Helper()
 	return bridgetest.New()
-}
-
-// ctxT returns a context bounded by waitLimit and cancelled when the test ends.
-func ctxT(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // harness is one room running against a fake server.
@@ -62,8 +38,8 @@ func (h *harness) runResult() error {
 	select {
 	case <-h.ran:
 		return h.err
-	case <-time.After(waitLimit):
-		h.t.Fatalf("room %s: Run did not return within %v", h.room.Path(), waitLimit)
+	case <-time.After(testutil.WaitLimit):
+		h.t.Fatalf("room %s: Run did not return within %v", h.room.Path(), testutil.WaitLimit)
 	}
 	return nil
 }
@@ -72,7 +48,7 @@ func (h *harness) runResult() error {
 // its events before it runs, runs it, and closes it when the test ends.
 func startRoom(t *testing.T, srv *bridgetest.Server, path string, kind ydoc.Kind, mod func(*bridge.RoomOptions)) *harness {
 	t.Helper()
-	opts := fastOptions()
+	opts := bridgetest.FastRoomOptions()
 	opts.Path, opts.Kind, opts.Jupyter = path, kind, srv
 	if mod != nil {
 		mod(&opts)
@@ -90,7 +66,7 @@ func startRoom(t *testing.T, srv *bridgetest.Server, path string, kind ydoc.Kind
 		room.Close()
 		select {
 		case <-h.ran:
-		case <-time.After(waitLimit):
+		case <-time.After(testutil.WaitLimit):
 			t.Errorf("room %s: Run did not return after Close", path)
 		}
 	})
@@ -101,13 +77,13 @@ func startRoom(t *testing.T, srv *bridgetest.Server, path string, kind ydoc.Kind
 func startSynced(t *testing.T, srv *bridgetest.Server, mod func(*bridge.RoomOptions)) *harness {
 	t.Helper()
 	h := startRoom(t, srv, bridgetest.NotebookPath, ydoc.KindNotebook, mod)
-	if err := h.room.WaitSynced(ctxT(t)); err != nil {
+	if err := h.room.WaitSynced(testutil.Context(t)); err != nil {
 		t.Fatalf("WaitSynced: %v", err)
 	}
 	return h
 }
 
-// await reads the room's events until one matches, failing the test after waitLimit or when the
+// await reads the room's events until one matches, failing the test after testutil.WaitLimit or when the
 // subscription closes. It returns the matching event.
 func (h *harness) await(what string, match func(bridge.Event) bool) bridge.Event {
 	h.t.Helper()
@@ -116,7 +92,7 @@ func (h *harness) await(what string, match func(bridge.Event) bool) bridge.Event
 
 func awaitEvent(t *testing.T, sub *bridge.Subscription, what string, match func(bridge.Event) bool) bridge.Event {
 	t.Helper()
-	timer := time.NewTimer(waitLimit)
+	timer := time.NewTimer(testutil.WaitLimit)
 	defer timer.Stop()
 	var seen []string
 	for {
@@ -130,7 +106,7 @@ func awaitEvent(t *testing.T, sub *bridge.Subscription, what string, match func(
 				return e
 			}
 		case <-timer.C:
-			t.Fatalf("waiting for %s: nothing after %v; events seen: %v", what, waitLimit, seen)
+			t.Fatalf("waiting for %s: nothing after %v; events seen: %v", what, testutil.WaitLimit, seen)
 		}
 	}
 }
@@ -142,24 +118,10 @@ func kindIs(k bridge.EventKind) func(bridge.Event) bool {
 // awaitServer waits until cond holds on the fake.
 func awaitServer(t *testing.T, srv *bridgetest.Server, what string, cond func() bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitLimit)
 	defer cancel()
 	if err := srv.Await(ctx, cond); err != nil {
 		t.Fatalf("waiting for %s: %v", what, err)
-	}
-}
-
-// eventually polls cond, for state that has no event of its own (Info fields).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: still false after %v", what, waitLimit)
-		}
-		<-tick.C
 	}
 }
 
@@ -201,24 +163,24 @@ type editResult struct {
 	err    error
 }
 
-// editAsync runs Edit in a goroutine.
+// editAsync runs Apply in a goroutine.
 func editAsync(ctx context.Context, room *bridge.Room, fn ydoc.EditFunc) <-chan editResult {
 	res := make(chan editResult, 1)
 	go func() {
-		ch, err := room.Edit(ctx, fn)
-		res <- editResult{ch, err}
+		ed, err := room.Apply(ctx, fn)
+		res <- editResult{ed.Change, err}
 	}()
 	return res
 }
 
-// awaitEdit waits for an Edit started with editAsync.
+// awaitEdit waits for an Apply started with editAsync.
 func awaitEdit(t *testing.T, res <-chan editResult, what string) editResult {
 	t.Helper()
 	select {
 	case r := <-res:
 		return r
-	case <-time.After(waitLimit):
-		t.Fatalf("%s: Edit did not return within %v", what, waitLimit)
+	case <-time.After(testutil.WaitLimit):
+		t.Fatalf("%s: Apply did not return within %v", what, testutil.WaitLimit)
 	}
 	return editResult{}
 }
@@ -228,7 +190,7 @@ func notReturned(t *testing.T, res <-chan editResult, why string) {
 	t.Helper()
 	select {
 	case r := <-res:
-		t.Fatalf("Edit returned %s: change %+v, err %v", why, r.change, r.err)
+		t.Fatalf("Apply returned %s: change %+v, err %v", why, r.change, r.err)
 	default:
 	}
 }
@@ -237,7 +199,7 @@ func notReturned(t *testing.T, res <-chan editResult, why string) {
 func roomCellIDs(t *testing.T, room *bridge.Room) []string {
 	t.Helper()
 	var ids []string
-	if err := room.View(ctxT(t), func(d *ydoc.Doc) error {
+	if err := room.View(testutil.Context(t), func(d *ydoc.Doc) error {
 		ids = d.CellIDs()
 		return nil
 	}); err != nil {

@@ -228,7 +228,7 @@ func (l *roomLoop) logSaved(before uint64) {
 	} else {
 		l.wal.lastCovers = covers
 	}
-	h, _ := l.sess.Doc().State()["hash"].(string)
+	h, _ := l.replica.Doc().State()["hash"].(string)
 	l.wal.log.Saved(covers, h)
 }
 
@@ -239,11 +239,11 @@ func (l *roomLoop) afterOutput() {
 	if l.wal.log == nil {
 		return
 	}
-	if l.sess.InFlight() == 0 {
+	if l.replica.InFlight() == 0 {
 		l.wal.inflightFrom = 0
 	}
-	if !l.wal.fresh && l.wal.log.NeedBase() && l.sess.Doc().Err() == nil {
-		state, err := l.sess.Doc().EncodeStateAsUpdate(nil)
+	if !l.wal.fresh && l.wal.log.NeedBase() && l.replica.Doc().Err() == nil {
+		state, err := l.replica.Doc().EncodeStateAsUpdate(nil)
 		if err != nil {
 			l.log.Warn().Err(err).Msg("could not encode the replica for the journal")
 			return
@@ -274,7 +274,7 @@ func (l *roomLoop) logSavedContent() {
 	if l.wal.log == nil || l.wal.savedLogged {
 		return
 	}
-	h := l.sess.History()
+	h := l.replica.History()
 	if h == nil {
 		return
 	}
@@ -396,7 +396,7 @@ func replayJournal(ctx context.Context, wal DocLog, lineage uint64, kind ydoc.Ki
 // a save of the server is one of them; the replica, which applies its own edits before it hears
 // of others', never held some of them (an agent and a human changing the document at once:
 // ydoc.History's known limit). It returns a history of those states (the rescue asks it about
-// the file, and the session about what the rebuilt room was loaded from: Session.ServerHeld). It
+// the file, and the session about what the rebuilt room was loaded from: Replica.ServerHeld). It
 // runs on the dial's helper goroutine, after a loss.
 func serverOrder(ctx context.Context, wal DocLog, lineage uint64, kind ydoc.Kind, opts ydoc.MatchOptions, log zerolog.Logger) (*ydoc.History, error) {
 	h, err := wal.History(ctx, lineage, false)
@@ -437,10 +437,10 @@ func (l *roomLoop) adoptReplayed() {
 	}
 	err := r.err
 	if err == nil {
-		err = l.sess.AdoptLost(r.state)
+		err = l.replica.AdoptLost(r.state)
 	}
 	if err == nil {
-		err = l.sess.KeepHistory(r.hist)
+		err = l.replica.KeepHistory(r.hist)
 	}
 	lineage := l.wal.adopted
 	if err != nil {
@@ -460,13 +460,13 @@ func (l *roomLoop) adoptReplayed() {
 
 // keepHistory makes the session keep the history of the replica's versions (rescue.go), once the
 // engine is known (outputs are left out of comparisons where the room holds placeholders).
-func (l *roomLoop) keepHistory(e Engine) {
-	if l.sess.History() != nil || l.r.opts.Fork != "" || l.r.opts.Transient != "" {
+func (l *roomLoop) keepHistory(e EngineInfo) {
+	if l.replica.History() != nil || l.r.opts.Fork != "" || l.r.opts.Transient != "" {
 		return
 	}
 	h, err := ydoc.NewHistory(l.r.opts.Kind, ydoc.MatchOptions{IgnoreOutputs: e.OutputPlaceholders}, l.log)
 	if err == nil {
-		err = l.sess.KeepHistory(h)
+		err = l.replica.KeepHistory(h)
 	}
 	if err != nil {
 		l.log.Warn().Err(err).Msg("the replica's history is not kept: a rescue cannot be decided by content")
@@ -532,7 +532,7 @@ func (r *Room) UnsavedOnly() bool {
 // publishRisk records whether work is at risk (for AtRisk, UnsavedOnly).
 func (l *roomLoop) publishRisk() {
 	risk := l.workAtRisk() || l.walPending() || l.adoptPending
-	unsavedOnly := risk && l.ready && l.link != nil && l.sess.Pending() == 0 && !l.walPending() && !l.adoptPending
+	unsavedOnly := risk && l.ready && l.link != nil && l.replica.Pending() == 0 && !l.walPending() && !l.adoptPending
 	if risk == l.riskShown && unsavedOnly == l.unsavedShown {
 		return
 	}

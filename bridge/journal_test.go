@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -12,6 +13,7 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/journalstore"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/journal"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
@@ -71,15 +73,15 @@ func TestJournalHoldsEveryUpdate(t *testing.T) {
 	srv := newServer(t)
 	j, _ := newJournal(t, "")
 	h := startSynced(t, srv, withJournal(j, nil))
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 	if _, err := h.room.Apply(ctx, durableInsert("agent1")); err != nil {
 		t.Fatal(err)
 	}
 	typeInto(t, srv, nbPath, "cell-b", " typed")
-	if _, err := h.room.Edit(ctx, insertCell("agent2")); err != nil {
+	if _, err := h.room.Apply(ctx, insertCell("agent2")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the typing in the replica", func() bool {
+	testutil.Eventually(t, "the typing in the replica", func() bool {
 		var src string
 		_ = h.room.View(ctx, func(d *ydoc.Doc) error {
 			c, _ := d.Cells([]int{1})
@@ -140,16 +142,16 @@ func TestJournalRemovedWhenSavedAndClosed(t *testing.T) {
 	dir := t.TempDir()
 	j, _ := newJournal(t, dir)
 	h := startSynced(t, srv, withJournal(j, guardOn(5*time.Millisecond, nil)))
-	if _, err := h.room.Edit(ctxT(t), insertCell("x")); err != nil {
+	if _, err := h.room.Apply(testutil.Context(t), insertCell("x")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the change saved", func() bool { return h.room.Info().UnsavedSince.IsZero() && srv.Saves(nbPath) > 0 && !h.room.AtRisk() })
+	testutil.Eventually(t, "the change saved", func() bool { return h.room.Info().UnsavedSince.IsZero() && srv.Saves(nbPath) > 0 && !h.room.AtRisk() })
 	h.room.Close()
 	docs, err := j.AtRisk()
 	if err != nil || len(docs) != 0 {
 		t.Fatalf("at risk after a saved close: %+v %v", docs, err)
 	}
-	dl, err := j.Open(ctxT(t), nbPath, ydoc.KindNotebook)
+	dl, err := j.Open(testutil.Context(t), nbPath, ydoc.KindNotebook)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,17 +169,17 @@ func TestJournalRescuesAfterSidecarRestart(t *testing.T) {
 	dir := t.TempDir()
 	j, stopJournal := newJournal(t, dir)
 	h := startSynced(t, srv, withJournal(j, guardOn(5*time.Millisecond, nil)))
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 	if _, err := h.room.Apply(ctx, durableInsert("saved")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a save", func() bool { return srv.Saves(nbPath) >= 1 && h.room.Info().UnsavedSince.IsZero() })
+	testutil.Eventually(t, "a save", func() bool { return srv.Saves(nbPath) >= 1 && h.room.Info().UnsavedSince.IsZero() })
 	srv.SetSaveStatus("failed") // nothing more reaches the file
 	if _, err := h.room.Apply(ctx, durableInsert("unsaved")); err != nil {
 		t.Fatal(err)
 	}
 	typeInto(t, srv, nbPath, "cell-b", " typed")
-	eventually(t, "the typing in the replica", func() bool {
+	testutil.Eventually(t, "the typing in the replica", func() bool {
 		var ok bool
 		_ = h.room.View(ctx, func(d *ydoc.Doc) error {
 			nb, _ := d.Notebook()
@@ -215,12 +217,12 @@ func TestJournalOutsideChangeAfterSidecarRestartMerges(t *testing.T) {
 	dir := t.TempDir()
 	j, stopJournal := newJournal(t, dir)
 	h := startSynced(t, srv, withJournal(j, nil)) // no save requests: the log holds no marker
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 	if _, err := h.room.Apply(ctx, durableInsert("unsaved")); err != nil {
 		t.Fatal(err)
 	}
 	typeInto(t, srv, nbPath, "cell-b", " typed")
-	eventually(t, "the typing in the replica", func() bool {
+	testutil.Eventually(t, "the typing in the replica", func() bool {
 		var ok bool
 		_ = h.room.View(ctx, func(d *ydoc.Doc) error {
 			nb, _ := d.Notebook()
@@ -255,45 +257,48 @@ func TestJournalOutsideChangeAfterSidecarRestartMerges(t *testing.T) {
 
 // A room holding work the server has not saved is not closed as idle; once saved, it is.
 func TestIdleRoomWithWorkAtRiskStays(t *testing.T) {
-	srv := newServer(t)
-	var mu sync.Mutex
-	now := time.Unix(1_700_000_000, 0)
-	clock := func() time.Time {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newServer(t)
+		var mu sync.Mutex
+		now := time.Unix(1_700_000_000, 0)
+		clock := func() time.Time {
+			mu.Lock()
+			defer mu.Unlock()
+			return now
+		}
+		j, _ := newJournal(t, "")
+		m := newManager(t, srv, func(o *bridge.ManagerOptions) {
+			o.IdleTimeout, o.AtRiskIdle, o.Now, o.Room.Now, o.Journal = 40*time.Millisecond, 2*time.Hour, clock, nil, j
+		})
+		room := openRoom(t, m, nbPath, ydoc.KindNotebook)
+		if _, err := room.Apply(testutil.Context(t), durableInsert("unsaved")); err != nil {
+			t.Fatal(err)
+		}
+		testutil.Eventually(t, "the room at risk", room.AtRisk)
+		runManager(t, m)
 		mu.Lock()
-		defer mu.Unlock()
-		return now
-	}
-	j, _ := newJournal(t, "")
-	m := newManager(t, srv, func(o *bridge.ManagerOptions) {
-		o.IdleTimeout, o.AtRiskIdle, o.Now, o.Room.Now, o.Journal = 40*time.Millisecond, 2*time.Hour, clock, nil, j
+		now = now.Add(time.Hour)
+		mu.Unlock()
+		time.Sleep(100 * time.Millisecond) // virtual: exactly ten idle checks
+		synctest.Wait()
+		select {
+		case <-room.Done():
+			t.Fatal("a room with unsaved work was closed as idle")
+		default:
+		}
+		if _, err := room.Save(testutil.Context(t)); err != nil {
+			t.Fatal(err)
+		}
+		testutil.Eventually(t, "the room no longer at risk", func() bool { return !room.AtRisk() })
+		mu.Lock()
+		now = now.Add(time.Hour) // the save used the room
+		mu.Unlock()
+		select {
+		case <-room.Done():
+		case <-time.After(testutil.WaitLimit):
+			t.Fatalf("the saved room was not closed as idle within %v", testutil.WaitLimit)
+		}
 	})
-	room := openRoom(t, m, nbPath, ydoc.KindNotebook)
-	if _, err := room.Apply(ctxT(t), durableInsert("unsaved")); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the room at risk", room.AtRisk)
-	runManager(t, m)
-	mu.Lock()
-	now = now.Add(time.Hour)
-	mu.Unlock()
-	time.Sleep(100 * time.Millisecond) // ten idle checks: proving a room stays needs time to pass
-	select {
-	case <-room.Done():
-		t.Fatal("a room with unsaved work was closed as idle")
-	default:
-	}
-	if _, err := room.Save(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the room no longer at risk", func() bool { return !room.AtRisk() })
-	mu.Lock()
-	now = now.Add(time.Hour) // the save used the room
-	mu.Unlock()
-	select {
-	case <-room.Done():
-	case <-time.After(waitLimit):
-		t.Fatalf("the saved room was not closed as idle within %v", waitLimit)
-	}
 }
 
 // A server that never saves (autosave off, the sidecar's save requests off) leaves a room at
@@ -318,10 +323,10 @@ func TestIdleRoomNeverSavedClosedAfterBound(t *testing.T) {
 		o.IdleTimeout, o.AtRiskIdle, o.Now, o.Room.Now, o.Journal = 40*time.Millisecond, time.Hour, clock, nil, j
 	})
 	room := openRoom(t, m, nbPath, ydoc.KindNotebook)
-	if _, err := room.Apply(ctxT(t), durableInsert("unsaved")); err != nil {
+	if _, err := room.Apply(testutil.Context(t), durableInsert("unsaved")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the room at risk with unsaved changes only", room.UnsavedOnly)
+	testutil.Eventually(t, "the room at risk with unsaved changes only", room.UnsavedOnly)
 	runManager(t, m)
 	advance(59 * time.Minute)
 	time.Sleep(100 * time.Millisecond) // ten idle checks
@@ -333,10 +338,10 @@ func TestIdleRoomNeverSavedClosedAfterBound(t *testing.T) {
 	advance(2 * time.Minute)
 	select {
 	case <-room.Done():
-	case <-time.After(waitLimit):
-		t.Fatalf("a room idle past AtRiskIdle was not closed within %v", waitLimit)
+	case <-time.After(testutil.WaitLimit):
+		t.Fatalf("a room idle past AtRiskIdle was not closed within %v", testutil.WaitLimit)
 	}
-	eventually(t, "the journal keeps the document at risk", func() bool {
+	testutil.Eventually(t, "the journal keeps the document at risk", func() bool {
 		docs, err := j.AtRisk()
 		return err == nil && len(docs) == 1 && docs[0].Path == nbPath
 	})
@@ -356,7 +361,7 @@ func TestLostReplicaKeptWhenTheRoomFails(t *testing.T) {
 	sub := m.Subscribe(256)
 	runManager(t, m)
 	room := openRoom(t, m, nbPath, ydoc.KindNotebook)
-	if _, err := room.Apply(ctxT(t), durableInsert("unsaved")); err != nil {
+	if _, err := room.Apply(testutil.Context(t), durableInsert("unsaved")); err != nil {
 		t.Fatal(err)
 	}
 	srv.Down()
@@ -368,7 +373,7 @@ func TestLostReplicaKeptWhenTheRoomFails(t *testing.T) {
 		t.Errorf("notice %q", e.Notice.Message)
 	}
 	<-room.Done()
-	eventually(t, "the journal listed at risk", func() bool {
+	testutil.Eventually(t, "the journal listed at risk", func() bool {
 		docs, err := j.AtRisk()
 		return err == nil && len(docs) == 1 && docs[0].Path == nbPath
 	})
@@ -380,14 +385,14 @@ func TestLostReplicaKeptWhenTheRoomFails(t *testing.T) {
 func TestReloadOverUnsavedWorkAnnounced(t *testing.T) {
 	srv := newServer(t)
 	h := startSynced(t, srv, nil)
-	ctx := ctxT(t)
-	if _, err := h.room.Edit(ctx, insertCell("agent-x")); err != nil {
+	ctx := testutil.Context(t)
+	if _, err := h.room.Apply(ctx, insertCell("agent-x")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.room.Edit(ctx, func(tx *ydoc.Txn, _ bool) error { return tx.SetSource(0, "agent's change") }); err != nil {
+	if _, err := h.room.Apply(ctx, ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error { return tx.SetSource(0, "agent's change") })); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.room.Edit(ctx, insertCell("agent-kept")); err != nil {
+	if _, err := h.room.Apply(ctx, insertCell("agent-kept")); err != nil {
 		t.Fatal(err)
 	}
 	// The reload: the file has neither the agent's first cell nor its change to cell-a.
@@ -408,7 +413,7 @@ func TestReloadOverUnsavedWorkAnnounced(t *testing.T) {
 		t.Fatalf("notice %+v %q", e.Notice, e.Notice.Details)
 	}
 	// A save afterwards (a new hash) is no reload.
-	if _, err := h.room.Edit(ctx, insertCell("later")); err != nil {
+	if _, err := h.room.Apply(ctx, insertCell("later")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.room.Save(ctx); err != nil {
@@ -435,16 +440,16 @@ func TestJournalRescuesTextAfterSidecarRestart(t *testing.T) {
 	dir := t.TempDir()
 	j, stopJournal := newJournal(t, dir)
 	h := startRoom(t, srv, bridgetest.TextPath, ydoc.KindText, withJournal(j, guardOn(5*time.Millisecond, nil)))
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 	if err := h.room.WaitSynced(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.room.Edit(ctx, func(tx *ydoc.Txn, _ bool) error { return tx.InsertText(tx.TextLength(), "saved line\n") }); err != nil {
+	if _, err := h.room.Apply(ctx, ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error { return tx.InsertText(tx.TextLength(), "saved line\n") })); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a save", func() bool { return srv.Saves(bridgetest.TextPath) >= 1 && h.room.Info().UnsavedSince.IsZero() })
+	testutil.Eventually(t, "a save", func() bool { return srv.Saves(bridgetest.TextPath) >= 1 && h.room.Info().UnsavedSince.IsZero() })
 	srv.SetSaveStatus("failed")
-	if _, err := h.room.Edit(ctx, func(tx *ydoc.Txn, _ bool) error { return tx.InsertText(tx.TextLength(), "unsaved line\n") }); err != nil {
+	if _, err := h.room.Apply(ctx, ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error { return tx.InsertText(tx.TextLength(), "unsaved line\n") })); err != nil {
 		t.Fatal(err)
 	}
 	h.room.Close()
@@ -468,7 +473,7 @@ func TestRescueMatchesAStateOnlyTheServerHeld(t *testing.T) {
 	srv := newServer(t)
 	j, _ := newJournal(t, "")
 	h := startSynced(t, srv, withJournal(j, nil))
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 	srv.HoldEchoes()
 	typeInto(t, srv, nbPath, "cell-b", " typed") // at the server, not at the replica yet
 	if err := srv.SaveFile(nbPath); err != nil { // the server saves: the file has the typing only
@@ -480,7 +485,7 @@ func TestRescueMatchesAStateOnlyTheServerHeld(t *testing.T) {
 	if r := awaitEdit(t, res, "the agent's edit"); r.err != nil {
 		t.Fatal(r.err)
 	}
-	eventually(t, "the typing in the replica", func() bool {
+	testutil.Eventually(t, "the typing in the replica", func() bool {
 		var src string
 		_ = h.room.View(ctx, func(d *ydoc.Doc) error {
 			c, _ := d.Cells([]int{1})

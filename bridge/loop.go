@@ -21,7 +21,7 @@ var errReconnect = errors.New("bridge: reconnecting")
 // errNoStepTwo: the server never answered a handshake.
 var errNoStepTwo = errors.New("no sync step 2 from the server")
 
-// Give up on a room that resets again and again without ever syncing (a document the engine
+// Give up on a room that resets again and again without ever syncing (a document y-crdt
 // cannot load, a server that rejects every session), instead of reconnecting forever.
 const (
 	maxResetsNoSync = 8
@@ -127,7 +127,7 @@ func (l *roomLoop) receive(in inbound) error {
 		// A frame we cannot decode may have carried an update (or the step 2 we wait for): ask
 		// for a full diff.
 		l.log.Warn().Err(in.err).Msg("dropping malformed frame from server; resyncing")
-		l.handle(l.sess.Resync())
+		l.handle(l.replica.Resync())
 		return nil
 	}
 	f := in.frame
@@ -199,7 +199,7 @@ func (l *roomLoop) handle(out ydoc.Output) {
 			l.versions[c.EditID] = seq
 		}
 		if l.snaps != nil && l.ready {
-			if err := l.snaps.observe(l.sess.Doc(), c, l.hist.versionAt(seq), authors, now, false); err != nil {
+			if err := l.snaps.observe(l.replica.Doc(), c, l.hist.versionAt(seq), authors, now, false); err != nil {
 				l.log.Warn().Err(err).Msg("could not record a version")
 			}
 		}
@@ -208,7 +208,7 @@ func (l *roomLoop) handle(out ydoc.Output) {
 	l.noteChanges(out, now) // before the sync below marks the replica ready: a load is no change
 	if out.Saved {
 		l.logSaved(logged)
-		h, _ := l.sess.Doc().State()["hash"].(string)
+		h, _ := l.replica.Doc().State()["hash"].(string)
 		l.watchSaved(h, now)
 	}
 	if out.Rescue != nil || out.Strays > 0 {
@@ -217,7 +217,7 @@ func (l *roomLoop) handle(out ydoc.Output) {
 	}
 	if out.Rescue != nil {
 		l.onRescue(out.Rescue, now)
-		if h := l.sess.History(); h != nil && l.rescueFile != nil {
+		if h := l.replica.History(); h != nil && l.rescueFile != nil {
 			h.NoteSaved(*l.rescueFile)
 			l.wal.savedLogged = false
 			l.logSavedContent()
@@ -235,16 +235,16 @@ func (l *roomLoop) handle(out ydoc.Output) {
 		l.sizeDirty = true
 	}
 	if out.Synced {
-		if l.r.opts.Kind == ydoc.KindNotebook && onlyLoader(l.sess.Doc().StateVector()) {
+		if l.r.opts.Kind == ydoc.KindNotebook && onlyLoader(l.replica.Doc().StateVector()) {
 			// Everything the replica holds came from the server's loader (client 0): the room
 			// was loaded from the file just now, and may still be loading (outputs.go).
 			l.r.prep.loaderWrote(now)
 		}
 		l.ready = true
-		h, _ := l.sess.Doc().State()["hash"].(string)
+		h, _ := l.replica.Doc().State()["hash"].(string)
 		l.outside = outsideWatch{hash: h}
 		if l.snaps != nil {
-			if err := l.snaps.observe(l.sess.Doc(), ydoc.Change{}, l.hist.version(), nil, now, true); err != nil {
+			if err := l.snaps.observe(l.replica.Doc(), ydoc.Change{}, l.hist.version(), nil, now, true); err != nil {
 				l.log.Warn().Err(err).Msg("could not record the joined version")
 			}
 		}
@@ -312,14 +312,14 @@ func (l *roomLoop) tick(now time.Time) error {
 	if err := l.releaseHeldAfter(now); err != nil {
 		return err
 	}
-	if l.link != nil && !l.sess.Synced() && now.Sub(l.connectedAt) >= l.r.opts.HandshakeTimeout {
+	if l.link != nil && !l.replica.Synced() && now.Sub(l.connectedAt) >= l.r.opts.HandshakeTimeout {
 		if l.handshakeAsked {
 			return fmt.Errorf("%w within %s", errNoStepTwo, 2*l.r.opts.HandshakeTimeout)
 		}
 		l.handshakeAsked = true
 		l.connectedAt = now
 		l.log.Warn().Msg("no sync step 2 yet; asking again")
-		l.handle(l.sess.Resync())
+		l.handle(l.replica.Resync())
 	}
 	if update, ch := l.aw.Tick(now); update != nil || !ch.Empty() {
 		if update != nil {
@@ -331,8 +331,8 @@ func (l *roomLoop) tick(now time.Time) error {
 		}
 	}
 	l.publishRisk()
-	if l.sess.StrayWatch() && now.After(l.strayUntil) {
-		l.sess.StopStrayWatch()
+	if l.replica.StrayWatch() && now.After(l.strayUntil) {
+		l.replica.StopStrayWatch()
 	}
 	if l.snaps != nil && l.snaps.dirty && now.Sub(l.lastSave) >= 10*time.Second {
 		l.queueSave()
@@ -345,12 +345,12 @@ func (l *roomLoop) tick(now time.Time) error {
 		// (a jupyter-server-documents room that lost its message task) though the socket lives.
 		return fmt.Errorf("%w to a resync within %s", errNoStepTwo, 2*l.r.opts.HandshakeTimeout)
 	}
-	if l.sess.Synced() && now.Sub(l.lastSync) >= l.r.opts.ResyncInterval {
+	if l.replica.Synced() && now.Sub(l.lastSync) >= l.r.opts.ResyncInterval {
 		l.lastSync = now
 		if l.resyncAskedAt.IsZero() {
 			l.resyncAskedAt = now
 		}
-		l.handle(l.sess.Tick())
+		l.handle(l.replica.Tick())
 	}
 	return nil
 }
@@ -376,7 +376,7 @@ func (l *roomLoop) endLink(last [][]byte, graceful bool) {
 	l.releaseFresh(nil)
 	l.held = nil
 	l.outbox = nil
-	l.sess.Disconnected()
+	l.replica.Disconnected()
 	// Away since we last heard from the server, not since we noticed: a silent network
 	// failure is only detected by the read deadline.
 	l.awayFrom = l.r.opts.Now()
@@ -402,7 +402,7 @@ func (l *roomLoop) requestReset(reason string) {
 }
 
 // requestResetServerLost is requestReset when the server lost the room (it restarted): see
-// ydoc.Session.ResetServerLost.
+// ydoc.Replica.ResetServerLost.
 func (l *roomLoop) requestResetServerLost(reason string) {
 	l.requestReset(reason)
 	l.serverLost = true
@@ -412,9 +412,9 @@ func (l *roomLoop) requestResetServerLost(reason string) {
 // after the next sync; views wait for it.
 func (l *roomLoop) reset() error {
 	id := l.r.opts.NewClientID()
-	reset, lost := l.sess.Reset, l.serverLost
+	reset, lost := l.replica.Reset, l.serverLost
 	if lost {
-		reset = l.sess.ResetServerLost
+		reset = l.replica.ResetServerLost
 	}
 	l.serverLost = false
 	if err := reset(id); err != nil {
@@ -507,7 +507,7 @@ func (l *roomLoop) stop(err error) {
 // abortEdits ends every pending edit: the ones that never ran changed nothing; the ones already
 // in the replica were sent and may have reached the server, so their outcome is unknown.
 func (l *roomLoop) abortEdits(cause error) {
-	notApplied, unconfirmed := l.sess.Abort()
+	notApplied, unconfirmed := l.replica.Abort()
 	for _, pr := range l.proposals {
 		notApplied = append(notApplied, ydoc.EditResult{ID: pr.id})
 	}
@@ -539,13 +539,13 @@ func (l *roomLoop) setStatus(s Status, err error) {
 	} else if s == StatusSynced {
 		l.r.info.Err = ""
 	}
-	l.r.info.ClientID = l.sess.Doc().ClientID()
+	l.r.info.ClientID = l.replica.Doc().ClientID()
 	l.r.mu.Unlock()
 }
 
 func (l *roomLoop) publishPending() {
 	l.r.mu.Lock()
-	l.r.info.PendingEdits = l.sess.Pending() + len(l.proposals)
+	l.r.info.PendingEdits = l.replica.Pending() + len(l.proposals)
 	l.r.mu.Unlock()
 }
 
@@ -558,7 +558,7 @@ func (l *roomLoop) publishInfo() {
 	sort.Slice(cs, func(i, j int) bool { return cs[i].ClientID < cs[j].ClientID })
 	l.r.mu.Lock()
 	l.r.info.Collaborators = cs
-	l.r.info.PendingEdits = l.sess.Pending() + len(l.proposals)
+	l.r.info.PendingEdits = l.replica.Pending() + len(l.proposals)
 	l.r.mu.Unlock()
 }
 

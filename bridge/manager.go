@@ -747,7 +747,7 @@ type RoomStats struct {
 	Sizes  RoomSizes
 }
 
-// CacheStats reports what the manager holds. It waits for no room and takes no engine lock.
+// CacheStats reports what the manager holds. It waits for no room and takes no y-crdt lock.
 func (m *Manager) CacheStats() CacheStats {
 	m.mu.Lock()
 	keys := make([]roomKey, 0, len(m.rooms))

@@ -8,19 +8,21 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
 // newManager returns a manager over srv with fast room timings, closed when the test ends.
 func newManager(t *testing.T, srv *bridgetest.Server, mod func(*bridge.ManagerOptions)) *bridge.Manager {
 	t.Helper()
-	opts := bridge.ManagerOptions{Jupyter: srv, Logger: zerolog.Nop(), Room: fastOptions(), JoinTimeout: waitLimit}
+	opts := bridge.ManagerOptions{Jupyter: srv, Logger: zerolog.Nop(), Room: bridgetest.FastRoomOptions(), JoinTimeout: testutil.WaitLimit}
 	if mod != nil {
 		mod(&opts)
 	}
@@ -45,7 +47,7 @@ func runManager(t *testing.T, m *bridge.Manager) {
 			if err != nil {
 				t.Errorf("Manager.Run = %v", err)
 			}
-		case <-time.After(waitLimit):
+		case <-time.After(testutil.WaitLimit):
 			t.Error("Manager.Run did not return")
 		}
 	})
@@ -53,7 +55,7 @@ func runManager(t *testing.T, m *bridge.Manager) {
 
 func openRoom(t *testing.T, m *bridge.Manager, path string, kind ydoc.Kind) *bridge.Room {
 	t.Helper()
-	r, err := m.Open(ctxT(t), path, kind)
+	r, err := m.Open(testutil.Context(t), path, kind)
 	if err != nil {
 		t.Fatalf("Open %s: %v", path, err)
 	}
@@ -73,7 +75,7 @@ func TestManagerConcurrentOpensShareRoom(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			rooms[i], errs[i] = m.Open(ctxT(t), nbPath, ydoc.KindNotebook)
+			rooms[i], errs[i] = m.Open(testutil.Context(t), nbPath, ydoc.KindNotebook)
 		}()
 	}
 	close(start)
@@ -112,7 +114,7 @@ func TestManagerOpenChecksFile(t *testing.T) {
 		{"notebook as text", nbPath, ydoc.KindText, "not a text file", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := m.Open(ctxT(t), tc.path, tc.kind)
+			r, err := m.Open(testutil.Context(t), tc.path, tc.kind)
 			if err == nil {
 				t.Fatalf("Open succeeded: %v", r.Info())
 			}
@@ -137,12 +139,12 @@ func TestManagerRefusedToken(t *testing.T) {
 	srv.RefuseTokens()
 	m := newManager(t, srv, nil)
 	start := time.Now()
-	_, err := m.Open(ctxT(t), nbPath, ydoc.KindNotebook)
+	_, err := m.Open(testutil.Context(t), nbPath, ydoc.KindNotebook)
 	if err == nil {
 		t.Fatal("Open succeeded with a refused token")
 	}
-	if el := time.Since(start); el > waitLimit/2 {
-		t.Errorf("Open took %v to report a refused token (JoinTimeout %v)", el, waitLimit)
+	if el := time.Since(start); el > testutil.WaitLimit/2 {
+		t.Errorf("Open took %v to report a refused token (JoinTimeout %v)", el, testutil.WaitLimit)
 	}
 	if st, ok := statusOf(err); !ok || st != 403 {
 		t.Errorf("Open: %v; want an error with StatusCode 403 (got %d, %v)", err, st, ok)
@@ -154,7 +156,7 @@ func TestManagerRefusedToken(t *testing.T) {
 	if c := srv.OpenCalls(); c > 2 {
 		t.Errorf("OpenDocSession called %d times for a refused token, want at most 2", c)
 	}
-	eventually(t, "the failed room removed", func() bool { return len(m.Rooms()) == 0 })
+	testutil.Eventually(t, "the failed room removed", func() bool { return len(m.Rooms()) == 0 })
 	if c := srv.OpenCalls(); c > 2 {
 		t.Errorf("OpenDocSession called %d times after the room failed", c)
 	}
@@ -168,16 +170,16 @@ func TestManagerOpenAfterFailureStartsAfresh(t *testing.T) {
 	hold := &blockingWriter{match: []byte("room failed"), entered: make(chan struct{}), release: make(chan struct{})}
 	m := newManager(t, srv, func(o *bridge.ManagerOptions) { o.Logger = zerolog.New(hold).Level(zerolog.WarnLevel) })
 	defer hold.Release()
-	if _, err := m.Open(ctxT(t), nbPath, ydoc.KindNotebook); err == nil {
+	if _, err := m.Open(testutil.Context(t), nbPath, ydoc.KindNotebook); err == nil {
 		t.Fatal("Open succeeded with a refused token")
 	}
 	select {
 	case <-hold.entered: // the manager goroutine is between Run returning and the removal
-	case <-time.After(waitLimit):
+	case <-time.After(testutil.WaitLimit):
 		t.Fatal("the manager never logged the failure")
 	}
 	srv.AcceptTokens()
-	if _, err := m.Open(ctxT(t), nbPath, ydoc.KindNotebook); err != nil {
+	if _, err := m.Open(testutil.Context(t), nbPath, ydoc.KindNotebook); err != nil {
 		t.Errorf("Open once the server accepts the token: %v (OpenDocSession calls: %d)", err, srv.OpenCalls())
 	}
 }
@@ -207,34 +209,37 @@ func (w *blockingWriter) Release() { w.relOnce.Do(func() { close(w.release) }) }
 // stands still a room is not idle however long the test runs; once it moves past the timeout the
 // room closes.
 func TestManagerIdleClosingFollowsItsClock(t *testing.T) {
-	srv := newServer(t)
-	var mu sync.Mutex
-	now := time.Unix(1_700_000_000, 0)
-	clock := func() time.Time {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newServer(t)
+		var mu sync.Mutex
+		now := time.Unix(1_700_000_000, 0)
+		clock := func() time.Time {
+			mu.Lock()
+			defer mu.Unlock()
+			return now
+		}
+		m := newManager(t, srv, func(o *bridge.ManagerOptions) {
+			o.IdleTimeout, o.Now, o.Room.Now = 40*time.Millisecond, clock, nil
+		})
+		room := openRoom(t, m, nbPath, ydoc.KindNotebook)
+		runManager(t, m)
+		// Ten idle checks (every 10ms) pass; none may find the room idle.
+		time.Sleep(100 * time.Millisecond) // virtual: exactly ten checks
+		synctest.Wait()
+		select {
+		case <-room.Done():
+			t.Fatal("the room was closed as idle although the manager's clock did not move")
+		default:
+		}
 		mu.Lock()
-		defer mu.Unlock()
-		return now
-	}
-	m := newManager(t, srv, func(o *bridge.ManagerOptions) {
-		o.IdleTimeout, o.Now, o.Room.Now = 40*time.Millisecond, clock, nil
+		now = now.Add(time.Minute)
+		mu.Unlock()
+		select {
+		case <-room.Done():
+		case <-time.After(testutil.WaitLimit):
+			t.Fatalf("the room was not closed within %v after its clock passed the idle timeout", testutil.WaitLimit)
+		}
 	})
-	room := openRoom(t, m, nbPath, ydoc.KindNotebook)
-	runManager(t, m)
-	// Ten idle checks (every 10ms) pass in wall time; none may find the room idle.
-	time.Sleep(100 * time.Millisecond)
-	select {
-	case <-room.Done():
-		t.Fatal("the room was closed as idle although the manager's clock did not move")
-	default:
-	}
-	mu.Lock()
-	now = now.Add(time.Minute)
-	mu.Unlock()
-	select {
-	case <-room.Done():
-	case <-time.After(waitLimit):
-		t.Fatalf("the room was not closed within %v after its clock passed the idle timeout", waitLimit)
-	}
 }
 
 func TestManagerClosesIdleRooms(t *testing.T) {
@@ -249,8 +254,8 @@ func TestManagerClosesIdleRooms(t *testing.T) {
 
 	select {
 	case <-idle.Done():
-	case <-time.After(waitLimit):
-		t.Fatalf("the idle room was not closed within %v (IdleTimeout 40ms)", waitLimit)
+	case <-time.After(testutil.WaitLimit):
+		t.Fatalf("the idle room was not closed within %v (IdleTimeout 40ms)", testutil.WaitLimit)
 	}
 	if !errors.Is(idle.Err(), bridge.ErrRoomClosed) {
 		t.Errorf("idle room Err = %v, want ErrRoomClosed", idle.Err())
@@ -263,7 +268,7 @@ func TestManagerClosesIdleRooms(t *testing.T) {
 		t.Fatal("a room with a subscriber was closed as idle")
 	default:
 	}
-	eventually(t, "the idle room removed", func() bool {
+	testutil.Eventually(t, "the idle room removed", func() bool {
 		rs := m.Rooms()
 		return len(rs) == 1 && rs[0] == watched
 	})
@@ -303,7 +308,7 @@ func TestManagerCloseStopsEveryRoom(t *testing.T) {
 	if rs := m.Rooms(); len(rs) != 0 {
 		t.Errorf("Rooms() after Close = %d rooms", len(rs))
 	}
-	if _, err := m.Open(ctxT(t), nbPath, ydoc.KindNotebook); !errors.Is(err, bridge.ErrManagerStopped) {
+	if _, err := m.Open(testutil.Context(t), nbPath, ydoc.KindNotebook); !errors.Is(err, bridge.ErrManagerStopped) {
 		t.Errorf("Open after Close: %v, want ErrManagerStopped", err)
 	}
 	closed := map[string]bool{}
@@ -330,7 +335,7 @@ func TestManagerRunReturnsOnClose(t *testing.T) {
 		if err != nil {
 			t.Errorf("Run = %v, want nil", err)
 		}
-	case <-time.After(waitLimit):
+	case <-time.After(testutil.WaitLimit):
 		t.Fatal("Run did not return after Close")
 	}
 	if err := m.Run(context.Background()); err == nil {
@@ -383,15 +388,15 @@ func TestManagerSubscribePeerEdits(t *testing.T) {
 func TestManagerStatAndList(t *testing.T) {
 	srv := newServer(t)
 	m := newManager(t, srv, nil)
-	fi, err := m.Stat(ctxT(t), nbPath)
+	fi, err := m.Stat(testutil.Context(t), nbPath)
 	if err != nil || fi.Type != "notebook" || fi.Name != nbPath {
 		t.Errorf("Stat = %+v, %v; want the notebook", fi, err)
 	}
-	if _, err := m.Stat(ctxT(t), "gone.ipynb"); !bridge.IsNotFound(err) {
+	if _, err := m.Stat(testutil.Context(t), "gone.ipynb"); !bridge.IsNotFound(err) {
 		t.Errorf("Stat of a missing file: %v, want IsNotFound", err)
 	}
 	var paths []string
-	list, err := m.List(ctxT(t), "")
+	list, err := m.List(testutil.Context(t), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,10 +406,10 @@ func TestManagerStatAndList(t *testing.T) {
 	if want := []string{bridgetest.DirPath, nbPath, bridgetest.TextPath}; !slices.Equal(paths, want) {
 		t.Errorf("List root = %v, want %v", paths, want)
 	}
-	if list, err := m.List(ctxT(t), bridgetest.DirPath); err != nil || len(list) != 1 || list[0].Path != bridgetest.NestedPath {
+	if list, err := m.List(testutil.Context(t), bridgetest.DirPath); err != nil || len(list) != 1 || list[0].Path != bridgetest.NestedPath {
 		t.Errorf("List data = %+v, %v; want the nested notebook", list, err)
 	}
-	if _, err := m.List(ctxT(t), "missing"); !bridge.IsNotFound(err) {
+	if _, err := m.List(testutil.Context(t), "missing"); !bridge.IsNotFound(err) {
 		t.Errorf("List of a missing directory: %v, want IsNotFound", err)
 	}
 }
@@ -419,7 +424,7 @@ func TestManagerCleansPaths(t *testing.T) {
 	srv := newServer(t)
 	m := newManager(t, srv, nil)
 	for _, bad := range []string{"../nb.ipynb", "/etc/passwd", "data/../../x", "a\\b.ipynb", "%2e%2e/nb.ipynb", "nb\x00.ipynb"} {
-		if _, err := m.Open(ctxT(t), bad, ydoc.KindNotebook); !errors.Is(err, bridge.ErrBadPath) {
+		if _, err := m.Open(testutil.Context(t), bad, ydoc.KindNotebook); !errors.Is(err, bridge.ErrBadPath) {
 			t.Errorf("Open(%q): %v, want ErrBadPath", bad, err)
 		}
 	}
@@ -440,46 +445,48 @@ func TestManagerCleansPaths(t *testing.T) {
 // its YStore database on the first room's use and breaks when rooms start together); after that
 // they run in parallel.
 func TestManagerFirstJoinsTakeTurns(t *testing.T) {
-	var files []bridgetest.File
-	paths := []string{"a.ipynb", "b.ipynb", "c.ipynb", "d.ipynb", "e.ipynb", "f.ipynb"}
-	for _, p := range paths {
-		files = append(files, bridgetest.File{Path: p, Type: "notebook", Notebook: ydoc.Notebook{NBFormat: 4, NBFormatMinor: 5,
-			Metadata: map[string]any{}, Cells: []ydoc.Cell{{ID: "x", Type: ydoc.CellCode, Source: p}}}})
-	}
-	srv := bridgetest.New(files...)
-	m := newManager(t, srv, nil)
-	open := func(ps []string) chan error {
-		errs := make(chan error, len(ps))
-		for _, p := range ps {
-			go func() {
-				_, err := m.Open(ctxT(t), p, ydoc.KindNotebook)
-				errs <- err
-			}()
+	synctest.Test(t, func(t *testing.T) {
+		var files []bridgetest.File
+		paths := []string{"a.ipynb", "b.ipynb", "c.ipynb", "d.ipynb", "e.ipynb", "f.ipynb"}
+		for _, p := range paths {
+			files = append(files, bridgetest.File{Path: p, Type: "notebook", Notebook: ydoc.Notebook{NBFormat: 4, NBFormatMinor: 5,
+				Metadata: map[string]any{}, Cells: []ydoc.Cell{{ID: "x", Type: ydoc.CellCode, Source: p}}}})
 		}
-		return errs
-	}
-	wait := func(errs chan error, n int) {
-		t.Helper()
-		for range n {
-			if err := <-errs; err != nil {
-				t.Fatal(err)
+		srv := bridgetest.New(files...)
+		m := newManager(t, srv, nil)
+		open := func(ps []string) chan error {
+			errs := make(chan error, len(ps))
+			for _, p := range ps {
+				go func() {
+					_, err := m.Open(testutil.Context(t), p, ydoc.KindNotebook)
+					errs <- err
+				}()
+			}
+			return errs
+		}
+		wait := func(errs chan error, n int) {
+			t.Helper()
+			for range n {
+				if err := <-errs; err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
-	}
 
-	srv.BlockOpen()
-	errs := open(paths[:3])
-	eventually(t, "a join to reach the server", func() bool { return srv.BlockedOpens() >= 1 })
-	time.Sleep(50 * time.Millisecond) // the others had every chance to reach the server too
-	if n := srv.BlockedOpens(); n != 1 {
-		t.Fatalf("%d joins at the server before any room synced, want 1", n)
-	}
-	srv.UnblockOpen()
-	wait(errs, 3)
+		srv.BlockOpen()
+		errs := open(paths[:3])
+		testutil.Eventually(t, "a join to reach the server", func() bool { return srv.BlockedOpens() >= 1 })
+		synctest.Wait() // every goroutine idle: the others are not on their way to the server
+		if n := srv.BlockedOpens(); n != 1 {
+			t.Fatalf("%d joins at the server before any room synced, want 1", n)
+		}
+		srv.UnblockOpen()
+		wait(errs, 3)
 
-	srv.BlockOpen()
-	errs = open(paths[3:])
-	eventually(t, "the later joins to reach the server together", func() bool { return srv.BlockedOpens() == 3 })
-	srv.UnblockOpen()
-	wait(errs, 3)
+		srv.BlockOpen()
+		errs = open(paths[3:])
+		testutil.Eventually(t, "the later joins to reach the server together", func() bool { return srv.BlockedOpens() == 3 })
+		srv.UnblockOpen()
+		wait(errs, 3)
+	})
 }

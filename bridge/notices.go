@@ -3,7 +3,7 @@ package bridge
 // Notices for MCP logging: what an agent should hear about that happened outside its own calls,
 // or that its call may not have lived to report — edits withdrawn or left unconfirmed when a room
 // stopped, a kernel that died or restarted, a save that failed, the outcome of a crash rescue
-// (rescue.go). Whoever finds out (a room, an execution engine, the save guard) publishes a Notice
+// (rescue.go). Whoever finds out (a room, an executor, the save guard) publishes a Notice
 // on the manager's event stream (EventNotice); the MCP layer maps it, with the rooms' own
 // lifecycle events (disconnected, synced, reset, failed), to log messages for the sessions that
 // may see the document. A Notice never carries tokens or document content: a path, ids, counts

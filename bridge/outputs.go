@@ -104,7 +104,7 @@ func placeholderURL(o map[string]any, fileID string) string {
 }
 
 // engineChanged records what the room joined: whether placeholders can occur, for which file.
-func (p *readPrep) engineChanged(e Engine, fileID string) {
+func (p *readPrep) engineChanged(e EngineInfo, fileID string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.placeholders, p.fileID = e.OutputPlaceholders, fileID

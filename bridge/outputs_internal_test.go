@@ -40,7 +40,7 @@ func TestPlaceholderURL(t *testing.T) {
 // placeholder itself; other outputs pass as they are.
 func TestPlaceholderFilter(t *testing.T) {
 	p := &readPrep{}
-	p.engineChanged(Engine{OutputPlaceholders: true}, testFileID)
+	p.engineChanged(EngineInfo{OutputPlaceholders: true}, testFileID)
 	got := "/api/outputs/" + testFileID + "/c1/0.output"
 	failed := "/api/outputs/" + testFileID + "/c1/1.output"
 	missing := "/api/outputs/" + testFileID + "/c1/2.output"
@@ -62,7 +62,7 @@ func TestPlaceholderFilter(t *testing.T) {
 	}
 	// Off where the engine has no placeholders.
 	q := &readPrep{}
-	q.engineChanged(Engine{}, testFileID)
+	q.engineChanged(EngineInfo{}, testFileID)
 	if q.filter() != nil {
 		t.Error("a filter without placeholders")
 	}

@@ -89,7 +89,7 @@ func (l *roomLoop) foreign(clients []uint64) bool {
 		return true
 	}
 	users := l.aw.Users()
-	own := l.sess.Doc().ClientID()
+	own := l.replica.Doc().ClientID()
 	for _, id := range clients {
 		if _, ok := users[id]; !ok && id != own {
 			return true

@@ -169,7 +169,7 @@ func (r *Room) SetFields(ctx context.Context, fields map[string]any) error {
 // positions, so they follow concurrent edits.
 func (r *Room) SetCursors(ctx context.Context, cursors []CursorSpec) error {
 	return r.whenReady(ctx, false, func(l *roomLoop) error {
-		d := l.sess.Doc()
+		d := l.replica.Doc()
 		var out []jsonCursor
 		for i, c := range cursors {
 			a, err := d.RelativePosition(c.CellID, c.Anchor)
@@ -199,7 +199,7 @@ func (r *Room) Peers(ctx context.Context) ([]PeerView, error) {
 
 func (l *roomLoop) peerViews() []PeerView {
 	var out []PeerView
-	doc := l.sess.Doc()
+	doc := l.replica.Doc()
 	for _, p := range l.aw.Peers() {
 		var st map[string]any
 		if json.Unmarshal(p.State, &st) != nil || len(st) == 0 {

@@ -7,11 +7,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 	"unicode/utf8"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -30,7 +30,7 @@ func presPeer(t *testing.T, srv *bridgetest.Server, path string, kind ydoc.Kind,
 			mod(o)
 		}
 	})
-	if err := h.room.WaitSynced(ctxT(t)); err != nil {
+	if err := h.room.WaitSynced(testutil.Context(t)); err != nil {
 		t.Fatalf("peer WaitSynced: %v", err)
 	}
 	return h
@@ -87,33 +87,27 @@ func presAwaitState(t *testing.T, srv *bridgetest.Server, clientID uint64, what 
 func presPeerView(t *testing.T, room *bridge.Room, clientID uint64, what string, cond func(bridge.PeerView) bool) bridge.PeerView {
 	t.Helper()
 	var got bridge.PeerView
-	var last []bridge.PeerView
-	deadline := time.Now().Add(waitLimit)
-	for {
-		peers, err := room.Peers(ctxT(t))
+	testutil.Poll(t, what, func() (bool, string) {
+		peers, err := room.Peers(testutil.Context(t))
 		if err != nil {
 			t.Fatalf("waiting for %s: Peers: %v", what, err)
 		}
-		last = peers
 		for _, p := range peers {
 			if p.ClientID == clientID && cond(p) {
-				return p
+				got = p
+				return true, ""
 			}
 		}
-		if time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(2 * time.Millisecond) // polling interval; the deadline bounds the wait
-	}
-	t.Fatalf("waiting for %s: not seen within %v; peers: %s", what, waitLimit, presDescribe(last))
+		return false, "peers " + presDescribe(peers)
+	})
 	return got
 }
 
 // presAbsent polls room.Peers until clientID is no longer listed.
 func presAbsent(t *testing.T, room *bridge.Room, clientID uint64, what string) {
 	t.Helper()
-	eventually(t, what, func() bool {
-		peers, err := room.Peers(ctxT(t))
+	testutil.Eventually(t, what, func() bool {
+		peers, err := room.Peers(testutil.Context(t))
 		if err != nil {
 			t.Fatalf("Peers: %v", err)
 		}
@@ -138,7 +132,7 @@ func presCursorsAre(want ...bridge.PeerCursor) func(bridge.PeerView) bool {
 // room writes frames in order, and Save returns once the fake answered the save request.
 func presBarrier(t *testing.T, room *bridge.Room) {
 	t.Helper()
-	if _, err := room.Save(ctxT(t)); err != nil {
+	if _, err := room.Save(testutil.Context(t)); err != nil {
 		t.Fatalf("Save (as a write barrier): %v", err)
 	}
 }
@@ -146,9 +140,9 @@ func presBarrier(t *testing.T, room *bridge.Room) {
 // presAwaitReplica polls a room's replica until cond holds.
 func presAwaitReplica(t *testing.T, room *bridge.Room, what string, cond func(*ydoc.Doc) bool) {
 	t.Helper()
-	eventually(t, what, func() bool {
+	testutil.Eventually(t, what, func() bool {
 		ok := false
-		if err := room.View(ctxT(t), func(d *ydoc.Doc) error {
+		if err := room.View(testutil.Context(t), func(d *ydoc.Doc) error {
 			ok = cond(d)
 			return nil
 		}); err != nil {
@@ -190,7 +184,7 @@ func TestPresenceSetCursorsPublishesRelativePositions(t *testing.T) {
 	agent := startSynced(t, srv, nil)
 	peer := presPeer(t, srv, nbPath, ydoc.KindNotebook, presAlice, nil)
 	agentID := agent.room.Info().ClientID
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 
 	// "print('hello')": select "hello" (UTF-16 7..12), anchor at the end.
 	if err := agent.room.SetCursors(ctx, []bridge.CursorSpec{{CellID: "cell-a", Anchor: 12, Head: 7}, {CellID: "cell-b", Anchor: 2, Head: 2}}); err != nil {
@@ -281,7 +275,7 @@ func TestPresencePeersFollowEdits(t *testing.T) {
 	agent := startSynced(t, srv, nil)
 	peer := presPeer(t, srv, nbPath, ydoc.KindNotebook, presAlice, nil)
 	peerID := peer.room.Info().ClientID
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 
 	// The peer selects "hello" in "print('hello')".
 	if err := peer.room.SetCursors(ctx, []bridge.CursorSpec{{CellID: "cell-a", Anchor: 7, Head: 12}}); err != nil {
@@ -338,7 +332,7 @@ func TestPresenceSetCursorsErrors(t *testing.T) {
 	srv := newServer(t)
 	agent := startSynced(t, srv, nil)
 	agentID := agent.room.Info().ClientID
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 
 	if err := agent.room.SetCursors(ctx, []bridge.CursorSpec{{CellID: "cell-b", Anchor: 1, Head: 1}}); err != nil {
 		t.Fatalf("SetCursors: %v", err)
@@ -395,7 +389,7 @@ func TestPresenceOfflineAndBack(t *testing.T) {
 	agent := startSynced(t, srv, nil)
 	peer := presPeer(t, srv, nbPath, ydoc.KindNotebook, presAlice, nil)
 	agentID := agent.room.Info().ClientID
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 
 	if err := agent.room.SetCursors(ctx, []bridge.CursorSpec{{CellID: "cell-a", Anchor: 3, Head: 3}}); err != nil {
 		t.Fatal(err)
@@ -469,7 +463,7 @@ func TestPresenceStartsOffline(t *testing.T) {
 			t.Errorf("an agent started offline announced %s", r.State)
 		}
 	}
-	if err := agent.room.SetPresence(ctxT(t), bridge.Presence{Status: bridge.PresenceAway}); err != nil {
+	if err := agent.room.SetPresence(testutil.Context(t), bridge.Presence{Status: bridge.PresenceAway}); err != nil {
 		t.Fatal(err)
 	}
 	presPeerView(t, peer.room, agentID, "the agent away", func(p bridge.PeerView) bool {
@@ -533,14 +527,13 @@ func presGlobalPeer(t *testing.T, srv *bridgetest.Server, user ydoc.AwarenessUse
 // presAgentInGlobal waits until the peer in the global room sees an agent state matching cond.
 func presAgentInGlobal(t *testing.T, peer *bridge.Room, what string, cond func(presState) bool) (bridge.PeerView, presState) {
 	t.Helper()
-	var last []bridge.PeerView
-	deadline := time.Now().Add(waitLimit)
-	for {
-		peers, err := peer.Peers(ctxT(t))
+	var view bridge.PeerView
+	var state presState
+	testutil.Poll(t, what, func() (bool, string) {
+		peers, err := peer.Peers(testutil.Context(t))
 		if err != nil {
 			t.Fatalf("%s: Peers: %v", what, err)
 		}
-		last = peers
 		for _, p := range peers {
 			if p.User == nil || p.User.Username != bridge.DefaultUser().Username {
 				continue
@@ -548,16 +541,13 @@ func presAgentInGlobal(t *testing.T, peer *bridge.Room, what string, cond func(p
 			var st presState
 			b, _ := json.Marshal(p.State)
 			if json.Unmarshal(b, &st) == nil && cond(st) {
-				return p, st
+				view, state = p, st
+				return true, ""
 			}
 		}
-		if time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(2 * time.Millisecond) // polling interval; the deadline bounds the wait
-	}
-	t.Fatalf("waiting for %s: not seen within %v; global peers: %s", what, waitLimit, presDescribe(last))
-	return bridge.PeerView{}, presState{}
+		return false, "global peers " + presDescribe(peers)
+	})
+	return view, state
 }
 
 func TestPresenceManagerGlobalAwareness(t *testing.T) {
@@ -577,8 +567,8 @@ func TestPresenceManagerGlobalAwareness(t *testing.T) {
 	}
 
 	// The agent sees bob there.
-	eventually(t, "GlobalPeers to list bob", func() bool {
-		ps, err := m.GlobalPeers(ctxT(t))
+	testutil.Eventually(t, "GlobalPeers to list bob", func() bool {
+		ps, err := m.GlobalPeers(testutil.Context(t))
 		if err != nil {
 			t.Fatalf("GlobalPeers: %v", err)
 		}
@@ -610,7 +600,7 @@ func TestPresenceManagerGlobalAwareness(t *testing.T) {
 	presAgentInGlobal(t, peer.room, "current cleared", func(s presState) bool { return len(s.Documents) == 0 && s.Current == nil })
 
 	// Presence reaches the global room too, and rooms opened later start with it.
-	if err := m.SetPresence(ctxT(t), bridge.Presence{Status: bridge.PresenceBusy, Message: "indexing"}); err != nil {
+	if err := m.SetPresence(testutil.Context(t), bridge.Presence{Status: bridge.PresenceBusy, Message: "indexing"}); err != nil {
 		t.Fatalf("SetPresence: %v", err)
 	}
 	if p := m.Presence(); p.Status != bridge.PresenceBusy || p.Message != "indexing" {
@@ -629,11 +619,11 @@ func TestPresenceManagerGlobalAwareness(t *testing.T) {
 	}
 
 	// Offline removes the agent from the global room as well.
-	if err := m.SetPresence(ctxT(t), bridge.Presence{Status: bridge.PresenceOffline}); err != nil {
+	if err := m.SetPresence(testutil.Context(t), bridge.Presence{Status: bridge.PresenceOffline}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the agent gone from the global room", func() bool {
-		ps, err := peer.room.Peers(ctxT(t))
+	testutil.Eventually(t, "the agent gone from the global room", func() bool {
+		ps, err := peer.room.Peers(testutil.Context(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -646,7 +636,7 @@ func TestPresenceManagerWithoutGlobalAwareness(t *testing.T) {
 	m := newManager(t, srv, nil)
 	runManager(t, m)
 	openRoom(t, m, nbPath, ydoc.KindNotebook)
-	peers, err := m.GlobalPeers(ctxT(t))
+	peers, err := m.GlobalPeers(testutil.Context(t))
 	if err != nil || peers != nil {
 		t.Errorf("GlobalPeers without the global room = %v, %v; want nil, nil", peers, err)
 	}
@@ -682,7 +672,7 @@ func TestPresenceManagerGlobalAfterReopen(t *testing.T) {
 // presActivity reads a room's activity digest.
 func presActivity(t *testing.T, room *bridge.Room, limit int) []bridge.ActivityEntry {
 	t.Helper()
-	out, err := room.Activity(ctxT(t), limit)
+	out, err := room.Activity(testutil.Context(t), limit)
 	if err != nil {
 		t.Fatalf("Activity(%d): %v", limit, err)
 	}
@@ -726,7 +716,7 @@ func presCheckActivity(t *testing.T, got []bridge.ActivityEntry, want []presWant
 func TestPresenceActivity(t *testing.T) {
 	srv := newServer(t)
 	agent := startSynced(t, srv, nil)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 	// The fake's own edits carry the server document's client id: give it bob's presence.
 	bob := ydoc.AwarenessUser{Username: "bob", Name: "Bob"}
 	srv.Inject(ydoc.EncodeAwarenessFrame(ydoc.EncodeAwarenessUpdate(srv.DocClientID(nbPath), 1, mustJSON(t, map[string]any{"user": bob}))))
@@ -758,7 +748,7 @@ func TestPresenceActivity(t *testing.T) {
 		{"delete", func(tx *ydoc.Txn, _ bool) error { return tx.DeleteCells(tx.CellIndex("new"), 1) }},
 	}
 	for _, e := range edits {
-		if _, err := agent.room.Edit(ctx, e.fn); err != nil {
+		if _, err := agent.room.Apply(ctx, e.fn); err != nil {
 			t.Fatalf("%s: %v", e.what, err)
 		}
 	}
@@ -815,7 +805,7 @@ func TestPresenceActivityMove(t *testing.T) {
 	// Regression: a cell move is reported as "edited", never "moved": describeChange expects the cell in both Inserted and Deleted, but ydoc reports a move as Moved plus a "*" CellChange (bridge/presence.go:309, ydoc/doc.go:458)
 	srv := newServer(t)
 	agent := startSynced(t, srv, nil)
-	if _, err := agent.room.Edit(ctxT(t), func(tx *ydoc.Txn, _ bool) error { return tx.MoveCells(1, 1, 0) }); err != nil {
+	if _, err := agent.room.Apply(testutil.Context(t), ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error { return tx.MoveCells(1, 1, 0) })); err != nil {
 		t.Fatalf("move: %v", err)
 	}
 	got := presActivity(t, agent.room, 1)
@@ -827,11 +817,11 @@ func TestPresenceActivityMove(t *testing.T) {
 func TestPresenceActivityTextFile(t *testing.T) {
 	srv := newServer(t)
 	agent := startRoom(t, srv, bridgetest.TextPath, ydoc.KindText, nil)
-	if err := agent.room.WaitSynced(ctxT(t)); err != nil {
+	if err := agent.room.WaitSynced(testutil.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {
-		if _, err := agent.room.Edit(ctxT(t), func(tx *ydoc.Txn, _ bool) error { return tx.InsertText(0, "x") }); err != nil {
+		if _, err := agent.room.Apply(testutil.Context(t), ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error { return tx.InsertText(0, "x") })); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -111,9 +111,9 @@ func (r *Room) View(ctx context.Context, fn func(*ydoc.Doc) error) error {
 // Read is View with the room's change history (the replica's version, what changed since an
 // earlier one). fn must not keep either.
 //
-// fn (like every callback handed to a room: View, Edit, OnEvent) runs on the room goroutine,
-// Edit's with the CRDT engine locked for all rooms: it must be short and must not call any
-// Room or Manager method, or it deadlocks. A panic in fn is returned as an error.
+// fn (like every callback handed to a room: View, an ydoc.EditFunc, OnEvent) runs on the room
+// goroutine, an EditFunc with the y-crdt lock held for all rooms: it must be short and must
+// not call any Room or Manager method, or it deadlocks. A panic in fn is returned as an error.
 //
 // A read shows the document as it is meant to be: what the server held when the read began
 // (fresh.go, unless NoFreshReads); it waits while the server is still loading a
@@ -131,7 +131,7 @@ func (r *Room) Read(ctx context.Context, fn func(*ydoc.Doc, History) error) erro
 // outputs placeholders stand for.
 func (r *Room) readRaw(ctx context.Context, resolve bool, fn func(*ydoc.Doc, History) error) error {
 	return r.whenReady(ctx, resolve && !r.opts.NoFreshReads, func(l *roomLoop) error {
-		d := l.sess.Doc()
+		d := l.replica.Doc()
 		if f := l.r.prep.filter(); resolve && f != nil {
 			d.SetOutputFilter(f)
 			defer d.SetOutputFilter(nil)
@@ -184,7 +184,7 @@ func (r *Room) Save(ctx context.Context) (string, error) {
 			res <- saveResult{err: ErrSavesItself}
 			return
 		}
-		if l.link == nil || !l.sess.Synced() {
+		if l.link == nil || !l.replica.Synced() {
 			res <- saveResult{err: ErrNotSynced}
 			return
 		}

@@ -12,8 +12,8 @@ import (
 
 // The crash rescue. When jupyter-server loses a room (it restarted: a new session id, or it
 // closed our session with 1003), it rebuilds the room from the file, without whatever it had not
-// saved. The replica still holds all of it (ydoc.Session.ResetServerLost); after the sidecar
-// itself restarted, its journal does (journal.go, Session.AdoptLost). What becomes of it is
+// saved. The replica still holds all of it (ydoc.Replica.ResetServerLost); after the sidecar
+// itself restarted, its journal does (journal.go, Replica.AdoptLost). What becomes of it is
 // decided by the file's content, read before joining the rebuilt room, against the versions the
 // replica held (ydoc.History, fed by the session and by the journal's replay):
 //
@@ -116,30 +116,30 @@ func (l *roomLoop) fileReader() FileReader {
 // what to do with the lost replica: by the file's content, read before joining (see above).
 func (l *roomLoop) decideRescue(file *FileContent, ferr error) {
 	l.adoptPending = false
-	h := l.sess.History()
+	h := l.replica.History()
 	decision := ""
 	switch {
 	case l.fileReader() == nil:
 		decision = "no file reader"
-		l.sess.NoRescue("the server does not give the file's content, so it cannot be compared with the replica")
+		l.replica.NoRescue("the server does not give the file's content, so it cannot be compared with the replica")
 	case ferr != nil:
 		decision = "file unreadable"
-		l.sess.NoRescue("the file could not be read: " + ferr.Error())
+		l.replica.NoRescue("the file could not be read: " + ferr.Error())
 	case file == nil || file.Doc == nil:
 		decision = "file not read"
-		l.sess.NoRescue("the file was not read")
+		l.replica.NoRescue("the file was not read")
 	case h == nil:
 		decision = "no history"
-		l.sess.NoRescue("the replica's history is not kept, so the file cannot be compared with it")
+		l.replica.NoRescue("the replica's history is not kept, so the file cannot be compared with it")
 	case h.Held(*file.Doc):
 		decision = "restore"
-		l.sess.RescueFrom(*file.Doc)
+		l.replica.RescueFrom(*file.Doc)
 	case l.serverHeld:
 		decision = "restore (a state the server held)"
-		l.sess.RescueFrom(*file.Doc)
+		l.replica.RescueFrom(*file.Doc)
 	default:
 		decision = "file wins"
-		l.sess.FileWins(h.LastSaved(), *file.Doc, "the file holds content the replica never held: it was changed outside Jupyter (or while the sidecar was away), so the file's content wins, merged with the replica's changes since the last save")
+		l.replica.FileWins(h.LastSaved(), *file.Doc, "the file holds content the replica never held: it was changed outside Jupyter (or while the sidecar was away), so the file's content wins, merged with the replica's changes since the last save")
 	}
 	got := ""
 	if file != nil {
@@ -168,7 +168,7 @@ func short(h string) string {
 // workAtRisk reports whether the replica holds changes the server has not saved (or edits it has
 // not confirmed): a server that died takes them with it.
 func (l *roomLoop) workAtRisk() bool {
-	return !l.guard.unsavedSince.IsZero() || l.sess.Unsaved() > 0 || l.sess.Pending() > 0
+	return !l.guard.unsavedSince.IsZero() || l.replica.Unsaved() > 0 || l.replica.Pending() > 0
 }
 
 // onRescue reports what the session did with a lost replica.

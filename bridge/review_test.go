@@ -7,17 +7,19 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
 // Regressions for the faults a code review found: each test fails on the code before its fix.
 
 // poisonServer injects, on every connection, an update that y-crdt panics on: a room whose
-// document the engine cannot hold.
+// document y-crdt cannot hold.
 type poisonServer struct {
 	*bridgetest.Server
 	poison []byte
@@ -33,7 +35,7 @@ func (p *poisonServer) DialRoom(ctx context.Context, roomID, sessionID string) (
 	return c, err
 }
 
-// A document the engine cannot load fails the room after a few attempts instead of resetting
+// A document y-crdt cannot load fails the room after a few attempts instead of resetting
 // and reconnecting at full speed forever.
 func TestPoisonDocumentFailsRoom(t *testing.T) {
 	poison, _ := hex.DecodeString("0204000084858080808080808080010004f09f98800a03c10005ffffffffffffffffff010503c5ffffffffffffffffff01000300077b2265223a317d0203000800030001770176828580808080808080800180808080802001077b2261223a317d0180808080080180808080802003")
@@ -85,7 +87,7 @@ func TestHandshakeTimeoutReconnects(t *testing.T) {
 		o.Jupyter = srv
 		o.HandshakeTimeout = 20 * time.Millisecond
 	})
-	eventually(t, "a second dial after the handshake timed out", func() bool { return srv.dials.Load() >= 2 })
+	testutil.Eventually(t, "a second dial after the handshake timed out", func() bool { return srv.dials.Load() >= 2 })
 }
 
 // A save waiting for its answer when the connection drops fails at once.
@@ -95,10 +97,10 @@ func TestSaveFailsOnDisconnect(t *testing.T) {
 	srv.StallWrites()
 	done := make(chan error, 1)
 	go func() {
-		_, err := h.room.Save(ctxT(t))
+		_, err := h.room.Save(testutil.Context(t))
 		done <- err
 	}()
-	eventually(t, "the save request queued", func() bool { return h.room.Info().Status == bridge.StatusSynced })
+	testutil.Eventually(t, "the save request queued", func() bool { return h.room.Info().Status == bridge.StatusSynced })
 	srv.Restart(bridgetest.RestartOptions{KeepSession: true, KeepDoc: true})
 	srv.ResumeWrites()
 	select {
@@ -106,7 +108,7 @@ func TestSaveFailsOnDisconnect(t *testing.T) {
 		if !errors.Is(err, bridge.ErrNotSynced) {
 			t.Errorf("Save across a disconnect: %v, want ErrNotSynced", err)
 		}
-	case <-time.After(waitLimit):
+	case <-time.After(testutil.WaitLimit):
 		t.Fatal("Save still waiting after the connection dropped")
 	}
 }
@@ -126,10 +128,10 @@ func TestAbandonedReadsDoNotRun(t *testing.T) {
 		}
 	}
 	srv.Up()
-	if err := h.room.WaitSynced(ctxT(t)); err != nil {
+	if err := h.room.WaitSynced(testutil.Context(t)); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.room.View(ctxT(t), func(*ydoc.Doc) error { return nil }); err != nil { // the loop has drained
+	if err := h.room.View(testutil.Context(t), func(*ydoc.Doc) error { return nil }); err != nil { // the loop has drained
 		t.Fatal(err)
 	}
 	if n := ran.Load(); n != 0 {
@@ -145,17 +147,17 @@ func TestCloseWithEditInFlightIsUnconfirmed(t *testing.T) {
 	srv.HoldEchoes()
 	errc := make(chan error, 1)
 	go func() {
-		_, err := h.room.Edit(context.Background(), func(tx *ydoc.Txn, _ bool) error { return tx.SetSource(0, "delivered") })
+		_, err := h.room.Apply(context.Background(), ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error { return tx.SetSource(0, "delivered") }))
 		errc <- err
 	}()
-	if err := srv.Await(ctxT(t), func() bool { return srv.Held() > 0 }); err != nil {
+	if err := srv.Await(testutil.Context(t), func() bool { return srv.Held() > 0 }); err != nil {
 		t.Fatal(err)
 	}
 	h.room.Close()
 	err := <-errc
 	var ue *bridge.UnconfirmedError
 	if !errors.As(err, &ue) || !errors.Is(err, bridge.ErrRoomClosed) {
-		t.Errorf("Edit in flight at Close: %v (%T), want *UnconfirmedError wrapping ErrRoomClosed", err, err)
+		t.Errorf("Apply in flight at Close: %v (%T), want *UnconfirmedError wrapping ErrRoomClosed", err, err)
 	}
 	// Agents hear it too (a caller may have stopped waiting): one notice, with the count.
 	ev := awaitEvent(t, h.sub, "the unconfirmed-edit notice", kindIs(bridge.EventNotice))
@@ -164,30 +166,35 @@ func TestCloseWithEditInFlightIsUnconfirmed(t *testing.T) {
 	}
 }
 
-// A stuck pending set makes the room ask the server once, not ping-pong step 1 / step 2.
+// A stuck pending set makes the room ask the server once, not ping-pong step 1 / step 2. In
+// virtual time (testing/synctest): once every goroutine is idle, the exchange is over.
 func TestStuckPendingAskedOnce(t *testing.T) {
-	srv := newServer(t)
-	startSynced(t, srv, func(o *bridge.RoomOptions) { o.ResyncInterval = time.Hour })
-	conn := srv.LiveConns()[0]
-	before := conn.CountReceived(ydoc.MsgSync, ydoc.SyncStep1)
-	// no structs; a delete set naming items nobody has
-	srv.Inject(ydoc.EncodeSync(ydoc.SyncUpdate, []byte{0, 1, 0x99, 0x01, 1, 0, 3}))
-	eventually(t, "one step 1 asking about the pending deletes", func() bool {
-		return conn.CountReceived(ydoc.MsgSync, ydoc.SyncStep1)-before >= 1
+	synctest.Test(t, func(t *testing.T) {
+		srv := newServer(t)
+		startSynced(t, srv, func(o *bridge.RoomOptions) { o.ResyncInterval = time.Hour })
+		conn := srv.LiveConns()[0]
+		before := conn.CountReceived(ydoc.MsgSync, ydoc.SyncStep1)
+		// no structs; a delete set naming items nobody has
+		srv.Inject(ydoc.EncodeSync(ydoc.SyncUpdate, []byte{0, 1, 0x99, 0x01, 1, 0, 3}))
+		synctest.Wait()
+		if n := conn.CountReceived(ydoc.MsgSync, ydoc.SyncStep1) - before; n != 1 {
+			t.Fatalf("%d step 1 frames asking about the pending deletes, want 1", n)
+		}
+		// The answer leaves the same set pending: no further step 1 may follow, however many
+		// ticks go by (a ping-pong room would send thousands of frames).
+		time.Sleep(200 * time.Millisecond) // virtual: forty ticks
+		synctest.Wait()
+		if n := conn.CountReceived(ydoc.MsgSync, ydoc.SyncStep1) - before; n > 1 {
+			t.Errorf("%d step 1 frames for one stuck pending set", n)
+		}
 	})
-	// The answer leaves the same set pending: no further step 1 may follow. Give a ping-pong
-	// room to show (it would send thousands of frames in this time).
-	time.Sleep(200 * time.Millisecond)
-	if n := conn.CountReceived(ydoc.MsgSync, ydoc.SyncStep1) - before; n > 1 {
-		t.Errorf("%d step 1 frames for one stuck pending set", n)
-	}
 }
 
 // A panic in a read callback (a tool bug) is an error for that call, not a dead process.
 func TestReadCallbackPanicIsAnError(t *testing.T) {
 	srv := newServer(t)
 	h := startSynced(t, srv, nil)
-	err := h.room.View(ctxT(t), func(*ydoc.Doc) error {
+	err := h.room.View(testutil.Context(t), func(*ydoc.Doc) error {
 		var cells []ydoc.Cell
 		_ = cells[3]
 		return nil
@@ -195,14 +202,14 @@ func TestReadCallbackPanicIsAnError(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "panicked") {
 		t.Fatalf("View with a panicking callback: %v", err)
 	}
-	_, err = h.room.Edit(ctxT(t), func(*ydoc.Txn, bool) error { panic("tool bug") })
+	_, err = h.room.Apply(testutil.Context(t), ydoc.EditFunc(func(*ydoc.Txn, bool) error { panic("tool bug") }))
 	if err == nil || !strings.Contains(err.Error(), "panicked") {
-		t.Fatalf("Edit with a panicking callback: %v", err)
+		t.Fatalf("Apply with a panicking callback: %v", err)
 	}
 	if h.room.Info().Resets != 0 {
 		t.Error("a tool's panic was treated as a broken replica and reset the room")
 	}
-	if _, err := h.room.Edit(ctxT(t), insertCell("still-works")); err != nil {
+	if _, err := h.room.Apply(testutil.Context(t), insertCell("still-works")); err != nil {
 		t.Fatalf("the room no longer edits: %v", err)
 	}
 }

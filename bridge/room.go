@@ -132,7 +132,7 @@ type RoomOptions struct {
 	ResetAfter       time.Duration // rebuild the replica after being away this long (45s; the server cleans idle rooms after 60s)
 	PingInterval     time.Duration // websocket ping (15s)
 	HandshakeTimeout time.Duration // no sync step 2 within this: ask again, then reconnect (15s)
-	// DeadRoomWait: on engines that free idle rooms (Engine.FreesIdleRooms), a room that failed
+	// DeadRoomWait: on engines that free idle rooms (EngineInfo.FreesIdleRooms), a room that failed
 	// twice in a row to answer a handshake is left alone this long before the next try, so the
 	// server can free it and load it afresh: jupyter-server-documents 0.3.3 can lose a room's
 	// message task for good (docs/engines.md, "Known server problems"), and frees a room only
@@ -270,11 +270,11 @@ type RoomInfo struct {
 // Room is one live collaboration room: a replica of a document (or of a fork of one, or the
 // awareness-only global room) kept in sync with jupyter-server, shared by every caller.
 //
-// Run's goroutine owns everything that changes: the ydoc.Session with its replica, the
+// Run's goroutine owns everything that changes: the ydoc.Replica (the document and its sync state), the
 // connection (one reader and one writer goroutine per websocket), the history of changes and
 // the restorable versions, the agent's awareness state. Public methods hand requests to that
 // goroutine (do, call, whenReady) and wait for the answer, the room's end or their context; the
-// functions they pass (View, Read, Apply) run on it — Apply's with the CRDT engine locked for
+// functions they pass (View, Read, Apply) run on it — Apply's with the y-crdt lock held for
 // every room — so they must be short and must not call back into a Room or the Manager. The goroutine never blocks on the
 // network: dialling happens on a helper goroutine while requests are served, so a caller can
 // always withdraw an edit it stopped waiting for.
@@ -493,11 +493,11 @@ func (r *Room) emit(e Event) {
 
 // roomLoop is the state owned by the room goroutine.
 type roomLoop struct {
-	r    *Room
-	log  zerolog.Logger
-	sess *ydoc.Session
-	aw   *ydoc.Awareness
-	bo   *backoff
+	r       *Room
+	log     zerolog.Logger
+	replica *ydoc.Replica
+	aw      *ydoc.Awareness
+	bo      *backoff
 
 	ds         DocSession
 	link       *link
@@ -524,7 +524,7 @@ type roomLoop struct {
 	resetsNoSync   int          // resets since the last successful sync
 	unanswered     int          // handshakes in a row the server never answered
 	resyncAskedAt  time.Time    // a periodic step 1 not answered yet with a step 2 (zero: none)
-	brokenNoSync   int          // replica breakdowns (engine panics) since the last successful sync
+	brokenNoSync   int          // replica breakdowns (y-crdt panics) since the last successful sync
 	initErrors     int          // consecutive initialization_error closes
 
 	presence Presence       // the agent's status and activity
@@ -563,14 +563,14 @@ type roomLoop struct {
 
 func newRoomLoop(r *Room) (*roomLoop, error) {
 	id := r.opts.NewClientID()
-	sess, err := ydoc.NewSession(r.opts.Kind, id, r.log)
+	replica, err := ydoc.NewReplica(r.opts.Kind, id, r.log)
 	if err != nil {
 		return nil, err
 	}
 	l := &roomLoop{
 		r:        r,
 		log:      r.log,
-		sess:     sess,
+		replica:  replica,
 		aw:       ydoc.NewAwareness(uint64(id)),
 		bo:       newBackoff(r.opts.MinBackoff, r.opts.MaxBackoff),
 		waiters:  map[uint64]*Pending{},
@@ -636,7 +636,7 @@ func (l *roomLoop) dial(ctx context.Context) dialed {
 	// join; and, alongside the first join, the file as the room is first joined (the last save
 	// known, until the server reports one).
 	reader, lostPending, prevSession := l.fileReader(), l.serverLost || l.adoptPending, l.ds.SessionID
-	noteFile := l.sess.History() == nil || l.sess.History().LastSaved() == nil
+	noteFile := l.replica.History() == nil || l.replica.History().LastSaved() == nil
 	replayLineage, lostLineage := uint64(0), l.wal.lineage
 	if l.wal.lost != 0 {
 		lostLineage = l.wal.lost // resets since the loss started lineages of their own
@@ -820,7 +820,7 @@ func (l *roomLoop) connectAndServe(ctx context.Context) error {
 	}
 	ds, conn, file, ferr := d.ds, d.conn, d.file, d.ferr
 	l.serverHeld = d.serverHeld
-	l.sess.ServerHeld(d.serverHist) // what the rebuilt room was loaded from is looked up there too
+	l.replica.ServerHeld(d.serverHist) // what the rebuilt room was loaded from is looked up there too
 	if l.replay != nil {
 		l.adoptReplayed()
 	}
@@ -850,7 +850,7 @@ func (l *roomLoop) connectAndServe(ctx context.Context) error {
 		decided = true
 	}
 	l.rescueFile = nil
-	if h := l.sess.History(); h != nil && file != nil && ferr == nil && file.Doc != nil {
+	if h := l.replica.History(); h != nil && file != nil && ferr == nil && file.Doc != nil {
 		switch {
 		case decided:
 			// What the server saved last, as far as we know, once the rescue is done (the rescue
@@ -863,7 +863,7 @@ func (l *roomLoop) connectAndServe(ctx context.Context) error {
 	l.logSavedContent()
 	l.ds = ds
 	l.r.prep.engineChanged(ds.Engine, ds.FileID)
-	l.sess.LaggingSaveMarkers(ds.Engine.SavesItself) // its periodic saves mark before they are done
+	l.replica.LaggingSaveMarkers(ds.Engine.SavesItself) // its periodic saves mark before they are done
 	l.r.mu.Lock()
 	l.r.info.RoomID, l.r.info.FileID, l.r.info.SessionID = ds.RoomID, ds.FileID, ds.SessionID
 	l.r.mu.Unlock()
@@ -871,7 +871,7 @@ func (l *roomLoop) connectAndServe(ctx context.Context) error {
 	l.connectedAt, l.handshakeAsked, l.resyncAskedAt = l.r.opts.Now(), false, time.Time{}
 	l.serverStepOne, l.held = false, nil
 	l.log.Info().Str(logfield.RoomID, ds.RoomID).Str(logfield.FileID, ds.FileID).Str(logfield.Engine, ds.Engine.Name).Msg("joined room")
-	l.handle(l.sess.Connect())
+	l.handle(l.replica.Connect())
 	if aw := l.aw.Current(); aw != nil {
 		l.send(ydoc.EncodeAwarenessFrame(aw))
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -21,7 +22,7 @@ func TestOpenSyncAndView(t *testing.T) {
 	h := startSynced(t, srv, nil)
 
 	var got ydoc.Notebook
-	if err := h.room.View(ctxT(t), func(d *ydoc.Doc) error {
+	if err := h.room.View(testutil.Context(t), func(d *ydoc.Doc) error {
 		var err error
 		got, err = d.Notebook()
 		return err
@@ -72,7 +73,7 @@ func TestEditConfirmedOnlyAfterEcho(t *testing.T) {
 	c := liveConn(t, srv)
 
 	srv.HoldEchoes()
-	res := editAsync(ctxT(t), h.room, insertCell("new-cell"))
+	res := editAsync(testutil.Context(t), h.room, insertCell("new-cell"))
 	awaitServer(t, srv, "the edit in the server document", func() bool { return srv.CountCell(nbPath, "new-cell") == 1 })
 	// Let the room go round its periodic resync twice: a step 2 must not confirm the edit.
 	awaitResyncs(t, srv, c, 2)
@@ -87,7 +88,7 @@ func TestEditConfirmedOnlyAfterEcho(t *testing.T) {
 	srv.ReleaseEchoes()
 	r := awaitEdit(t, res, "after the echo")
 	if r.err != nil {
-		t.Fatalf("Edit: %v", r.err)
+		t.Fatalf("Apply: %v", r.err)
 	}
 	if !slices.Equal(r.change.Inserted, []string{"new-cell"}) || !r.change.Local {
 		t.Errorf("Change = %+v, want Inserted [new-cell], Local", r.change)
@@ -99,7 +100,7 @@ func TestEditConfirmedOnlyAfterEcho(t *testing.T) {
 	if got, want := roomCellIDs(t, h.room), srv.CellIDs(nbPath); !slices.Equal(got, want) {
 		t.Errorf("replica cells %v, server cells %v", got, want)
 	}
-	eventually(t, "no pending edits", func() bool { return h.room.Info().PendingEdits == 0 })
+	testutil.Eventually(t, "no pending edits", func() bool { return h.room.Info().PendingEdits == 0 })
 }
 
 func TestEditWhileServerDownLandsOnce(t *testing.T) {
@@ -109,7 +110,7 @@ func TestEditWhileServerDownLandsOnce(t *testing.T) {
 	srv.Down()
 	h.await("disconnected", kindIs(bridge.EventDisconnected))
 	calls := srv.OpenCalls()
-	res := editAsync(ctxT(t), h.room, insertCell("offline"))
+	res := editAsync(testutil.Context(t), h.room, insertCell("offline"))
 	awaitServer(t, srv, "two more session attempts", func() bool { return srv.OpenCalls() >= calls+2 })
 	notReturned(t, res, "while the server was down")
 	if st := h.room.Info().Status; st != bridge.StatusDisconnected {
@@ -122,7 +123,7 @@ func TestEditWhileServerDownLandsOnce(t *testing.T) {
 	srv.Up()
 	r := awaitEdit(t, res, "after the server came back")
 	if r.err != nil {
-		t.Fatalf("Edit: %v", r.err)
+		t.Fatalf("Apply: %v", r.err)
 	}
 	assertCellsOnce(t, srv, nbPath, "cell-a", "cell-b", "offline")
 	// Later handshakes must not bring it again.
@@ -142,11 +143,11 @@ func TestEditWithdrawnWhileDisconnected(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	res := editAsync(ctx, h.room, insertCell("withdrawn"))
-	eventually(t, "the edit queued", func() bool { return h.room.Info().PendingEdits == 1 })
+	testutil.Eventually(t, "the edit queued", func() bool { return h.room.Info().PendingEdits == 1 })
 	cancel()
 	err := awaitEdit(t, res, "after its context ended").err
 	if !isWithdrawn(err) {
-		t.Fatalf("Edit while disconnected with an ended context: err %v (%T), want *bridge.WithdrawnError", err, err)
+		t.Fatalf("Apply while disconnected with an ended context: err %v (%T), want *bridge.WithdrawnError", err, err)
 	}
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("WithdrawnError %v does not wrap the context's error", err)
@@ -155,8 +156,8 @@ func TestEditWithdrawnWhileDisconnected(t *testing.T) {
 	srv.Up()
 	h.await("synced again", kindIs(bridge.EventSynced))
 	// Edits run in order: had the withdrawn one survived, it would land before this one.
-	if _, err := h.room.Edit(ctxT(t), insertCell("after")); err != nil {
-		t.Fatalf("Edit after reconnect: %v", err)
+	if _, err := h.room.Apply(testutil.Context(t), insertCell("after")); err != nil {
+		t.Fatalf("Apply after reconnect: %v", err)
 	}
 	if n := srv.CountCell(nbPath, "withdrawn"); n != 0 {
 		t.Errorf("the withdrawn edit reached the server (%d cells)", n)
@@ -175,12 +176,12 @@ func TestWithdrawnEditNotCountedAsPending(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	res := editAsync(ctx, h.room, insertCell("withdrawn"))
-	eventually(t, "the edit queued", func() bool { return h.room.Info().PendingEdits == 1 })
+	testutil.Eventually(t, "the edit queued", func() bool { return h.room.Info().PendingEdits == 1 })
 	cancel()
 	if err := awaitEdit(t, res, "after its context ended").err; !isWithdrawn(err) {
-		t.Fatalf("Edit: %v, want *bridge.WithdrawnError", err)
+		t.Fatalf("Apply: %v, want *bridge.WithdrawnError", err)
 	}
-	// Withdraw has run in the room loop before Edit returned.
+	// Withdraw has run in the room loop before Apply returned.
 	if p := h.room.Info().PendingEdits; p != 0 {
 		t.Errorf("PendingEdits = %d after the only edit was withdrawn, want 0", p)
 	}
@@ -198,10 +199,10 @@ func TestEditUnconfirmedWhenContextEnds(t *testing.T) {
 	cancel()
 	r := awaitEdit(t, res, "after its context was cancelled")
 	if !isUnconfirmed(r.err) || !errors.Is(r.err, context.Canceled) {
-		t.Fatalf("Edit in flight with a cancelled context: err %v (%T), want *bridge.UnconfirmedError wrapping context.Canceled", r.err, r.err)
+		t.Fatalf("Apply in flight with a cancelled context: err %v (%T), want *bridge.UnconfirmedError wrapping context.Canceled", r.err, r.err)
 	}
 	srv.ReleaseEchoes()
-	eventually(t, "the edit confirmed in the background", func() bool { return h.room.Info().PendingEdits == 0 })
+	testutil.Eventually(t, "the edit confirmed in the background", func() bool { return h.room.Info().PendingEdits == 0 })
 	assertCellsOnce(t, srv, nbPath, "cell-a", "cell-b", "late-ack")
 }
 
@@ -210,25 +211,25 @@ func TestEditFailsWhenRoomCloses(t *testing.T) {
 	h := startSynced(t, srv, nil)
 	srv.Down()
 	h.await("disconnected", kindIs(bridge.EventDisconnected))
-	res := editAsync(ctxT(t), h.room, insertCell("never"))
-	eventually(t, "the edit queued", func() bool { return h.room.Info().PendingEdits == 1 })
+	res := editAsync(testutil.Context(t), h.room, insertCell("never"))
+	testutil.Eventually(t, "the edit queued", func() bool { return h.room.Info().PendingEdits == 1 })
 
 	h.room.Close()
 	r := awaitEdit(t, res, "after Close")
 	// It never ran: withdrawn (nothing changed), because the room closed.
 	if !errors.Is(r.err, bridge.ErrRoomClosed) || !isWithdrawn(r.err) || isUnconfirmed(r.err) {
-		t.Errorf("Edit pending when the room closed: err %v (%T), want a *WithdrawnError wrapping ErrRoomClosed", r.err, r.err)
+		t.Errorf("Apply pending when the room closed: err %v (%T), want a *WithdrawnError wrapping ErrRoomClosed", r.err, r.err)
 	}
 	if err := h.runResult(); err != nil {
 		t.Errorf("Run after Close = %v, want nil", err)
 	}
-	if _, err := h.room.Edit(ctxT(t), insertCell("late")); !errors.Is(err, bridge.ErrRoomClosed) {
-		t.Errorf("Edit after Close: %v, want ErrRoomClosed", err)
+	if _, err := h.room.Apply(testutil.Context(t), insertCell("late")); !errors.Is(err, bridge.ErrRoomClosed) {
+		t.Errorf("Apply after Close: %v, want ErrRoomClosed", err)
 	}
-	if err := h.room.View(ctxT(t), func(*ydoc.Doc) error { return nil }); !errors.Is(err, bridge.ErrRoomClosed) {
+	if err := h.room.View(testutil.Context(t), func(*ydoc.Doc) error { return nil }); !errors.Is(err, bridge.ErrRoomClosed) {
 		t.Errorf("View after Close: %v, want ErrRoomClosed", err)
 	}
-	if _, err := h.room.Save(ctxT(t)); !errors.Is(err, bridge.ErrRoomClosed) {
+	if _, err := h.room.Save(testutil.Context(t)); !errors.Is(err, bridge.ErrRoomClosed) {
 		t.Errorf("Save after Close: %v, want ErrRoomClosed", err)
 	}
 }
@@ -241,7 +242,7 @@ func TestWaitSyncedOnStoppedRoomReportsIt(t *testing.T) {
 	h.room.Close()
 	nils := 0
 	for range 100 {
-		if err := h.room.WaitSynced(ctxT(t)); err == nil {
+		if err := h.room.WaitSynced(testutil.Context(t)); err == nil {
 			nils++
 		} else if !errors.Is(err, bridge.ErrRoomClosed) {
 			t.Fatalf("WaitSynced on a closed room: %v", err)
@@ -258,7 +259,7 @@ func TestRestartWithRebuiltDocReplaysUnconfirmedEditOnce(t *testing.T) {
 	oldSession, oldClient := srv.SessionID(), h.room.Info().ClientID
 
 	srv.HoldEchoes()
-	res := editAsync(ctxT(t), h.room, insertCell("in-flight"))
+	res := editAsync(testutil.Context(t), h.room, insertCell("in-flight"))
 	awaitServer(t, srv, "the edit in the server document", func() bool { return srv.CountCell(nbPath, "in-flight") == 1 })
 	notReturned(t, res, "before the echo")
 
@@ -268,7 +269,7 @@ func TestRestartWithRebuiltDocReplaysUnconfirmedEditOnce(t *testing.T) {
 	h.await("synced after the reset", kindIs(bridge.EventSynced))
 	r := awaitEdit(t, res, "after the restart")
 	if r.err != nil {
-		t.Fatalf("Edit across the restart: %v", r.err)
+		t.Fatalf("Apply across the restart: %v", r.err)
 	}
 	if !slices.Equal(r.change.Inserted, []string{"in-flight"}) {
 		t.Errorf("Change.Inserted = %v, want [in-flight]", r.change.Inserted)
@@ -301,7 +302,7 @@ func TestRestartKeepingDocDoesNotDuplicate(t *testing.T) {
 			srv := newServer(t)
 			h := startSynced(t, srv, nil)
 			srv.HoldEchoes()
-			res := editAsync(ctxT(t), h.room, insertCell("kept"))
+			res := editAsync(testutil.Context(t), h.room, insertCell("kept"))
 			awaitServer(t, srv, "the edit in the server document", func() bool { return srv.CountCell(nbPath, "kept") == 1 })
 			notReturned(t, res, "before the echo")
 
@@ -318,7 +319,7 @@ func TestRestartKeepingDocDoesNotDuplicate(t *testing.T) {
 			}
 			r := awaitEdit(t, res, "after the restart")
 			if r.err != nil {
-				t.Fatalf("Edit across the restart: %v", r.err)
+				t.Fatalf("Apply across the restart: %v", r.err)
 			}
 			assertCellsOnce(t, srv, nbPath, "cell-a", "cell-b", "kept")
 			awaitResyncs(t, srv, liveConn(t, srv), 2)
@@ -349,8 +350,8 @@ func TestResetAfterLongAbsence(t *testing.T) {
 	if got, want := roomCellIDs(t, h.room), srv.CellIDs(nbPath); !slices.Equal(got, want) {
 		t.Errorf("replica cells %v, server cells %v", got, want)
 	}
-	if _, err := h.room.Edit(ctxT(t), insertCell("after-absence")); err != nil {
-		t.Fatalf("Edit: %v", err)
+	if _, err := h.room.Apply(testutil.Context(t), insertCell("after-absence")); err != nil {
+		t.Fatalf("Apply: %v", err)
 	}
 	assertCellsOnce(t, srv, nbPath, "cell-a", "cell-b", "after-absence")
 }
@@ -431,8 +432,8 @@ func TestCloseCodes(t *testing.T) {
 				if n, d := srv.OpenCalls(), srv.DialCalls(); n != 1 || d != 1 {
 					t.Errorf("after a permanent close: %d session calls, %d dials; want no retry (1 each)", n, d)
 				}
-				if _, err := h.room.Edit(ctxT(t), insertCell("x")); !errors.As(err, &re) {
-					t.Errorf("Edit on a failed room: %v, want the room's error", err)
+				if _, err := h.room.Apply(testutil.Context(t), insertCell("x")); !errors.As(err, &re) {
+					t.Errorf("Apply on a failed room: %v, want the room's error", err)
 				}
 				return
 			}
@@ -453,8 +454,8 @@ func TestCloseCodes(t *testing.T) {
 			if info := h.room.Info(); info.Resets != want || info.Reconnects != 1 {
 				t.Errorf("Resets %d, Reconnects %d; want %d and 1", info.Resets, info.Reconnects, want)
 			}
-			if _, err := h.room.Edit(ctxT(t), insertCell("after-close")); err != nil {
-				t.Fatalf("Edit after reconnect: %v", err)
+			if _, err := h.room.Apply(testutil.Context(t), insertCell("after-close")); err != nil {
+				t.Fatalf("Apply after reconnect: %v", err)
 			}
 			assertCellsOnce(t, srv, nbPath, "cell-a", "cell-b", "after-close")
 		})
@@ -489,7 +490,7 @@ func TestRawConflictResets(t *testing.T) {
 	srv := newServer(t)
 	h := startSynced(t, srv, nil)
 	srv.HoldEchoes()
-	res := editAsync(ctxT(t), h.room, insertCell("before-conflict"))
+	res := editAsync(testutil.Context(t), h.room, insertCell("before-conflict"))
 	awaitServer(t, srv, "the edit in the server document", func() bool { return srv.CountCell(nbPath, "before-conflict") == 1 })
 	dials := srv.DialCalls()
 
@@ -498,13 +499,13 @@ func TestRawConflictResets(t *testing.T) {
 	srv.ReleaseEchoes()
 	h.await("synced", kindIs(bridge.EventSynced))
 	if r := awaitEdit(t, res, "after the conflict"); r.err != nil {
-		t.Fatalf("Edit across the conflict: %v", r.err)
+		t.Fatalf("Apply across the conflict: %v", r.err)
 	}
 	if srv.DialCalls() != dials+1 {
 		t.Errorf("DialRoom called %d more times, want 1 reconnect", srv.DialCalls()-dials)
 	}
-	if _, err := h.room.Edit(ctxT(t), insertCell("after-conflict")); err != nil {
-		t.Fatalf("Edit after the conflict: %v", err)
+	if _, err := h.room.Apply(testutil.Context(t), insertCell("after-conflict")); err != nil {
+		t.Fatalf("Apply after the conflict: %v", err)
 	}
 	assertCellsOnce(t, srv, nbPath, "cell-a", "cell-b", "before-conflict", "after-conflict")
 	if info := h.room.Info(); info.Resets != 1 {
@@ -542,11 +543,11 @@ func TestMalformedFramesKeepRoomAlive(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			step1s := c.CountReceived(ydoc.MsgSync, ydoc.SyncStep1)
 			srv.Inject(tc.frame)
-			// The echo of this edit is queued behind the bad frame, so when Edit returns the
+			// The echo of this edit is queued behind the bad frame, so when Apply returns the
 			// room has handled the frame.
 			id := fmt.Sprintf("after-%d", i)
-			if _, err := h.room.Edit(ctxT(t), insertCell(id)); err != nil {
-				t.Fatalf("Edit after the frame: %v", err)
+			if _, err := h.room.Apply(testutil.Context(t), insertCell(id)); err != nil {
+				t.Fatalf("Apply after the frame: %v", err)
 			}
 			if n := srv.CountCell(nbPath, id); n != 1 {
 				t.Errorf("edit after the frame is in the server document %d times, want once", n)
@@ -659,7 +660,7 @@ func TestCloseLeavesPolitely(t *testing.T) {
 		if ok {
 			t.Error("an event after EventClosed")
 		}
-	case <-time.After(waitLimit):
+	case <-time.After(testutil.WaitLimit):
 		t.Error("the subscription was not closed with the room")
 	}
 	h.room.Close() // a second Close is a no-op
@@ -670,7 +671,7 @@ func TestSave(t *testing.T) {
 	h := startSynced(t, srv, nil)
 	for _, status := range []string{"success", "skipped", "failed"} {
 		srv.SetSaveStatus(status)
-		got, err := h.room.Save(ctxT(t))
+		got, err := h.room.Save(testutil.Context(t))
 		if err != nil || got != status {
 			t.Errorf("Save = %q, %v; want the server's %q", got, err, status)
 		}
@@ -687,7 +688,7 @@ func TestSave(t *testing.T) {
 
 	srv.Down()
 	h.await("disconnected", kindIs(bridge.EventDisconnected))
-	if _, err := h.room.Save(ctxT(t)); !errors.Is(err, bridge.ErrNotSynced) {
+	if _, err := h.room.Save(testutil.Context(t)); !errors.Is(err, bridge.ErrNotSynced) {
 		t.Errorf("Save while disconnected: %v, want ErrNotSynced", err)
 	}
 }
@@ -708,7 +709,7 @@ func TestWriteTroubleReconnects(t *testing.T) {
 			srv := newServer(t)
 			h := startSynced(t, srv, func(o *bridge.RoomOptions) { o.WriteTimeout = 20 * time.Millisecond })
 			tc.break_(srv)
-			res := editAsync(ctxT(t), h.room, insertCell("through-trouble"))
+			res := editAsync(testutil.Context(t), h.room, insertCell("through-trouble"))
 			h.await("disconnected", kindIs(bridge.EventDisconnected))
 			dials := srv.DialCalls()
 			awaitServer(t, srv, "reconnect attempts", func() bool { return srv.DialCalls() >= dials+2 })
@@ -718,7 +719,7 @@ func TestWriteTroubleReconnects(t *testing.T) {
 			}
 			tc.heal(srv)
 			if r := awaitEdit(t, res, "after writes recovered"); r.err != nil {
-				t.Fatalf("Edit: %v", r.err)
+				t.Fatalf("Apply: %v", r.err)
 			}
 			assertCellsOnce(t, srv, nbPath, "cell-a", "cell-b", "through-trouble")
 		})
@@ -729,28 +730,28 @@ func TestPings(t *testing.T) {
 	srv := newServer(t)
 	startSynced(t, srv, func(o *bridge.RoomOptions) { o.PingInterval = 5 * time.Millisecond })
 	c := liveConn(t, srv)
-	eventually(t, "pings", func() bool { return c.Pings() >= 2 })
+	testutil.Eventually(t, "pings", func() bool { return c.Pings() >= 2 })
 }
 
 func TestTextRoom(t *testing.T) {
 	srv := newServer(t)
 	h := startRoom(t, srv, bridgetest.TextPath, ydoc.KindText, nil)
-	if err := h.room.WaitSynced(ctxT(t)); err != nil {
+	if err := h.room.WaitSynced(testutil.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	if info := h.room.Info(); !strings.HasPrefix(info.RoomID, "text:file:") {
 		t.Errorf("RoomID %q, want text:file:<fileId>", info.RoomID)
 	}
-	ch, err := h.room.Edit(ctxT(t), func(tx *ydoc.Txn, _ bool) error { return tx.InsertText(0, "zeroth line\n") })
-	if err != nil || !ch.Text {
-		t.Fatalf("Edit = %+v, %v; want a text change", ch, err)
+	ed, err := h.room.Apply(testutil.Context(t), ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error { return tx.InsertText(0, "zeroth line\n") }))
+	if err != nil || !ed.Change.Text {
+		t.Fatalf("Apply = %+v, %v; want a text change", ed.Change, err)
 	}
 	want := "zeroth line\nfirst line\nsecond line\n"
 	if got, err := srv.Text(bridgetest.TextPath); err != nil || got != want {
 		t.Errorf("server text %q (%v), want %q", got, err, want)
 	}
 	var got string
-	if err := h.room.View(ctxT(t), func(d *ydoc.Doc) error {
+	if err := h.room.View(testutil.Context(t), func(d *ydoc.Doc) error {
 		var err error
 		got, err = d.Text()
 		return err
@@ -764,7 +765,7 @@ func TestSubscriptionDropsWhenFull(t *testing.T) {
 	h := startSynced(t, srv, nil)
 	slow := h.room.Subscribe(1)
 	for i := range 3 {
-		if _, err := h.room.Edit(ctxT(t), insertCell(fmt.Sprintf("e%d", i))); err != nil {
+		if _, err := h.room.Apply(testutil.Context(t), insertCell(fmt.Sprintf("e%d", i))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -809,7 +810,7 @@ func TestRunTwiceAndCloseBeforeRun(t *testing.T) {
 		t.Error("a second Run succeeded")
 	}
 
-	opts := fastOptions()
+	opts := bridgetest.FastRoomOptions()
 	opts.Path, opts.Kind, opts.Jupyter = nbPath, ydoc.KindNotebook, srv
 	r, err := bridge.NewRoom(opts)
 	if err != nil {
@@ -824,7 +825,7 @@ func TestRunTwiceAndCloseBeforeRun(t *testing.T) {
 		if err != nil {
 			t.Errorf("Run after Close = %v, want nil", err)
 		}
-	case <-time.After(waitLimit):
+	case <-time.After(testutil.WaitLimit):
 		r.Close()
 		<-done
 		t.Fatal("Run after Close did not return")
@@ -832,14 +833,14 @@ func TestRunTwiceAndCloseBeforeRun(t *testing.T) {
 	if srv.DialCalls() != dials {
 		t.Errorf("a room closed before Run joined the room")
 	}
-	if err := r.WaitSynced(ctxT(t)); !errors.Is(err, bridge.ErrRoomClosed) {
+	if err := r.WaitSynced(testutil.Context(t)); !errors.Is(err, bridge.ErrRoomClosed) {
 		t.Errorf("WaitSynced on a room closed before Run = %v, want ErrRoomClosed", err)
 	}
 }
 
 func TestRunStopsWithContext(t *testing.T) {
 	srv := newServer(t)
-	opts := fastOptions()
+	opts := bridgetest.FastRoomOptions()
 	opts.Path, opts.Kind, opts.Jupyter = nbPath, ydoc.KindNotebook, srv
 	r, err := bridge.NewRoom(opts)
 	if err != nil {
@@ -848,7 +849,7 @@ func TestRunStopsWithContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
-	if err := r.WaitSynced(ctxT(t)); err != nil {
+	if err := r.WaitSynced(testutil.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	c := liveConn(t, srv)
@@ -858,7 +859,7 @@ func TestRunStopsWithContext(t *testing.T) {
 		if err != nil {
 			t.Errorf("Run after its context ended = %v, want nil", err)
 		}
-	case <-time.After(waitLimit):
+	case <-time.After(testutil.WaitLimit):
 		t.Fatal("Run did not return after its context ended")
 	}
 	if !c.ClosedNormally() {
@@ -871,11 +872,11 @@ func TestEditValidationErrorChangesNothing(t *testing.T) {
 	h := startSynced(t, srv, nil)
 	c := liveConn(t, srv)
 	updates := c.CountReceived(ydoc.MsgSync, ydoc.SyncUpdate)
-	_, err := h.room.Edit(ctxT(t), func(tx *ydoc.Txn, _ bool) error { return tx.DeleteCells(5, 1) })
+	_, err := h.room.Apply(testutil.Context(t), ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error { return tx.DeleteCells(5, 1) }))
 	if !errors.Is(err, ydoc.ErrOutOfRange) {
-		t.Fatalf("Edit deleting a cell that is not there: %v, want ErrOutOfRange", err)
+		t.Fatalf("Apply deleting a cell that is not there: %v, want ErrOutOfRange", err)
 	}
-	if _, err := h.room.Save(ctxT(t)); err != nil { // a round trip: anything sent before it arrived
+	if _, err := h.room.Save(testutil.Context(t)); err != nil { // a round trip: anything sent before it arrived
 		t.Fatal(err)
 	}
 	if n := c.CountReceived(ydoc.MsgSync, ydoc.SyncUpdate); n != updates {
@@ -894,7 +895,7 @@ func TestViewWaitsForFirstSync(t *testing.T) {
 	res := make(chan []string, 1)
 	go func() {
 		var ids []string
-		err := h.room.View(ctxT(t), func(d *ydoc.Doc) error {
+		err := h.room.View(testutil.Context(t), func(d *ydoc.Doc) error {
 			ids = d.CellIDs()
 			return nil
 		})
@@ -921,7 +922,7 @@ func TestViewWaitsForFirstSync(t *testing.T) {
 		if !slices.Equal(ids, defaultIDs) {
 			t.Errorf("View after the first sync saw %v, want the server's %v", ids, defaultIDs)
 		}
-	case <-time.After(waitLimit):
+	case <-time.After(testutil.WaitLimit):
 		t.Fatal("View did not run after the room synced")
 	}
 }
@@ -931,14 +932,14 @@ func TestViewWaitsForFirstSync(t *testing.T) {
 func TestRestartBeforeSaveReplaysConfirmedDurableEdit(t *testing.T) {
 	srv := newServer(t)
 	h := startSynced(t, srv, nil)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 	durable := func(id string) ydoc.Edit {
 		return ydoc.InsertCells{Cells: []ydoc.Cell{{ID: id, Type: ydoc.CellCode, Source: id}}}
 	}
 	if _, err := h.room.Apply(ctx, durable("kept")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.room.Edit(ctx, insertCell("plain")); err != nil {
+	if _, err := h.room.Apply(ctx, insertCell("plain")); err != nil {
 		t.Fatal(err)
 	}
 	srv.Restart(bridgetest.RestartOptions{}) // rebuilt from the file, which never had them
@@ -955,7 +956,7 @@ func TestJoinSizesReplicaFromTheServersStepTwo(t *testing.T) {
 	h := startRoom(t, srv, bridgetest.NotebookPath, ydoc.KindNotebook, func(o *bridge.RoomOptions) { o.TickInterval = time.Hour })
 	h.await("synced", kindIs(bridge.EventSynced))
 	var encoded int
-	if err := h.room.View(ctxT(t), func(d *ydoc.Doc) error {
+	if err := h.room.View(testutil.Context(t), func(d *ydoc.Doc) error {
 		u, err := d.EncodeStateAsUpdate(nil)
 		encoded = len(u)
 		return err
@@ -968,9 +969,9 @@ func TestJoinSizesReplicaFromTheServersStepTwo(t *testing.T) {
 	}
 }
 
-// ApplyNotify says when an edit is in the replica and on its way, before the server confirmed
-// it; never for an edit that waits for the room or fails.
-func TestApplyNotifySaysOnItsWayBeforeTheConfirmation(t *testing.T) {
+// Proposal.Applied says when an edit is in the replica and on its way, before the server
+// confirmed it; never for an edit that waits for the room or fails.
+func TestProposalAppliedSaysOnItsWayBeforeTheConfirmation(t *testing.T) {
 	srv := newServer(t)
 	h := startSynced(t, srv, nil)
 
@@ -978,28 +979,33 @@ func TestApplyNotifySaysOnItsWayBeforeTheConfirmation(t *testing.T) {
 		applied := make(chan struct{}, 1)
 		res := make(chan editResult, 1)
 		go func() {
-			ed, err := h.room.ApplyNotify(ctx, fn, func() { applied <- struct{}{} })
+			p, err := h.room.Propose(ctx, bridge.Proposal{Edit: fn, Applied: func() { applied <- struct{}{} }})
+			if err != nil {
+				res <- editResult{err: err}
+				return
+			}
+			ed, err := p.Wait(ctx)
 			res <- editResult{ed.Change, err}
 		}()
 		return applied, res
 	}
 
 	srv.HoldEchoes()
-	applied, res := applyNotify(ctxT(t), insertCell("early"))
+	applied, res := applyNotify(testutil.Context(t), insertCell("early"))
 	select {
 	case <-applied:
-	case <-time.After(waitLimit):
+	case <-time.After(testutil.WaitLimit):
 		t.Fatal("not told the edit was on its way")
 	}
 	notReturned(t, res, "before the server echoed it")
 	awaitServer(t, srv, "the edit in the server document", func() bool { return srv.CountCell(nbPath, "early") == 1 })
 	srv.ReleaseEchoes()
 	if r := awaitEdit(t, res, "after the echo"); r.err != nil {
-		t.Fatalf("ApplyNotify: %v", r.err)
+		t.Fatalf("Propose with Applied: %v", r.err)
 	}
 
 	// A failing edit: never on its way.
-	applied, res = applyNotify(ctxT(t), func(tx *ydoc.Txn, _ bool) error { return errors.New("refused") })
+	applied, res = applyNotify(testutil.Context(t), func(tx *ydoc.Txn, _ bool) error { return errors.New("refused") })
 	if r := awaitEdit(t, res, "a failing edit"); r.err == nil {
 		t.Fatal("a failing edit succeeded")
 	}
@@ -1012,7 +1018,7 @@ func TestApplyNotifySaysOnItsWayBeforeTheConfirmation(t *testing.T) {
 	// The room away: the edit waits for it, unapplied; told nothing, it is withdrawn.
 	srv.Down()
 	h.await("disconnected", kindIs(bridge.EventDisconnected))
-	ctx, cancel := context.WithTimeout(ctxT(t), 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(testutil.Context(t), 200*time.Millisecond)
 	defer cancel()
 	applied, res = applyNotify(ctx, insertCell("away"))
 	r := awaitEdit(t, res, "an edit while the room is away")

@@ -195,7 +195,7 @@ type saveGuard struct {
 }
 
 // guarded reports whether this room asks for saves: not when the agent asked for no autosave,
-// nor on an engine that saves by itself and has no save message (Engine.SavesItself).
+// nor on an engine that saves by itself and has no save message (EngineInfo.SavesItself).
 func (l *roomLoop) guarded() bool {
 	o := l.r.opts
 	return o.SaveInterval > 0 && !o.NoAutosave && o.Fork == "" && o.Transient == "" && !l.ds.Engine.SavesItself
@@ -219,11 +219,11 @@ func (l *roomLoop) noteChanges(out ydoc.Output, now time.Time) {
 		// Every change the server had received is in the file: all but our edits still on
 		// their way to it.
 		l.guard.unsavedSince = time.Time{}
-		if l.sess.InFlight() > 0 {
+		if l.replica.InFlight() > 0 {
 			l.guard.unsavedSince = now
 		}
 		l.guard.markedAt = now
-		h, _ := l.sess.Doc().State()["hash"].(string)
+		h, _ := l.replica.Doc().State()["hash"].(string)
 		l.log.Debug().Str(logfield.FileHash, short(h)).Msg("the server saved the document")
 		l.r.mu.Lock()
 		l.r.info.LastSaved = now
@@ -244,7 +244,7 @@ func contentChanged(c ydoc.Change) bool {
 // maybeSave asks for a slot when a save is due (see above).
 func (l *roomLoop) maybeSave(now time.Time) {
 	g := &l.guard
-	if !l.guarded() || l.link == nil || !l.sess.Synced() || g.inflight != 0 || g.waiting || g.unsavedSince.IsZero() {
+	if !l.guarded() || l.link == nil || !l.replica.Synced() || g.inflight != 0 || g.waiting || g.unsavedSince.IsZero() {
 		return
 	}
 	if now.Sub(g.lastEnded) < l.saveSpacing() {
@@ -272,7 +272,7 @@ func (l *roomLoop) saveSpacing() time.Duration {
 func (l *roomLoop) granted(now time.Time) {
 	g := &l.guard
 	g.waiting = false
-	if l.link == nil || !l.sess.Synced() || g.unsavedSince.IsZero() {
+	if l.link == nil || !l.replica.Synced() || g.unsavedSince.IsZero() {
 		l.r.opts.Saves.release()
 		return
 	}

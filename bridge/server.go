@@ -50,15 +50,15 @@ type ForkInfo struct {
 // DocSession identifies a document session on the server.
 type DocSession struct {
 	FileID    string
-	SessionID string // changes when the server restarts; "" on engines without sessions
-	RoomID    string // format:type:fileId
-	Engine    Engine // what the server behind this session speaks
+	SessionID string     // changes when the server restarts; "" on engines without sessions
+	RoomID    string     // format:type:fileId
+	Engine    EngineInfo // what the server behind this session speaks
 }
 
-// Engine is what rooms and tools need to know about the server's collaboration engine. The
+// EngineInfo is what rooms and tools need to know about the server's collaboration engine. The
 // zero value is jupyter-collaboration's protocol; room logic is otherwise engine-neutral (how a
 // room is found and which engine runs are the Jupyter's business).
-type Engine struct {
+type EngineInfo struct {
 	// Name is the engine's package, for logs, readiness and tools: jupyter-collaboration or
 	// jupyter-server-documents ("" when not known).
 	Name string
@@ -76,10 +76,11 @@ type Engine struct {
 	FreesIdleRooms bool
 }
 
-// EngineServer is a Server that can say which collaboration engine it talks to (detecting it
-// on first use). A Jupyter without it is taken for jupyter-collaboration.
+// EngineServer is a Jupyter that can say which collaboration engine it talks to (detecting it
+// on first use) and what that engine can do. A Jupyter without it is taken for
+// jupyter-collaboration.
 type EngineServer interface {
-	Engine(ctx context.Context) (Engine, error)
+	EngineInfo(ctx context.Context) (EngineInfo, error)
 }
 
 // FileInfo describes a file or directory under the Jupyter root.

@@ -67,18 +67,18 @@ type RoomSizes struct {
 }
 
 // sizeEvery is how often a changing room re-measures its replica. Measuring encodes the whole
-// state under the engine lock that every room shares (a 3,000-cell notebook: 35-75 ms on the
+// state under the y-crdt lock that every room shares (a 3,000-cell notebook: 35-75 ms on the
 // 2-core machine, during which no room can apply an edit), so it is done by the room's own loop,
 // at most this often, only after a change and never on behalf of a reader; a large document is
 // measured less often still: after an encode that took d, the next waits sizeCostFactor × d, so
-// measuring takes at most 0.5% of the engine's time. Right after the first sync the size is the
+// measuring takes at most 0.5% of y-crdt's time. Right after the first sync the size is the
 // one of the server's step 2, which is the whole document: joining encodes nothing.
 const (
 	sizeEvery      = 5 * time.Second
 	sizeCostFactor = 200
 )
 
-// Sizes returns the room's memory figures as its loop last recorded them. It takes no engine
+// Sizes returns the room's memory figures as its loop last recorded them. It takes no y-crdt
 // lock and does not wait for the room: scraping metrics costs nothing per room.
 func (r *Room) Sizes() RoomSizes {
 	r.mu.Lock()
@@ -107,7 +107,7 @@ func (l *roomLoop) measure(now time.Time) {
 	}
 	if l.ready && l.sizeDirty && (l.sizedAt.IsZero() || now.Sub(l.sizedAt) >= max(sizeEvery, sizeCostFactor*l.sizeCost)) {
 		start := l.r.opts.Now()
-		if u, err := l.sess.Doc().EncodeStateAsUpdate(nil); err == nil {
+		if u, err := l.replica.Doc().EncodeStateAsUpdate(nil); err == nil {
 			sz.ReplicaBytes = len(u)
 		}
 		l.sizeCost = l.r.opts.Now().Sub(start)

@@ -15,7 +15,7 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
-// ClientOptions configure a ClientEngine. Zero values get defaults.
+// ClientOptions configure a ClientExecutor. Zero values get defaults.
 type ClientOptions struct {
 	Manager *bridge.Manager
 	Kernels Kernels
@@ -48,7 +48,7 @@ type ClientOptions struct {
 	Now func() time.Time
 }
 
-// ClientEngine is the Executor that runs cells as the kernel's client, the way JupyterLab does
+// ClientExecutor is the Executor that runs cells as the kernel's client, the way JupyterLab does
 // with jupyter-collaboration: it sends each cell's execute_request over the notebook's kernel
 // websocket and writes what comes back into the notebook's room itself.
 //
@@ -68,7 +68,7 @@ type ClientOptions struct {
 // input). Room writes wait for the server at most WriteWait, so a room that reconnects holds up
 // neither the kernel's messages nor the marker's beat: outputs accumulate in the run and reach
 // the cell when the room is back, none lost, none twice.
-type ClientEngine struct {
+type ClientExecutor struct {
 	*jobBook // the jobs kept for polling, the goroutines Close waits for, life
 	opts     ClientOptions
 	log      zerolog.Logger
@@ -83,8 +83,8 @@ type ClientEngine struct {
 // map is not saved to the file.
 const runMarkerKey = "jupyter_collab_mcp_runs"
 
-// NewClientEngine validates options. It starts nothing; Run does.
-func NewClientEngine(opts ClientOptions) (*ClientEngine, error) {
+// NewClientExecutor validates options. It starts nothing; Run does.
+func NewClientExecutor(opts ClientOptions) (*ClientExecutor, error) {
 	if opts.Manager == nil || opts.Kernels == nil {
 		return nil, errors.New("execution: manager and kernels are required")
 	}
@@ -114,7 +114,7 @@ func NewClientEngine(opts ClientOptions) (*ClientEngine, error) {
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	return &ClientEngine{
+	return &ClientExecutor{
 		jobBook: newJobBook(opts.KeepJobs, opts.Now),
 		opts:    opts, log: opts.Logger.With().Str(logfield.Component, "executor").Logger(), instance: hex.EncodeToString(b[:]),
 		kernels: map[string]*nbKernel{}, rechecks: map[string]bool{},
@@ -124,7 +124,7 @@ func NewClientEngine(opts ClientOptions) (*ClientEngine, error) {
 // Run cleans up after earlier instances (cells left "running" by a sidecar that died mid-run)
 // whenever a notebook room syncs, and closes idle kernel channels, until ctx ends; then it stops
 // every job and closes kernel channels.
-func (x *ClientEngine) Run(ctx context.Context) error {
+func (x *ClientExecutor) Run(ctx context.Context) error {
 	defer x.Close()
 	sub := x.opts.Manager.Subscribe(256)
 	defer sub.Close()
@@ -150,7 +150,7 @@ func (x *ClientEngine) Run(ctx context.Context) error {
 }
 
 // Close stops every job (the kernels keep running what they were given) and waits for them.
-func (x *ClientEngine) Close() {
+func (x *ClientExecutor) Close() {
 	x.jobBook.close()
 	// Every holder of a kernel was tracked and has finished: the channels are ours.
 	x.mu.Lock()
@@ -164,10 +164,10 @@ func (x *ClientEngine) Close() {
 }
 
 // now reads the executor's clock.
-func (x *ClientEngine) now() time.Time { return x.opts.Now() }
+func (x *ClientExecutor) now() time.Time { return x.opts.Now() }
 
 // Start queues a job running cells (by id, in order) of a notebook and returns at once.
-func (x *ClientEngine) Start(ctx context.Context, path string, cellIDs []string, opts RunOptions) (*Job, error) {
+func (x *ClientExecutor) Start(ctx context.Context, path string, cellIDs []string, opts RunOptions) (*Job, error) {
 	open := func(ctx context.Context) (*bridge.Room, error) {
 		if opts.ForkID != "" {
 			return x.opts.Manager.OpenFork(ctx, path, ydoc.KindNotebook, opts.ForkID)
@@ -178,11 +178,11 @@ func (x *ClientEngine) Start(ctx context.Context, path string, cellIDs []string,
 }
 
 // Interrupt interrupts the notebook's kernel (the human's runs too: it is their kernel).
-func (x *ClientEngine) Interrupt(ctx context.Context, path string) (KernelSession, error) {
+func (x *ClientExecutor) Interrupt(ctx context.Context, path string) (KernelSession, error) {
 	return interruptNotebook(ctx, x.opts.Kernels, path)
 }
 
 // Restart restarts the notebook's kernel; its state is lost.
-func (x *ClientEngine) Restart(ctx context.Context, path string) (KernelSession, error) {
+func (x *ClientExecutor) Restart(ctx context.Context, path string) (KernelSession, error) {
 	return restartNotebook(ctx, x.opts.Kernels, path)
 }

@@ -6,10 +6,10 @@
 //
 // Executor is the seam tools use: start a job over cells, get or cancel a job, interrupt or
 // restart the kernel, run scratch code. It says nothing about how cells reach a kernel, so a
-// server-side engine can stand in for ClientEngine without any change to tools. A Job is the
-// engine-neutral record of a run, made of plain values (JobView, CellRun); tools render them.
+// server-side executor can stand in for ClientExecutor without any change to tools. A Job is the
+// executor-neutral record of a run, made of plain values (JobView, CellRun); tools render them.
 //
-// ClientEngine runs cells as the kernel's client: it owns each notebook's kernel channel (the
+// ClientExecutor runs cells as the kernel's client: it owns each notebook's kernel channel (the
 // kernel a human's tab uses, so state is shared; a new one when it died), the jobs (those on
 // one notebook queue, those on different notebooks run in parallel), and its run markers in
 // the rooms' state (another sidecar resets a cell left [*] by one that died, once its marker
@@ -18,14 +18,14 @@
 // into one Y.Text, \r and \b applied, clear_output(wait) and display updates honoured); the end
 // sets execution_count and idle. Only our own requests' messages are written.
 //
-// ServerEngine is the Executor for jupyter-server-documents, whose server runs cells itself
+// ServerExecutor is the Executor for jupyter-server-documents, whose server runs cells itself
 // and writes their outputs: it sends each cell to the server's execute API and follows it in
-// the document. Both engines keep their jobs alike (jobBook: the jobs kept for polling, the
+// the document. Both executors keep their jobs alike (jobBook: the jobs kept for polling, the
 // goroutines Close waits for) and walk a job's cells with the same tally (runCells).
 //
 // # How it is driven
 //
-// Each cell's run is a machine: a pure state machine in the style of ydoc.Session and etcd
+// Each cell's run is a machine: a pure state machine in the style of ydoc.Replica and etcd
 // raft's RawNode — no goroutines, no clock, no sockets. Kernel messages, the outcomes of room
 // writes and ticks (with the time passed in) go in; actions come out: write the reset, these
 // outputs, a beat of the marker, the run's end; send the request, abandon it, look at the

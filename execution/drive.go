@@ -20,7 +20,7 @@ import (
 // messages nor the run marker's beat.
 
 // runJob runs a job's cells in order, on the notebook's kernel, and finishes the job.
-func (x *ClientEngine) runJob(cj *trackedJob, room *bridge.Room, opts RunOptions) {
+func (x *ClientExecutor) runJob(cj *trackedJob, room *bridge.Room, opts RunOptions) {
 	j := cj.job
 	ctx := x.life
 	var k *nbKernel
@@ -174,7 +174,7 @@ type kernelCheck struct {
 }
 
 // runCell runs the i-th cell of a job and returns what became of it.
-func (x *ClientEngine) runCell(ctx context.Context, cj *trackedJob, i int, room *bridge.Room, k *nbKernel, opts RunOptions, check *kernelCheck) CellRun {
+func (x *ClientExecutor) runCell(ctx context.Context, cj *trackedJob, i int, room *bridge.Room, k *nbKernel, opts RunOptions, check *kernelCheck) CellRun {
 	id := cj.cellIDs[i]
 	cell, idx, skip := codeCell(ctx, room, id)
 	if skip != nil {
@@ -232,7 +232,7 @@ func cellInfo(ctx context.Context, room *bridge.Room, id string) (ydoc.Cell, int
 // written, no execution count). It waits until the code finished or ctx ends; code still
 // running then goes on in the kernel, its output no longer collected. The note says what the
 // caller must know about the kernel (it was replaced, it restarted).
-func (x *ClientEngine) RunCode(ctx context.Context, path, code, kernelName string) (CellRun, string, error) {
+func (x *ClientExecutor) RunCode(ctx context.Context, path, code, kernelName string) (CellRun, string, error) {
 	release, err := x.track()
 	if err != nil {
 		return CellRun{}, "", err
@@ -260,7 +260,7 @@ func (x *ClientEngine) RunCode(ctx context.Context, path, code, kernelName strin
 
 // runScratch runs scratch code on a held kernel's channel (no room, no history, no count);
 // repliesElsewhere as in machineConfig. The error is only that the request could not be sent.
-func (x *ClientEngine) runScratch(ctx context.Context, k *nbKernel, code string, repliesElsewhere bool) (CellRun, error) {
+func (x *ClientExecutor) runScratch(ctx context.Context, k *nbKernel, code string, repliesElsewhere bool) (CellRun, error) {
 	m := newMachine(machineConfig{Scratch: true, Code: code, Heartbeat: x.opts.Heartbeat, RepliesElsewhere: repliesElsewhere})
 	run := x.drive(ctx, m, &runIO{k: k})
 	if m.sendErr != nil {
@@ -288,7 +288,7 @@ type runIO struct {
 // what comes back and the time, until the run is done. When ctx ends the machine is told to
 // stop (its last room write still gets its bounded wait). Every goroutine it starts has ended
 // when it returns.
-func (x *ClientEngine) drive(ctx context.Context, m *machine, io *runIO) CellRun {
+func (x *ClientExecutor) drive(ctx context.Context, m *machine, io *runIO) CellRun {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
@@ -327,7 +327,7 @@ func (x *ClientEngine) drive(ctx context.Context, m *machine, io *runIO) CellRun
 
 // driver carries out one machine's actions.
 type driver struct {
-	x      *ClientEngine
+	x      *ClientExecutor
 	m      *machine
 	io     *runIO
 	ctx    context.Context // ends when drive returns

@@ -12,6 +12,7 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -25,7 +26,7 @@ const (
 	otherPath  = "other.ipynb"
 	heartbeat  = 20 * time.Millisecond
 	gateNever  = "never" // a gate the tests never open
-	execWaitTO = waitLimit
+	execWaitTO = testutil.WaitLimit
 )
 
 // execEnv is an executor running on the fake kernels, over a manager on the fake server.
@@ -34,7 +35,7 @@ type execEnv struct {
 	srv *bridgetest.Server
 	ks  *bridgetest.Kernels
 	m   *bridge.Manager
-	x   *execution.ClientEngine
+	x   *execution.ClientExecutor
 	// stopRun ends Executor.Run and waits for it (idempotent).
 	stopRun func()
 }
@@ -52,13 +53,13 @@ func newExecEnvWith(t *testing.T, files []bridgetest.File, mod func(*execution.C
 	srv := bridgetest.New(files...)
 	m := newManager(t, srv, modManager)
 	ks := bridgetest.NewKernels()
-	opts := execution.ClientOptions{Manager: m, Kernels: ks, Logger: fastOptions().Logger, Username: execUser, Heartbeat: heartbeat}
+	opts := execution.ClientOptions{Manager: m, Kernels: ks, Logger: bridgetest.FastRoomOptions().Logger, Username: execUser, Heartbeat: heartbeat}
 	if mod != nil {
 		mod(&opts)
 	}
-	x, err := execution.NewClientEngine(opts)
+	x, err := execution.NewClientExecutor(opts)
 	if err != nil {
-		t.Fatalf("NewClientEngine: %v", err)
+		t.Fatalf("NewClientExecutor: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
@@ -75,8 +76,8 @@ func newExecEnvWith(t *testing.T, files []bridgetest.File, mod func(*execution.C
 			if err != nil {
 				t.Errorf("Executor.Run = %v", err)
 			}
-		case <-time.After(waitLimit):
-			t.Errorf("Executor.Run did not return within %v", waitLimit)
+		case <-time.After(testutil.WaitLimit):
+			t.Errorf("Executor.Run did not return within %v", testutil.WaitLimit)
 		}
 	}
 	t.Cleanup(stop)
@@ -119,7 +120,7 @@ func textCell(id, typ, src string) ydoc.Cell { return ydoc.Cell{ID: id, Type: ty
 // start starts a job and fails the test on an error.
 func (e *execEnv) start(path string, ids []string, opts execution.RunOptions) *execution.Job {
 	e.t.Helper()
-	j, err := e.x.Start(ctxT(e.t), path, ids, opts)
+	j, err := e.x.Start(testutil.Context(e.t), path, ids, opts)
 	if err != nil {
 		e.t.Fatalf("Start %s %v: %v", path, ids, err)
 	}
@@ -226,7 +227,7 @@ func findServerCell(srv *bridgetest.Server, path, id string) (ydoc.Cell, bool) {
 func awaitCell(t *testing.T, srv *bridgetest.Server, path, id, what string, cond func(ydoc.Cell) bool) ydoc.Cell {
 	t.Helper()
 	var last ydoc.Cell
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitLimit)
 	defer cancel()
 	err := srv.Await(ctx, func() bool {
 		c, ok := findServerCell(srv, path, id)
@@ -256,7 +257,7 @@ func runMarkers(srv *bridgetest.Server, path string) map[string]any {
 // awaitKernels waits until cond holds on the fake kernels.
 func awaitKernels(t *testing.T, ks *bridgetest.Kernels, what string, cond func() bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitLimit)
 	defer cancel()
 	if err := ks.Await(ctx, cond); err != nil {
 		t.Fatalf("waiting for %s: %v", what, err)
@@ -328,9 +329,9 @@ func mustContainStr(t *testing.T, what, s string, subs ...string) {
 // awaitReplica waits until the sidecar's replica of a notebook satisfies cond.
 func awaitReplica(t *testing.T, room *bridge.Room, what string, cond func(*ydoc.Doc) bool) {
 	t.Helper()
-	eventually(t, what, func() bool {
+	testutil.Eventually(t, what, func() bool {
 		ok := false
-		_ = room.View(ctxT(t), func(d *ydoc.Doc) error {
+		_ = room.View(testutil.Context(t), func(d *ydoc.Doc) error {
 			ok = cond(d)
 			return nil
 		})

@@ -8,11 +8,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -55,7 +57,7 @@ func prefixed(p string, ss []string) []string {
 
 func TestExecOneCellWritesLikeJupyterLab(t *testing.T) {
 	e := newExecEnv(t, oneNotebook(staleCell("c1", "print:a\nblock:g1\nprint:b\nblock:g2\nresult:42")), nil)
-	room, err := e.m.Open(ctxT(t), execPath, ydoc.KindNotebook)
+	room, err := e.m.Open(testutil.Context(t), execPath, ydoc.KindNotebook)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +273,7 @@ func TestExecCellDeletedBeforeOrWhileItRuns(t *testing.T) {
 		codeCell("d1", "print:x"),
 		codeCell("d2", "print:a\nblock:del\nprint:b"),
 	), nil)
-	room, err := e.m.Open(ctxT(t), execPath, ydoc.KindNotebook)
+	room, err := e.m.Open(testutil.Context(t), execPath, ydoc.KindNotebook)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,30 +320,30 @@ func TestExecCellDeletedBeforeOrWhileItRuns(t *testing.T) {
 }
 
 func TestExecJobsOnOneNotebookQueue(t *testing.T) {
-	e := newExecEnv(t, oneNotebook(codeCell("s1", "block:s"), codeCell("s2", "print:after")), nil)
-	j1 := e.start(execPath, []string{"s1"}, execution.RunOptions{})
-	awaitGate(t, e.ks, "s", 1)
-	j2 := e.start(execPath, []string{"s2"}, execution.RunOptions{})
-	k := kernelOf(t, e.ks, execPath)
-	// j2 waits for j1: give it the time to go wrong, then look.
-	deadline := time.Now().Add(100 * time.Millisecond)
-	for time.Now().Before(deadline) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newExecEnv(t, oneNotebook(codeCell("s1", "block:s"), codeCell("s2", "print:after")), nil)
+		j1 := e.start(execPath, []string{"s1"}, execution.RunOptions{})
+		awaitGate(t, e.ks, "s", 1)
+		j2 := e.start(execPath, []string{"s2"}, execution.RunOptions{})
+		k := kernelOf(t, e.ks, execPath)
+		// j2 waits for j1: give it the time to go wrong, then look.
+		time.Sleep(100 * time.Millisecond) // virtual: every timer due within it has fired
+		synctest.Wait()
 		if e.ks.Received(k) != 1 || j2.View().Status != execution.JobQueued {
 			t.Fatalf("second job on the same notebook did not wait: kernel received %d, job %s", e.ks.Received(k), describeJob(j2.View()))
 		}
-		time.Sleep(5 * time.Millisecond) // bounded polling for something that must not happen
-	}
-	if c := serverCell(t, e.srv, execPath, "s2"); c.ExecutionState == "running" {
-		t.Errorf("queued cell shown running: %s", describeCell(c))
-	}
-	e.ks.Release("s")
-	v1, v2 := awaitJob(t, j1), awaitJob(t, j2)
-	if !countIs(cellRun(t, v1, "s1").ExecutionCount, 1) || !countIs(cellRun(t, v2, "s2").ExecutionCount, 2) {
-		t.Errorf("counts: %s / %s, want 1 then 2", describeJob(v1), describeJob(v2))
-	}
-	if v2.Status != execution.JobCompleted {
-		t.Errorf("second job %s", describeJob(v2))
-	}
+		if c := serverCell(t, e.srv, execPath, "s2"); c.ExecutionState == "running" {
+			t.Errorf("queued cell shown running: %s", describeCell(c))
+		}
+		e.ks.Release("s")
+		v1, v2 := awaitJob(t, j1), awaitJob(t, j2)
+		if !countIs(cellRun(t, v1, "s1").ExecutionCount, 1) || !countIs(cellRun(t, v2, "s2").ExecutionCount, 2) {
+			t.Errorf("counts: %s / %s, want 1 then 2", describeJob(v1), describeJob(v2))
+		}
+		if v2.Status != execution.JobCompleted {
+			t.Errorf("second job %s", describeJob(v2))
+		}
+	})
 }
 
 func TestExecJobsOnTwoNotebooksRunInParallel(t *testing.T) {
@@ -380,14 +382,14 @@ func TestExecCancel(t *testing.T) {
 	queued := e.start(execPath, []string{"q1"}, execution.RunOptions{})
 
 	// A queued job: nothing to interrupt, every cell cancelled when its turn comes.
-	if _, err := e.x.Cancel(ctxT(t), queued.ID); err != nil {
+	if _, err := e.x.Cancel(testutil.Context(t), queued.ID); err != nil {
 		t.Fatalf("Cancel queued: %v", err)
 	}
 	if n := e.ks.Interrupts(k); n != 0 {
 		t.Errorf("cancelling a queued job interrupted the kernel %d times", n)
 	}
 
-	got, err := e.x.Cancel(ctxT(t), j.ID)
+	got, err := e.x.Cancel(testutil.Context(t), j.ID)
 	if err != nil || got != j {
 		t.Fatalf("Cancel = %v, %v", got, err)
 	}
@@ -425,13 +427,13 @@ func TestExecCancel(t *testing.T) {
 	}
 
 	// Cancelling a finished job changes nothing; an unknown id is ErrUnknownJob.
-	if got, err := e.x.Cancel(ctxT(t), j.ID); err != nil || got.View().Status != execution.JobCancelled {
+	if got, err := e.x.Cancel(testutil.Context(t), j.ID); err != nil || got.View().Status != execution.JobCancelled {
 		t.Errorf("Cancel of a finished job = %v, %v", got, err)
 	}
 	if n := e.ks.Interrupts(k); n != 1 {
 		t.Errorf("cancelling a finished job interrupted the kernel (%d interrupts)", n)
 	}
-	if _, err := e.x.Cancel(ctxT(t), "job-nope"); !errors.Is(err, execution.ErrUnknownJob) {
+	if _, err := e.x.Cancel(testutil.Context(t), "job-nope"); !errors.Is(err, execution.ErrUnknownJob) {
 		t.Errorf("Cancel unknown = %v, want ErrUnknownJob", err)
 	}
 }
@@ -447,7 +449,7 @@ func TestExecCancelBeforeTheKernelBegins(t *testing.T) {
 	e.ks.Silence(k, true)
 	j := e.start(execPath, []string{"c1"}, execution.RunOptions{})
 	awaitKernels(t, e.ks, "the request received", func() bool { return e.ks.Received(k) == 2 })
-	if _, err := e.x.Cancel(ctxT(t), j.ID); err != nil {
+	if _, err := e.x.Cancel(testutil.Context(t), j.ID); err != nil {
 		t.Fatal(err)
 	}
 	if n := e.ks.Interrupts(k); n != 0 {
@@ -469,7 +471,7 @@ func TestExecCancelInterruptsWhenTheRequestBegins(t *testing.T) {
 	e.ks.Silence(k, true)
 	j := e.start(execPath, []string{"c1"}, execution.RunOptions{})
 	awaitKernels(t, e.ks, "the request received", func() bool { return e.ks.Received(k) == 2 })
-	if _, err := e.x.Cancel(ctxT(t), j.ID); err != nil {
+	if _, err := e.x.Cancel(testutil.Context(t), j.ID); err != nil {
 		t.Fatal(err)
 	}
 	e.ks.Silence(k, false)
@@ -546,7 +548,7 @@ func TestExecCancelViewRace(t *testing.T) {
 				}
 			}()
 		}
-		if _, err := e.x.Cancel(ctxT(t), j.ID); err != nil {
+		if _, err := e.x.Cancel(testutil.Context(t), j.ID); err != nil {
 			t.Fatal(err)
 		}
 		awaitJob(t, j)
@@ -616,15 +618,15 @@ func TestExecKernelCheckOverlapsTheReset(t *testing.T) {
 	}
 }
 
-// checkEveryJob makes the engine check a kept kernel with the server before every job, however
+// checkEveryJob makes the executor check a kept kernel with the server before every job, however
 // recently it was used (the tests above are about what that check finds).
 func checkEveryJob(o *execution.ClientOptions) { o.CheckIdleKernel = -1 }
 
 // A kernel used moments ago is not checked with the server before the next job (the server's
 // restarter would not know of a death that recent either); one idle for CheckIdleKernel (the
-// default, 3 s, passed on the engine's clock) is.
+// default, 3 s, passed on the executor's clock) is.
 func TestExecKernelCheckedOnlyWhenIdle(t *testing.T) {
-	var ahead atomic.Int64 // how far the engine's clock is ahead of the wall clock
+	var ahead atomic.Int64 // how far the executor's clock is ahead of the wall clock
 	e := newExecEnv(t, oneNotebook(codeCell("c1", "print:1")), func(o *execution.ClientOptions) {
 		o.Heartbeat = time.Minute // only the check before a job can ask the server, not a silent run
 		o.Now = func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
@@ -652,7 +654,7 @@ func TestExecKernelRestartBetweenJobsIsNoted(t *testing.T) {
 	e := newExecEnv(t, oneNotebook(codeCell("c1", "print:1")), nil)
 	e.run(execPath, []string{"c1"}, execution.RunOptions{})
 	k := kernelOf(t, e.ks, execPath)
-	if err := e.ks.Restart(ctxT(t), k); err != nil { // someone restarted it (a human, the API)
+	if err := e.ks.Restart(testutil.Context(t), k); err != nil { // someone restarted it (a human, the API)
 		t.Fatal(err)
 	}
 	v := e.run(execPath, []string{"c1"}, execution.RunOptions{})
@@ -710,25 +712,27 @@ func TestExecRestartWhileRequestWaitsDeliveredLate(t *testing.T) {
 // process had partly run it (its last outputs die with it), and running code twice is worse.
 func TestExecRestartWhileRequestWaitsNeverDelivered(t *testing.T) {
 	t.Parallel()
-	e, k, j := restartSetup(t, "print:again")
-	e.ks.RestartKernel(k, bridgetest.KernelRestartOptions{LosePending: true})
-	v := awaitJob(t, j)
-	if n := e.ks.Received(k); n != 2 {
-		t.Errorf("kernel received %d requests, want 2 (the lost one is not sent again)", n)
-	}
-	if n := e.ks.Executions(k); n != 1 {
-		t.Errorf("kernel ran %d requests, want 1", n)
-	}
-	r := cellRun(t, v, "c1")
-	if r.Status != execution.CellAborted || v.Status != execution.JobFailed {
-		t.Errorf("cell %s, want aborted, job failed", describeJob(v))
-	}
-	mustContainStr(t, "c1 note", r.Note, "did not run in the new kernel")
-	mustContainStr(t, "c1 note", r.Note, "not sent again")
-	c := serverCell(t, e.srv, execPath, "c1")
-	if len(c.Outputs) != 0 || c.ExecutionState != "idle" || c.ExecutionCount != nil {
-		t.Errorf("room cell %s, want idle, no outputs, no count", describeCell(c))
-	}
+	synctest.Test(t, func(t *testing.T) {
+		e, k, j := restartSetup(t, "print:again")
+		e.ks.RestartKernel(k, bridgetest.KernelRestartOptions{LosePending: true})
+		v := awaitJob(t, j)
+		if n := e.ks.Received(k); n != 2 {
+			t.Errorf("kernel received %d requests, want 2 (the lost one is not sent again)", n)
+		}
+		if n := e.ks.Executions(k); n != 1 {
+			t.Errorf("kernel ran %d requests, want 1", n)
+		}
+		r := cellRun(t, v, "c1")
+		if r.Status != execution.CellAborted || v.Status != execution.JobFailed {
+			t.Errorf("cell %s, want aborted, job failed", describeJob(v))
+		}
+		mustContainStr(t, "c1 note", r.Note, "did not run in the new kernel")
+		mustContainStr(t, "c1 note", r.Note, "not sent again")
+		c := serverCell(t, e.srv, execPath, "c1")
+		if len(c.Outputs) != 0 || c.ExecutionState != "idle" || c.ExecutionCount != nil {
+			t.Errorf("room cell %s, want idle, no outputs, no count", describeCell(c))
+		}
+	})
 }
 
 func TestExecRestartDuringTheRunAborts(t *testing.T) {
@@ -762,43 +766,43 @@ func TestExecKernelLostDuringTheRun(t *testing.T) {
 		"silent, heartbeat: 404 gone": {Quiet: true, Gone: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			e := newExecEnv(t, oneNotebook(codeCell("w", "print:warm"), codeCell("c1", "print:x"), codeCell("c2", "print:y")), nil)
-			e.run(execPath, []string{"w"}, execution.RunOptions{})
-			k := kernelOf(t, e.ks, execPath)
-			e.ks.Silence(k, true)
-			j := e.start(execPath, []string{"c1", "c2"}, execution.RunOptions{StopOnError: true})
-			awaitKernels(t, e.ks, "the request received", func() bool { return e.ks.Received(k) == 2 })
-			awaitCell(t, e.srv, execPath, "c1", "running", func(c ydoc.Cell) bool { return c.ExecutionState == "running" })
-			// A silent but live kernel is only busy: the cell keeps running through heartbeats.
-			hb := time.Now().Add(5 * heartbeat)
-			for time.Now().Before(hb) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newExecEnv(t, oneNotebook(codeCell("w", "print:warm"), codeCell("c1", "print:x"), codeCell("c2", "print:y")), nil)
+				e.run(execPath, []string{"w"}, execution.RunOptions{})
+				k := kernelOf(t, e.ks, execPath)
+				e.ks.Silence(k, true)
+				j := e.start(execPath, []string{"c1", "c2"}, execution.RunOptions{StopOnError: true})
+				awaitKernels(t, e.ks, "the request received", func() bool { return e.ks.Received(k) == 2 })
+				awaitCell(t, e.srv, execPath, "c1", "running", func(c ydoc.Cell) bool { return c.ExecutionState == "running" })
+				// A silent but live kernel is only busy: the cell keeps running through heartbeats.
+				time.Sleep(5 * heartbeat) // virtual: five heartbeats answered
+				synctest.Wait()
 				notDone(t, j, "while the kernel was silent but alive")
-				time.Sleep(heartbeat / 2) // bounded polling for something that must not happen
-			}
-			e.ks.Kill(k, opts)
-			v := awaitJob(t, j)
-			wantStatuses(t, v, execution.CellAborted, execution.CellSkipped)
-			note := cellRun(t, v, "c1").Note
-			switch {
-			case opts.Quiet: // only the heartbeat can find out
-				mustContainStr(t, "c1 note", note, "the kernel died during the run")
-			case !strings.Contains(note, "connection was lost") && !strings.Contains(note, "the kernel died during the run"):
-				// the channel closing, or the heartbeat if it looked first
-				t.Errorf("c1 note %q, want the connection lost or the kernel dead", note)
-			}
-			c := awaitCell(t, e.srv, execPath, "c1", "idle", func(c ydoc.Cell) bool { return c.ExecutionState == "idle" })
-			if c.ExecutionCount != nil || len(c.Outputs) != 0 {
-				t.Errorf("lost cell %s, want no count and no outputs", describeCell(c))
-			}
-			if m := runMarkers(e.srv, execPath); m != nil {
-				t.Errorf("run markers left: %v", m)
-			}
-			// The next job gets a new kernel and says so.
-			v2 := e.run(execPath, []string{"c1"}, execution.RunOptions{})
-			if v2.KernelID == k || v2.Status != execution.JobCompleted {
-				t.Errorf("next job %s, want a new kernel", describeJob(v2))
-			}
-			mustContainStr(t, "next job note", v2.Note, "variables from earlier runs are lost")
+				e.ks.Kill(k, opts)
+				v := awaitJob(t, j)
+				wantStatuses(t, v, execution.CellAborted, execution.CellSkipped)
+				note := cellRun(t, v, "c1").Note
+				switch {
+				case opts.Quiet: // only the heartbeat can find out
+					mustContainStr(t, "c1 note", note, "the kernel died during the run")
+				case !strings.Contains(note, "connection was lost") && !strings.Contains(note, "the kernel died during the run"):
+					// the channel closing, or the heartbeat if it looked first
+					t.Errorf("c1 note %q, want the connection lost or the kernel dead", note)
+				}
+				c := awaitCell(t, e.srv, execPath, "c1", "idle", func(c ydoc.Cell) bool { return c.ExecutionState == "idle" })
+				if c.ExecutionCount != nil || len(c.Outputs) != 0 {
+					t.Errorf("lost cell %s, want no count and no outputs", describeCell(c))
+				}
+				if m := runMarkers(e.srv, execPath); m != nil {
+					t.Errorf("run markers left: %v", m)
+				}
+				// The next job gets a new kernel and says so.
+				v2 := e.run(execPath, []string{"c1"}, execution.RunOptions{})
+				if v2.KernelID == k || v2.Status != execution.JobCompleted {
+					t.Errorf("next job %s, want a new kernel", describeJob(v2))
+				}
+				mustContainStr(t, "next job note", v2.Note, "variables from earlier runs are lost")
+			})
 		})
 	}
 }
@@ -880,13 +884,13 @@ func TestExecClearsStaleRunsOfAnEarlierInstance(t *testing.T) {
 func TestExecRunCodeWritesNothing(t *testing.T) {
 	e := newExecEnv(t, oneNotebook(staleCell("c1", "print:orig")), nil)
 	// Open the room to compare before and after.
-	if _, err := e.m.Open(ctxT(t), execPath, ydoc.KindNotebook); err != nil {
+	if _, err := e.m.Open(testutil.Context(t), execPath, ydoc.KindNotebook); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := e.srv.Notebook(execPath)
 	beforeState := e.srv.State(execPath)
 
-	run, note, err := e.x.RunCode(ctxT(t), execPath, "print:hi\nresult:42", "")
+	run, note, err := e.x.RunCode(testutil.Context(t), execPath, "print:hi\nresult:42", "")
 	if err != nil {
 		t.Fatalf("RunCode: %v", err)
 	}
@@ -909,13 +913,13 @@ func TestExecRunCodeWritesNothing(t *testing.T) {
 		t.Errorf("execution counter moved to %d", n)
 	}
 
-	run, _, err = e.x.RunCode(ctxT(t), execPath, "error:NameError:name 'x' is not defined", "")
+	run, _, err = e.x.RunCode(testutil.Context(t), execPath, "error:NameError:name 'x' is not defined", "")
 	if err != nil || run.Status != execution.CellError || outputTypes(run.Outputs)[0] != "error" {
 		t.Errorf("RunCode raising = %+v, %v", run, err)
 	}
 
 	// A wait that ends first returns what there is so far.
-	ctx, cancel := context.WithTimeout(ctxT(t), 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(testutil.Context(t), 100*time.Millisecond)
 	run, _, err = e.x.RunCode(ctx, execPath, "print:so far\nblock:rc", "")
 	cancel()
 	if err != nil || run.Status != execution.CellRunning || streamText(run.Outputs) != "so far\n" {
@@ -935,7 +939,7 @@ func TestExecRunCodeWritesNothing(t *testing.T) {
 	e.ks.Kill(k, bridgetest.KillOptions{})
 	select {
 	case <-done:
-	case <-time.After(waitLimit):
+	case <-time.After(testutil.WaitLimit):
 		t.Fatal("RunCode did not return after the kernel died")
 	}
 	if died.Status != execution.CellAborted {
@@ -950,13 +954,13 @@ func TestExecRunCodeWritesNothing(t *testing.T) {
 
 func TestExecInterruptAndRestart(t *testing.T) {
 	e := newExecEnv(t, oneNotebook(codeCell("c1", "print:1")), nil)
-	if _, err := e.x.Interrupt(ctxT(t), execPath); !errors.Is(err, execution.ErrNoKernel) {
+	if _, err := e.x.Interrupt(testutil.Context(t), execPath); !errors.Is(err, execution.ErrNoKernel) {
 		t.Errorf("Interrupt without a kernel = %v, want ErrNoKernel", err)
 	}
-	if _, err := e.x.Restart(ctxT(t), execPath); !errors.Is(err, execution.ErrNoKernel) {
+	if _, err := e.x.Restart(testutil.Context(t), execPath); !errors.Is(err, execution.ErrNoKernel) {
 		t.Errorf("Restart without a kernel = %v, want ErrNoKernel", err)
 	}
-	if _, err := e.x.Interrupt(ctxT(t), "../outside.ipynb"); !errors.Is(err, bridge.ErrBadPath) {
+	if _, err := e.x.Interrupt(testutil.Context(t), "../outside.ipynb"); !errors.Is(err, bridge.ErrBadPath) {
 		t.Errorf("Interrupt with a bad path = %v, want ErrBadPath", err)
 	}
 	if n := len(e.ks.StartCalls()); n != 0 {
@@ -964,11 +968,11 @@ func TestExecInterruptAndRestart(t *testing.T) {
 	}
 	e.run(execPath, []string{"c1"}, execution.RunOptions{})
 	k := kernelOf(t, e.ks, execPath)
-	s, err := e.x.Interrupt(ctxT(t), execPath)
+	s, err := e.x.Interrupt(testutil.Context(t), execPath)
 	if err != nil || s.KernelID != k || s.Path != execPath {
 		t.Errorf("Interrupt = %+v, %v", s, err)
 	}
-	if s, err := e.x.Restart(ctxT(t), execPath); err != nil || s.KernelID != k {
+	if s, err := e.x.Restart(testutil.Context(t), execPath); err != nil || s.KernelID != k {
 		t.Errorf("Restart = %+v, %v", s, err)
 	}
 	if e.ks.Interrupts(k) != 1 || e.ks.Restarts(k) != 1 {
@@ -991,7 +995,7 @@ func TestExecNoKernel(t *testing.T) {
 	if c := serverCell(t, e.srv, execPath, "c1"); c.ExecutionState == "running" {
 		t.Errorf("cell shown running without a kernel: %s", describeCell(c))
 	}
-	if _, _, err := e.x.RunCode(ctxT(t), execPath, "print:x", ""); err == nil {
+	if _, _, err := e.x.RunCode(testutil.Context(t), execPath, "print:x", ""); err == nil {
 		t.Error("RunCode without a kernel succeeded")
 	}
 	// It recovers when kernels can be started again.
@@ -1017,7 +1021,7 @@ func TestExecForgetsOldJobs(t *testing.T) {
 			t.Errorf("Job(%s) = %v, %v", id, j, err)
 		}
 	}
-	if _, err := e.x.Cancel(ctxT(t), ids[0]); !errors.Is(err, execution.ErrUnknownJob) {
+	if _, err := e.x.Cancel(testutil.Context(t), ids[0]); !errors.Is(err, execution.ErrUnknownJob) {
 		t.Errorf("Cancel(forgotten) = %v, want ErrUnknownJob", err)
 	}
 	if _, err := e.x.Job("job-0000"); !errors.Is(err, execution.ErrUnknownJob) || !strings.Contains(err.Error(), "job-0000") {
@@ -1047,7 +1051,7 @@ func TestExecCloseStopsRunningJobs(t *testing.T) {
 	go func() { defer close(closed); e.x.Close() }()
 	select {
 	case <-closed:
-	case <-time.After(waitLimit):
+	case <-time.After(testutil.WaitLimit):
 		t.Fatal("Executor.Close did not return")
 	}
 	select {
@@ -1080,7 +1084,7 @@ func TestExecCloseStopsRunningJobs(t *testing.T) {
 	if n := e.ks.Received(k); n != 1 {
 		t.Errorf("kernel received %d requests, want 1", n)
 	}
-	if _, err := e.x.Start(ctxT(t), execPath, []string{"c1"}, execution.RunOptions{}); err == nil {
+	if _, err := e.x.Start(testutil.Context(t), execPath, []string{"c1"}, execution.RunOptions{}); err == nil {
 		t.Error("Start after Close succeeded")
 	}
 	e.stopRun()

@@ -8,13 +8,14 @@ import (
 // Executor is how tools run cells, whatever runs them: start a job over cells of a notebook,
 // look a job up or cancel it, interrupt or restart the notebook's kernel, run scratch code. It
 // says nothing about how a cell gets to the kernel or how its outputs get into the notebook,
-// so one engine can replace another without any change to tools:
+// so one executor can replace another without any change to tools:
 //
-//   - ClientEngine (this package) is the kernel's client, as JupyterLab is with
+//   - ClientExecutor (this package) is the kernel's client, as JupyterLab is with
 //     jupyter-collaboration: it sends execute requests over the kernel's websocket and writes the
 //     outputs into the room itself.
-//   - A server-side engine (jupyter-server-documents, where POST /api/kernels/{id}/execute makes
-//     the server run the cell and write its outputs into the document) implements the same
+//   - A server-side executor (on jupyter-server-documents, where POST
+//     /api/kernels/{id}/execute makes the server run the cell and write its outputs into the
+//     document; ServerExecutor) implements the same
 //     methods: Start asks the server and records what it reports, and what the document shows,
 //     in a Job (NewJob, Job.Update, Job.Finish); Cancel and Interrupt go to the server.
 //
@@ -61,4 +62,4 @@ var (
 	ErrNoKernel = errors.New("execution: the notebook has no running kernel")
 )
 
-var _ Executor = (*ClientEngine)(nil)
+var _ Executor = (*ClientExecutor)(nil)

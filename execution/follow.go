@@ -12,7 +12,7 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
-// How ServerEngine follows a cell the server runs: what the document shows of it (look), and a
+// How ServerExecutor follows a cell the server runs: what the document shows of it (look), and a
 // follower per sent cell that reads the room's change events until the server ends the run —
 // or the kernel, the cell or the sidecar's interest is gone.
 
@@ -54,7 +54,7 @@ func look(ctx context.Context, room *bridge.Room, id string) (cellNow, error) {
 
 // follower follows one queued cell in the document until the server ends its run.
 type follower struct {
-	x        *ServerEngine
+	x        *ServerExecutor
 	ctx      context.Context
 	cj       *trackedJob
 	cell     int // the cell's position in the job
@@ -357,7 +357,7 @@ func (f *follower) result(status CellStatus, note string) CellRun {
 	return run
 }
 
-// humanOutputs are a cell's outputs as JupyterLab's output area shows them (and as ClientEngine
+// humanOutputs are a cell's outputs as JupyterLab's output area shows them (and as ClientExecutor
 // writes them): consecutive stream outputs of the same name merged, \r and \b applied. The
 // server writes each stream message as an output of its own, with the raw text.
 func humanOutputs(outs []map[string]any) []map[string]any {

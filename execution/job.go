@@ -43,7 +43,7 @@ type CellRun struct {
 	Ended          time.Time
 }
 
-// Job is one run of cells, recorded the same way whatever engine runs them: the engine creates
+// Job is one run of cells, recorded the same way whatever executor runs them: the executor creates
 // it (NewJob), changes it as the run goes (Update) and ends it (Finish); anyone reads it (View,
 // Summary) and waits on it (Changed, Done). ID, Path and Created never change. Its methods are
 // safe for concurrent use.
@@ -60,7 +60,7 @@ type Job struct {
 	changed  chan struct{} // closed and replaced on every update
 }
 
-// JobState is the changing part of a job, as its engine records it.
+// JobState is the changing part of a job, as its executor records it.
 type JobState struct {
 	Status   JobStatus
 	Note     string // about the whole job (a kernel replaced, nothing to run)

@@ -15,14 +15,14 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
-// jobBook is what every engine keeps alike, whatever runs its cells: the jobs it keeps for
+// jobBook is what every executor keeps alike, whatever runs its cells: the jobs it keeps for
 // polling (running ones, and the last KeepJobs finished ones), and the goroutines Close waits
-// for. An engine embeds one (newJobBook) and closes it (close) when it stops.
+// for. An executor embeds one (newJobBook) and closes it (close) when it stops.
 type jobBook struct {
 	keep int              // finished jobs kept
-	now  func() time.Time // the engine's clock
+	now  func() time.Time // the executor's clock
 
-	life context.Context // ends when the engine closes: every job's context
+	life context.Context // ends when the executor closes: every job's context
 	stop context.CancelFunc
 	wg   sync.WaitGroup
 
@@ -37,7 +37,7 @@ func newJobBook(keep int, now func() time.Time) *jobBook {
 	return &jobBook{keep: keep, now: now, life: life, stop: stop, jobs: map[string]*trackedJob{}}
 }
 
-// trackedJob is a job and what the engine keeps about it.
+// trackedJob is a job and what the executor keeps about it.
 type trackedJob struct {
 	job        *Job
 	cellIDs    []string

@@ -62,7 +62,7 @@ func (k *nbKernel) restartedNote() string {
 
 // closeIdleChannels closes kernel channels nobody used for ChannelIdle: an open channel counts
 // as a connection, and jupyter-server does not cull connected kernels by default.
-func (x *ClientEngine) closeIdleChannels() {
+func (x *ClientExecutor) closeIdleChannels() {
 	x.mu.Lock()
 	ks := make([]*nbKernel, 0, len(x.kernels))
 	for _, k := range x.kernels {
@@ -88,7 +88,7 @@ func (x *ClientEngine) closeIdleChannels() {
 // checked with the server first (a kernel can die silently between jobs), unless the caller
 // does that itself, overlapped with other work (probeLater; reused then says it must). A kernel
 // that was in use moments ago (ClientOptions.CheckIdleKernel) is not checked.
-func (x *ClientEngine) acquire(ctx context.Context, room *bridge.Room, kernelName string, probeLater bool) (k *nbKernel, note string, reused bool, err error) {
+func (x *ClientExecutor) acquire(ctx context.Context, room *bridge.Room, kernelName string, probeLater bool) (k *nbKernel, note string, reused bool, err error) {
 	k, note, err = x.acquireProbing(ctx, room, kernelName, !probeLater)
 	if err != nil {
 		return nil, "", false, err
@@ -98,11 +98,11 @@ func (x *ClientEngine) acquire(ctx context.Context, room *bridge.Room, kernelNam
 
 // idleLongEnough reports whether the held kernel k has been idle long enough to be checked with
 // the server before use (ClientOptions.CheckIdleKernel).
-func (x *ClientEngine) idleLongEnough(k *nbKernel) bool {
+func (x *ClientExecutor) idleLongEnough(k *nbKernel) bool {
 	return x.now().Sub(k.lastUsed) >= x.opts.CheckIdleKernel
 }
 
-func (x *ClientEngine) acquireProbing(ctx context.Context, room *bridge.Room, kernelName string, probe bool) (*nbKernel, string, error) {
+func (x *ClientExecutor) acquireProbing(ctx context.Context, room *bridge.Room, kernelName string, probe bool) (*nbKernel, string, error) {
 	path := room.Path()
 	x.mu.Lock()
 	k := x.kernels[path]
@@ -126,7 +126,7 @@ func (x *ClientEngine) acquireProbing(ctx context.Context, room *bridge.Room, ke
 // answer (false only when the server says it is gone or dead; an error is no death) comes on
 // the returned channel. The first cell of a job writes its reset meanwhile, and its request
 // waits for the answer (replaceGone).
-func (x *ClientEngine) probeAsync(ctx context.Context, k *nbKernel) <-chan bool {
+func (x *ClientExecutor) probeAsync(ctx context.Context, k *nbKernel) <-chan bool {
 	alive := make(chan bool, 1)
 	id := k.session.KernelID
 	x.goTracked(func() {
@@ -142,7 +142,7 @@ func (x *ClientEngine) probeAsync(ctx context.Context, k *nbKernel) <-chan bool 
 
 // replaceGone gives the held kernel, which the server says is gone, a new channel (the
 // notebook's session again, or a new kernel): the note says the kernel's state was lost.
-func (x *ClientEngine) replaceGone(ctx context.Context, room *bridge.Room, k *nbKernel, kernelName string) (string, error) {
+func (x *ClientExecutor) replaceGone(ctx context.Context, room *bridge.Room, k *nbKernel, kernelName string) (string, error) {
 	if k.ch != nil {
 		_ = k.ch.Close()
 		k.ch = nil
@@ -154,7 +154,7 @@ func (x *ClientEngine) replaceGone(ctx context.Context, room *bridge.Room, k *nb
 // ensureChannel gives the held kernel a live channel. probe asks the server whether a kernel
 // that looks fine is still there (a kernel can die silently between jobs); only a 404 or a
 // "dead" state count as gone — a server hiccup is not a death.
-func (x *ClientEngine) ensureChannel(ctx context.Context, room *bridge.Room, k *nbKernel, kernelName string, probe bool) (string, error) {
+func (x *ClientExecutor) ensureChannel(ctx context.Context, room *bridge.Room, k *nbKernel, kernelName string, probe bool) (string, error) {
 	path := room.Path()
 	note := k.note
 	k.note = ""
@@ -229,7 +229,7 @@ func (x *ClientEngine) ensureChannel(ctx context.Context, room *bridge.Room, k *
 
 // kernelNotice tells agents (bridge.Manager.Notify) what happened to a notebook's kernel:
 // event is "restarted", "lost" or "replaced".
-func (x *ClientEngine) kernelNotice(path string, level bridge.NoticeLevel, event, kernelID, msg string) {
+func (x *ClientExecutor) kernelNotice(path string, level bridge.NoticeLevel, event, kernelID, msg string) {
 	kernelNotice(x.opts.Manager, path, level, event, kernelID, msg)
 }
 

@@ -8,7 +8,7 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
-// KernelControl is what both engines need from jupyter-server's kernel sessions and kernels:
+// KernelControl is what both executors need from jupyter-server's kernel sessions and kernels:
 // which kernel serves which notebook, starting one, a kernel's state, interrupting and
 // restarting it.
 type KernelControl interface {
@@ -22,7 +22,7 @@ type KernelControl interface {
 	Restart(ctx context.Context, kernelID string) error
 }
 
-// Kernels is what ClientEngine needs from jupyter-server: kernel sessions, kernel state and
+// Kernels is what ClientExecutor needs from jupyter-server: kernel sessions, kernel state and
 // control, and a channel to run code. bridge/jupyterserver implements it; tests use fakes.
 type Kernels interface {
 	KernelControl

@@ -6,7 +6,7 @@ import (
 )
 
 // machine is one run — a notebook cell, or scratch code — as a pure state machine, in the style
-// of ydoc.Session and etcd raft's RawNode: it starts no goroutines, reads no clock and touches
+// of ydoc.Replica and etcd raft's RawNode: it starts no goroutines, reads no clock and touches
 // neither the kernel nor the room. Inputs are method calls that carry the time (start, sent,
 // messages, ended, wrote, kernelState, kernelInfo, interrupted, cancel, stop, tick); outputs are
 // actions (take) the driver carries out, and the time it wants to be woken at (wake). drive is

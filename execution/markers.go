@@ -13,7 +13,7 @@ import (
 // clearStaleRuns resets cells that another sidecar (or an earlier instance of this one) marked
 // running and stopped beating for: it died mid-run. Markers still beating are looked at again
 // when they would go stale.
-func (x *ClientEngine) clearStaleRuns(path string) {
+func (x *ClientExecutor) clearStaleRuns(path string) {
 	room := x.opts.Manager.Get(path, ydoc.KindNotebook)
 	if room == nil {
 		return
@@ -35,10 +35,10 @@ func (x *ClientEngine) clearStaleRuns(path string) {
 	// A marker still beating may be a live run of another sidecar, or the last beat of one that
 	// just died: the kernel tells them apart (a run in progress keeps it busy).
 	idle := x.kernelIdle(ctx, path)
-	// The edit may run again after a reset, after Edit returned (ydoc.EditFunc): it judges the
+	// The edit may run again after a reset, after Apply returned (ydoc.EditFunc): it judges the
 	// markers it finds and hands nothing out; when to look again is judged after it, from the
 	// markers the room then holds.
-	_, err := room.Edit(ctx, func(tx *ydoc.Txn, _ bool) error {
+	_, err := room.Apply(ctx, ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error {
 		markers := runMarkers(tx)
 		stale, _ := x.judgeMarkers(markers, x.now(), idle)
 		if len(stale) == 0 {
@@ -55,7 +55,7 @@ func (x *ClientEngine) clearStaleRuns(path string) {
 			delete(markers, cellID)
 		}
 		return setRunMarkers(tx, markers)
-	})
+	}))
 	if err != nil && x.life.Err() == nil {
 		x.log.Warn().Err(err).Str(logfield.Path, path).Msg("could not clear runs left by an earlier sidecar")
 		return
@@ -81,7 +81,7 @@ func (x *ClientEngine) clearStaleRuns(path string) {
 // for StaleRun, or an idle kernel and old enough to judge) to clear, and for the others the
 // earliest time they could go stale (zero when there are none). idle: the notebook's kernel runs
 // nothing.
-func (x *ClientEngine) judgeMarkers(markers map[string]map[string]any, now time.Time, idle bool) (stale []string, next time.Time) {
+func (x *ClientExecutor) judgeMarkers(markers map[string]map[string]any, now time.Time, idle bool) (stale []string, next time.Time) {
 	later := func(t time.Time) {
 		if next.IsZero() || t.Before(next) {
 			next = t
@@ -111,7 +111,7 @@ func (x *ClientEngine) judgeMarkers(markers map[string]map[string]any, now time.
 }
 
 // recheckAt looks at a notebook's run markers again at t (one pending recheck per notebook).
-func (x *ClientEngine) recheckAt(path string, t time.Time) {
+func (x *ClientExecutor) recheckAt(path string, t time.Time) {
 	x.mu.Lock()
 	if x.rechecks[path] {
 		x.mu.Unlock()
@@ -140,7 +140,7 @@ const markerSettle = 5 * time.Second
 
 // kernelIdle reports whether the notebook's kernel runs nothing (or there is none); false when
 // the server cannot say.
-func (x *ClientEngine) kernelIdle(ctx context.Context, path string) bool {
+func (x *ClientExecutor) kernelIdle(ctx context.Context, path string) bool {
 	sessions, err := x.opts.Kernels.Sessions(ctx)
 	if err != nil {
 		return false

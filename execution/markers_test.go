@@ -10,7 +10,7 @@ import (
 // only when the kernel is idle and it is old enough to judge; for the live ones it says when
 // to look again (the earliest time one could go stale). Our own markers are never judged.
 func TestJudgeMarkers(t *testing.T) {
-	x := &ClientEngine{instance: "me"}
+	x := &ClientExecutor{instance: "me"}
 	x.opts.StaleRun = time.Minute
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) string { return stamp(now.Add(d)) }

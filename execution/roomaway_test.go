@@ -4,11 +4,13 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -20,7 +22,7 @@ import (
 // awaitJobCell waits until the job's copy of a cell satisfies cond.
 func awaitJobCell(t *testing.T, j *execution.Job, id, what string, cond func(execution.CellRun) bool) execution.CellRun {
 	t.Helper()
-	deadline := time.After(waitLimit)
+	deadline := time.After(testutil.WaitLimit)
 	for {
 		changed := j.Changed()
 		for _, c := range j.View().Cells {
@@ -36,14 +38,13 @@ func awaitJobCell(t *testing.T, j *execution.Job, id, what string, cond func(exe
 	}
 }
 
-// stillRunning checks, for a while, that a job does not finish.
+// stillRunning checks that a job has not finished once d has passed; the tests that call it run
+// in a synctest bubble, where d passes in virtual time and is exact.
 func stillRunning(t *testing.T, j *execution.Job, d time.Duration, why string) {
 	t.Helper()
-	select {
-	case <-j.Done():
-		t.Fatalf("job finished %s: %s", why, describeJob(j.View()))
-	case <-time.After(d):
-	}
+	time.Sleep(d) // virtual (the test runs in a synctest bubble): every timer due within d fires
+	synctest.Wait()
+	notDone(t, j, why)
 }
 
 // awaitAway waits until the sidecar's room of execPath knows its connection is gone (until then
@@ -54,7 +55,7 @@ func awaitAway(t *testing.T, e *execEnv) {
 	if room == nil {
 		t.Fatalf("no room for %s", execPath)
 	}
-	eventually(t, "the room to notice it is disconnected", func() bool { return room.Info().Status != bridge.StatusSynced })
+	testutil.Eventually(t, "the room to notice it is disconnected", func() bool { return room.Info().Status != bridge.StatusSynced })
 }
 
 func TestExecRoomAwayMidRun(t *testing.T) {
@@ -67,46 +68,48 @@ func TestExecRoomAwayMidRun(t *testing.T) {
 		"the server restarted meanwhile": {away: func(s *bridgetest.Server) { s.Down(); s.Restart(bridgetest.RestartOptions{}) }},
 	} {
 		t.Run(name, func(t *testing.T) {
-			e := newExecEnvWith(t, oneNotebook(staleCell("c1", "print:a\nblock:g1\nprint:b\nprint:c\nblock:g2\nresult:42")),
-				func(o *execution.ClientOptions) { o.WriteWait = 30 * time.Millisecond },
-				func(o *bridge.ManagerOptions) { o.Room.ResetAfter = tc.resetAfter })
-			j := e.start(execPath, []string{"c1"}, execution.RunOptions{})
-			awaitGate(t, e.ks, "g1", 1)
-			awaitCell(t, e.srv, execPath, "c1", "showing the first output", func(c ydoc.Cell) bool { return streamText(c.Outputs) == "a\n" })
+			synctest.Test(t, func(t *testing.T) {
+				e := newExecEnvWith(t, oneNotebook(staleCell("c1", "print:a\nblock:g1\nprint:b\nprint:c\nblock:g2\nresult:42")),
+					func(o *execution.ClientOptions) { o.WriteWait = 30 * time.Millisecond },
+					func(o *bridge.ManagerOptions) { o.Room.ResetAfter = tc.resetAfter })
+				j := e.start(execPath, []string{"c1"}, execution.RunOptions{})
+				awaitGate(t, e.ks, "g1", 1)
+				awaitCell(t, e.srv, execPath, "c1", "showing the first output", func(c ydoc.Cell) bool { return streamText(c.Outputs) == "a\n" })
 
-			tc.away(e.srv)
-			awaitAway(t, e)
-			e.ks.Release("g1")
-			// The kernel goes on; its outputs reach the run while the room cannot take them.
-			awaitJobCell(t, j, "c1", "holding the outputs made while the room was away", func(c execution.CellRun) bool {
-				return streamText(c.Outputs) == "a\nb\nc\n"
-			})
-			awaitGate(t, e.ks, "g2", 1)
-			e.ks.Release("g2")
-			// The kernel is done; the cell is not, until the room has its end.
-			stillRunning(t, j, 150*time.Millisecond, "while the room was away")
+				tc.away(e.srv)
+				awaitAway(t, e)
+				e.ks.Release("g1")
+				// The kernel goes on; its outputs reach the run while the room cannot take them.
+				awaitJobCell(t, j, "c1", "holding the outputs made while the room was away", func(c execution.CellRun) bool {
+					return streamText(c.Outputs) == "a\nb\nc\n"
+				})
+				awaitGate(t, e.ks, "g2", 1)
+				e.ks.Release("g2")
+				// The kernel is done; the cell is not, until the room has its end.
+				stillRunning(t, j, 150*time.Millisecond, "while the room was away")
 
-			e.srv.Up()
-			v := awaitJob(t, j)
-			r := cellRun(t, v, "c1")
-			if v.Status != execution.JobCompleted || r.Status != execution.CellOK || !countIs(r.ExecutionCount, 1) {
-				t.Fatalf("job after the room came back: %s", describeJob(v))
-			}
-			c := awaitCell(t, e.srv, execPath, "c1", "idle with its count", func(c ydoc.Cell) bool {
-				return c.ExecutionState == "idle" && countIs(c.ExecutionCount, 1)
+				e.srv.Up()
+				v := awaitJob(t, j)
+				r := cellRun(t, v, "c1")
+				if v.Status != execution.JobCompleted || r.Status != execution.CellOK || !countIs(r.ExecutionCount, 1) {
+					t.Fatalf("job after the room came back: %s", describeJob(v))
+				}
+				c := awaitCell(t, e.srv, execPath, "c1", "idle with its count", func(c ydoc.Cell) bool {
+					return c.ExecutionState == "idle" && countIs(c.ExecutionCount, 1)
+				})
+				if got := outputTypes(c.Outputs); !slices.Equal(got, []string{"stream", "execute_result"}) || streamText(c.Outputs) != "a\nb\nc\n" {
+					t.Errorf("the cell holds %s; want every output exactly once", compactJSON(c.Outputs))
+				}
+				if compactJSON(c.Outputs) != compactJSON(r.Outputs) {
+					t.Errorf("the cell holds %s, the run reports %s", compactJSON(c.Outputs), compactJSON(r.Outputs))
+				}
+				if m := runMarkers(e.srv, execPath); m != nil {
+					t.Errorf("run markers left: %v", m)
+				}
+				if k := kernelOf(t, e.ks, execPath); e.ks.Received(k) != 1 {
+					t.Errorf("kernel received %d requests, want 1", e.ks.Received(k))
+				}
 			})
-			if got := outputTypes(c.Outputs); !slices.Equal(got, []string{"stream", "execute_result"}) || streamText(c.Outputs) != "a\nb\nc\n" {
-				t.Errorf("the cell holds %s; want every output exactly once", compactJSON(c.Outputs))
-			}
-			if compactJSON(c.Outputs) != compactJSON(r.Outputs) {
-				t.Errorf("the cell holds %s, the run reports %s", compactJSON(c.Outputs), compactJSON(r.Outputs))
-			}
-			if m := runMarkers(e.srv, execPath); m != nil {
-				t.Errorf("run markers left: %v", m)
-			}
-			if k := kernelOf(t, e.ks, execPath); e.ks.Received(k) != 1 {
-				t.Errorf("kernel received %d requests, want 1", e.ks.Received(k))
-			}
 		})
 	}
 }
@@ -115,88 +118,94 @@ func TestExecRoomAwayMidRun(t *testing.T) {
 // the run does not wait for the confirmations. Its outputs and its marker's beats still reach
 // the server, so another sidecar never takes the live run for dead.
 func TestExecUnconfirmedWritesDoNotStallTheRun(t *testing.T) {
-	const staleRun = 600 * time.Millisecond // beats every 200 ms
-	e := newExecEnvWith(t, oneNotebook(codeCell("c1", "print:a\nblock:g\nprint:b\nblock:g2")),
-		func(o *execution.ClientOptions) { o.WriteWait = 50 * time.Millisecond; o.StaleRun = staleRun },
-		func(o *bridge.ManagerOptions) { o.Room.ResyncInterval = time.Minute })
-	j := e.start(execPath, []string{"c1"}, execution.RunOptions{})
-	awaitGate(t, e.ks, "g", 1)
-	awaitCell(t, e.srv, execPath, "c1", "showing the first output", func(c ydoc.Cell) bool { return streamText(c.Outputs) == "a\n" })
+	synctest.Test(t, func(t *testing.T) {
+		const staleRun = 600 * time.Millisecond // beats every 200 ms
+		e := newExecEnvWith(t, oneNotebook(codeCell("c1", "print:a\nblock:g\nprint:b\nblock:g2")),
+			func(o *execution.ClientOptions) { o.WriteWait = 50 * time.Millisecond; o.StaleRun = staleRun },
+			func(o *bridge.ManagerOptions) { o.Room.ResyncInterval = time.Minute })
+		j := e.start(execPath, []string{"c1"}, execution.RunOptions{})
+		awaitGate(t, e.ks, "g", 1)
+		awaitCell(t, e.srv, execPath, "c1", "showing the first output", func(c ydoc.Cell) bool { return streamText(c.Outputs) == "a\n" })
 
-	e.srv.HoldEchoes()
-	e.ks.Release("g")
-	awaitCell(t, e.srv, execPath, "c1", "showing the output written without confirmation", func(c ydoc.Cell) bool { return streamText(c.Outputs) == "a\nb\n" })
-	// Look at the marker for several stale periods: it never goes stale.
-	until := time.Now().Add(3 * staleRun)
-	for time.Now().Before(until) {
-		m, _ := runMarkers(e.srv, execPath)["c1"].(map[string]any)
-		beat, err := time.Parse(time.RFC3339Nano, stringOf(m["beat"]))
-		if err != nil {
-			t.Fatalf("marker %v has no beat", m)
+		e.srv.HoldEchoes()
+		e.ks.Release("g")
+		awaitCell(t, e.srv, execPath, "c1", "showing the output written without confirmation", func(c ydoc.Cell) bool { return streamText(c.Outputs) == "a\nb\n" })
+		// Look at the marker for several stale periods, ten times in each: it never goes stale.
+		for range 30 {
+			m, _ := runMarkers(e.srv, execPath)["c1"].(map[string]any)
+			beat, err := time.Parse(time.RFC3339Nano, stringOf(m["beat"]))
+			if err != nil {
+				t.Fatalf("marker %v has no beat", m)
+			}
+			if age := time.Since(beat); age >= staleRun {
+				t.Fatalf("the run marker's last beat is %v old while the run is alive (stale after %v)", age, staleRun)
+			}
+			time.Sleep(staleRun / 10) // virtual: sampling what the server holds over time
+			synctest.Wait()
 		}
-		if age := time.Since(beat); age >= staleRun {
-			t.Fatalf("the run marker's last beat is %v old while the run is alive (stale after %v)", age, staleRun)
+		notDone(t, j, "while the kernel still runs the cell")
+		e.srv.ReleaseEchoes()
+		e.ks.Release("g2")
+		if v := awaitJob(t, j); v.Status != execution.JobCompleted {
+			t.Errorf("job %s", describeJob(v))
 		}
-		time.Sleep(staleRun / 10) // sampling what the server holds over time
-	}
-	notDone(t, j, "while the kernel still runs the cell")
-	e.srv.ReleaseEchoes()
-	e.ks.Release("g2")
-	if v := awaitJob(t, j); v.Status != execution.JobCompleted {
-		t.Errorf("job %s", describeJob(v))
-	}
+	})
 }
 
 // A job whose room is away when a cell's turn comes waits for it: the cell is not sent to the
 // kernel before its reset (count cleared, [*]) is in the room; it runs once the room is back.
 func TestExecCellWaitsForItsRoomBeforeItRuns(t *testing.T) {
-	e := newExecEnvWith(t, oneNotebook(codeCell("c1", "print:one"), staleCell("c2", "print:two")),
-		func(o *execution.ClientOptions) { o.WriteWait = 30 * time.Millisecond }, nil)
-	if _, err := e.m.Open(ctxT(t), execPath, ydoc.KindNotebook); err != nil {
-		t.Fatal(err)
-	}
-	e.srv.Down()
-	awaitAway(t, e)
-	j := e.start(execPath, []string{"c1", "c2"}, execution.RunOptions{})
-	stillRunning(t, j, 150*time.Millisecond, "while its room was away")
-	if k := e.ks.KernelFor(execPath); k != "" && e.ks.Received(k) != 0 {
-		t.Fatalf("the kernel received %d requests before any reset reached the room", e.ks.Received(k))
-	}
-	e.srv.Up()
-	v := awaitJob(t, j)
-	wantStatuses(t, v, execution.CellOK, execution.CellOK)
-	c2 := awaitCell(t, e.srv, execPath, "c2", "run", func(c ydoc.Cell) bool { return countIs(c.ExecutionCount, 2) })
-	if streamText(c2.Outputs) != "two\n" || c2.ExecutionState != "idle" {
-		t.Errorf("c2 %s", describeCell(c2))
-	}
+	synctest.Test(t, func(t *testing.T) {
+		e := newExecEnvWith(t, oneNotebook(codeCell("c1", "print:one"), staleCell("c2", "print:two")),
+			func(o *execution.ClientOptions) { o.WriteWait = 30 * time.Millisecond }, nil)
+		if _, err := e.m.Open(testutil.Context(t), execPath, ydoc.KindNotebook); err != nil {
+			t.Fatal(err)
+		}
+		e.srv.Down()
+		awaitAway(t, e)
+		j := e.start(execPath, []string{"c1", "c2"}, execution.RunOptions{})
+		stillRunning(t, j, 150*time.Millisecond, "while its room was away")
+		if k := e.ks.KernelFor(execPath); k != "" && e.ks.Received(k) != 0 {
+			t.Fatalf("the kernel received %d requests before any reset reached the room", e.ks.Received(k))
+		}
+		e.srv.Up()
+		v := awaitJob(t, j)
+		wantStatuses(t, v, execution.CellOK, execution.CellOK)
+		c2 := awaitCell(t, e.srv, execPath, "c2", "run", func(c ydoc.Cell) bool { return countIs(c.ExecutionCount, 2) })
+		if streamText(c2.Outputs) != "two\n" || c2.ExecutionState != "idle" {
+			t.Errorf("c2 %s", describeCell(c2))
+		}
+	})
 }
 
 // Cancelled while it waits for its room: nothing runs.
 func TestExecCancelWhileTheRoomIsAway(t *testing.T) {
-	e := newExecEnvWith(t, oneNotebook(staleCell("c1", "print:one")),
-		func(o *execution.ClientOptions) { o.WriteWait = 30 * time.Millisecond }, nil)
-	if _, err := e.m.Open(ctxT(t), execPath, ydoc.KindNotebook); err != nil {
-		t.Fatal(err)
-	}
-	e.srv.Down()
-	awaitAway(t, e)
-	j := e.start(execPath, []string{"c1"}, execution.RunOptions{})
-	stillRunning(t, j, 100*time.Millisecond, "while its room was away")
-	if _, err := e.x.Cancel(ctxT(t), j.ID); err != nil {
-		t.Fatal(err)
-	}
-	v := awaitJob(t, j)
-	if v.Status != execution.JobCancelled {
-		t.Errorf("job %s", describeJob(v))
-	}
-	wantStatuses(t, v, execution.CellCancelled)
-	e.srv.Up()
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	_ = e.srv.Await(ctx, func() bool { c, _ := findServerCell(e.srv, execPath, "c1"); return c.ExecutionState == "running" })
-	if c := serverCell(t, e.srv, execPath, "c1"); c.ExecutionState == "running" || streamText(c.Outputs) != "stale\n" {
-		t.Errorf("a cancelled cell was touched once the room came back: %s", describeCell(c))
-	}
+	synctest.Test(t, func(t *testing.T) {
+		e := newExecEnvWith(t, oneNotebook(staleCell("c1", "print:one")),
+			func(o *execution.ClientOptions) { o.WriteWait = 30 * time.Millisecond }, nil)
+		if _, err := e.m.Open(testutil.Context(t), execPath, ydoc.KindNotebook); err != nil {
+			t.Fatal(err)
+		}
+		e.srv.Down()
+		awaitAway(t, e)
+		j := e.start(execPath, []string{"c1"}, execution.RunOptions{})
+		stillRunning(t, j, 100*time.Millisecond, "while its room was away")
+		if _, err := e.x.Cancel(testutil.Context(t), j.ID); err != nil {
+			t.Fatal(err)
+		}
+		v := awaitJob(t, j)
+		if v.Status != execution.JobCancelled {
+			t.Errorf("job %s", describeJob(v))
+		}
+		wantStatuses(t, v, execution.CellCancelled)
+		e.srv.Up()
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		_ = e.srv.Await(ctx, func() bool { c, _ := findServerCell(e.srv, execPath, "c1"); return c.ExecutionState == "running" })
+		if c := serverCell(t, e.srv, execPath, "c1"); c.ExecutionState == "running" || streamText(c.Outputs) != "stale\n" {
+			t.Errorf("a cancelled cell was touched once the room came back: %s", describeCell(c))
+		}
+	})
 }
 
 func stringOf(v any) string {

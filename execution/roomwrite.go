@@ -215,7 +215,11 @@ func cloneOutputs(outs []map[string]any) []map[string]any {
 func applyBounded(ctx context.Context, room *bridge.Room, wait time.Duration, fn func(*ydoc.Txn) error, gone *atomic.Bool, applied func()) (writeOutcome, error) {
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	_, err := room.ApplyNotify(wctx, func(tx *ydoc.Txn, _ bool) error { return fn(tx) }, applied)
+	edit := ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error { return fn(tx) })
+	p, err := room.Propose(wctx, bridge.Proposal{Edit: edit, Applied: applied})
+	if err == nil {
+		_, err = p.Wait(wctx)
+	}
 	var unconfirmed *bridge.UnconfirmedError
 	var withdrawn *bridge.WithdrawnError
 	switch {

@@ -12,12 +12,12 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
-// Scratch code on jupyter-server-documents (ServerEngine.RunCode).
+// Scratch code on jupyter-server-documents (ServerExecutor.RunCode).
 //
 // The server runs code only as cells of a document (its execute API), so scratch code, which
 // must write nothing into the notebook and leave the kernel's execution counter alone, goes
 // through a kernel websocket of the sidecar's own: an execute_request with store_history false
-// over the v1 protocol, the way ClientEngine runs it on jupyter-collaboration.
+// over the v1 protocol, the way ClientExecutor runs it on jupyter-collaboration.
 //
 // jupyter-server-documents 0.3.3 gives every kernel websocket a kernel client sharing the kernel
 // manager's session (websocket_connection.py :: KernelWebsocketConnection.connect calls
@@ -48,7 +48,7 @@ const scratchRefusalHint = "; put the code in a cell and run it with execute_not
 // connection can be cut off by it (see above); otherwise it returns ErrScratchRefused with the
 // reason. It waits for a job running on the notebook to end first, and until the code finished
 // or ctx ends.
-func (x *ServerEngine) RunCode(ctx context.Context, path, code, kernelName string) (CellRun, string, error) {
+func (x *ServerExecutor) RunCode(ctx context.Context, path, code, kernelName string) (CellRun, string, error) {
 	release, err := x.track()
 	if err != nil {
 		return CellRun{}, "", err
@@ -79,7 +79,7 @@ func (x *ServerEngine) RunCode(ctx context.Context, path, code, kernelName strin
 		return CellRun{}, note, fmt.Errorf("connect to kernel %s: %w", s.KernelID, err)
 	}
 	defer ch.Close()
-	// As ClientEngine's new channels: outputs sent before the server's iopub link works would be
+	// As ClientExecutor's new channels: outputs sent before the server's iopub link works would be
 	// lost; a kernel busy with someone's cell answers only after it, which is not waited for.
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	_ = ch.Ready(rctx)
@@ -93,7 +93,7 @@ func (x *ServerEngine) RunCode(ctx context.Context, path, code, kernelName strin
 // off someone else's on jupyter-server-documents: a collaborator's JupyterLab has open a document
 // whose kernel session uses the kernel, or a console session uses it. The error says the
 // sidecar cannot tell.
-func (x *ServerEngine) kernelHeldByOthers(ctx context.Context, s KernelSession) (string, error) {
+func (x *ServerExecutor) kernelHeldByOthers(ctx context.Context, s KernelSession) (string, error) {
 	sessions, err := x.opts.Kernels.Sessions(ctx)
 	if err != nil {
 		return "", fmt.Errorf("kernel sessions: %w", err)

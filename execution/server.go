@@ -17,7 +17,7 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
-// ServerKernels is what ServerEngine needs from a jupyter-server whose collaboration engine runs
+// ServerKernels is what ServerExecutor needs from a jupyter-server whose collaboration engine runs
 // cells itself (jupyter-server-documents): kernel sessions and control, and the server's execute
 // API. bridge/jupyterserver implements it; tests use fakes.
 type ServerKernels interface {
@@ -55,7 +55,7 @@ var (
 	ErrRoomWithoutKernel = errors.New("execution: the notebook's room on the server has no kernel attached")
 )
 
-// ServerOptions configure a ServerEngine. Zero values get defaults.
+// ServerOptions configure a ServerExecutor. Zero values get defaults.
 type ServerOptions struct {
 	Manager *bridge.Manager
 	Kernels ServerKernels
@@ -75,7 +75,7 @@ type ServerOptions struct {
 	Now func() time.Time
 }
 
-// ServerEngine is the Executor for collaboration engines that run cells on the server
+// ServerExecutor is the Executor for collaboration engines that run cells on the server
 // (jupyter-server-documents' POST /api/kernels/{id}/execute): the server runs each cell in the
 // kernel attached to the notebook's room and writes its outputs, execution_state and
 // execution_count into the document, so every collaborator — the sidecar included — sees one set
@@ -84,7 +84,7 @@ type ServerOptions struct {
 // It owns, per notebook, the kernel session its runs use (the one a human's tab uses when there
 // is one; one started when there is none; attached to the room again when the server freed the
 // room) and the order of its jobs (one at a time per notebook; notebooks in parallel), and the
-// jobs it keeps for polling, recorded exactly as ClientEngine records them (Job, CellRun).
+// jobs it keeps for polling, recorded exactly as ClientExecutor records them (Job, CellRun).
 //
 // How it is driven: Start gives each job a goroutine that takes the notebook, finds its kernel
 // session and sends its cells one by one — the source's hash with each, so the server refuses a
@@ -96,19 +96,19 @@ type ServerOptions struct {
 // before it on the server have ended, or it has output), never while it still waits behind
 // someone else's. Run waits until its context ends; Close stops following every job (the server
 // goes on running what it was given).
-type ServerEngine struct {
+type ServerExecutor struct {
 	*jobBook // the jobs kept for polling, the goroutines Close waits for, life
 	opts     ServerOptions
 	log      zerolog.Logger
-	// scratch drives scratch code (RunCode; scratch_server.go) on a channel ServerEngine opens:
+	// scratch drives scratch code (RunCode; scratch_server.go) on a channel ServerExecutor opens:
 	// only its run machinery is used, never its jobs or its Run.
-	scratch *ClientEngine
+	scratch *ClientExecutor
 
 	mu        sync.Mutex
 	notebooks map[string]*nbServer
 }
 
-// nbServer is a notebook's place in the engine: one job at a time holds sem; session is the
+// nbServer is a notebook's place in the executor: one job at a time holds sem; session is the
 // holder's.
 type nbServer struct {
 	sem     chan struct{}
@@ -119,10 +119,10 @@ type nbServer struct {
 	lastCount int
 }
 
-var _ Executor = (*ServerEngine)(nil)
+var _ Executor = (*ServerExecutor)(nil)
 
-// NewServerEngine validates options. It starts nothing.
-func NewServerEngine(opts ServerOptions) (*ServerEngine, error) {
+// NewServerExecutor validates options. It starts nothing.
+func NewServerExecutor(opts ServerOptions) (*ServerExecutor, error) {
 	if opts.Manager == nil || opts.Kernels == nil {
 		return nil, errors.New("execution: manager and kernels are required")
 	}
@@ -141,17 +141,17 @@ func NewServerEngine(opts ServerOptions) (*ServerEngine, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	scratch, err := NewClientEngine(ClientOptions{Manager: opts.Manager, Kernels: scratchKernels{opts.Kernels},
+	scratch, err := NewClientExecutor(ClientOptions{Manager: opts.Manager, Kernels: scratchKernels{opts.Kernels},
 		Logger: opts.Logger, Heartbeat: opts.Heartbeat, Now: opts.Now})
 	if err != nil {
 		return nil, err
 	}
-	return &ServerEngine{jobBook: newJobBook(opts.KeepJobs, opts.Now), opts: opts,
+	return &ServerExecutor{jobBook: newJobBook(opts.KeepJobs, opts.Now), opts: opts,
 		log:       opts.Logger.With().Str(logfield.Component, "executor").Str("executor", "server").Logger(),
 		notebooks: map[string]*nbServer{}, scratch: scratch}, nil
 }
 
-// scratchKernels is the Kernels of ServerEngine's scratch driver: the server's kernel control,
+// scratchKernels is the Kernels of ServerExecutor's scratch driver: the server's kernel control,
 // and its scratch channels.
 type scratchKernels struct{ ServerKernels }
 
@@ -160,7 +160,7 @@ func (k scratchKernels) Connect(ctx context.Context, id string) (KernelChannel, 
 }
 
 // Run waits until ctx ends, then stops following every job.
-func (x *ServerEngine) Run(ctx context.Context) error {
+func (x *ServerExecutor) Run(ctx context.Context) error {
 	defer x.Close()
 	select {
 	case <-ctx.Done():
@@ -170,15 +170,15 @@ func (x *ServerEngine) Run(ctx context.Context) error {
 }
 
 // Close stops following every job (the server goes on running what it was given) and waits.
-func (x *ServerEngine) Close() {
+func (x *ServerExecutor) Close() {
 	x.jobBook.close() // scratch runs are tracked here: none is left
 	x.scratch.Close()
 }
 
-func (x *ServerEngine) now() time.Time { return x.opts.Now() }
+func (x *ServerExecutor) now() time.Time { return x.opts.Now() }
 
 // Start queues a job running cells (by id, in order) of a notebook and returns at once.
-func (x *ServerEngine) Start(ctx context.Context, path string, cellIDs []string, opts RunOptions) (*Job, error) {
+func (x *ServerExecutor) Start(ctx context.Context, path string, cellIDs []string, opts RunOptions) (*Job, error) {
 	if opts.ForkID != "" {
 		return nil, fmt.Errorf("%w: the server runs cells of its own documents only, and has no forks", bridge.ErrNoForks)
 	}
@@ -189,7 +189,7 @@ func (x *ServerEngine) Start(ctx context.Context, path string, cellIDs []string,
 }
 
 // Interrupt interrupts the notebook's kernel, whatever it runs.
-func (x *ServerEngine) Interrupt(ctx context.Context, path string) (KernelSession, error) {
+func (x *ServerExecutor) Interrupt(ctx context.Context, path string) (KernelSession, error) {
 	return interruptNotebook(ctx, x.opts.Kernels, path)
 }
 
@@ -197,7 +197,7 @@ func (x *ServerEngine) Interrupt(ctx context.Context, path string) (KernelSessio
 // notebook's room again: jupyter-server-documents 0.3.3 does not notice a restart through the
 // REST API, and its room's runs would wait forever on the old process (measured; see
 // docs/engines.md).
-func (x *ServerEngine) Restart(ctx context.Context, path string) (KernelSession, error) {
+func (x *ServerExecutor) Restart(ctx context.Context, path string) (KernelSession, error) {
 	s, err := restartNotebook(ctx, x.opts.Kernels, path)
 	if err != nil {
 		return s, err
@@ -209,7 +209,7 @@ func (x *ServerEngine) Restart(ctx context.Context, path string) (KernelSession,
 }
 
 // notebook returns the notebook's place, held for the caller (who releases it).
-func (x *ServerEngine) notebook(ctx context.Context, path string) (*nbServer, error) {
+func (x *ServerExecutor) notebook(ctx context.Context, path string) (*nbServer, error) {
 	x.mu.Lock()
 	nb := x.notebooks[path]
 	if nb == nil {
@@ -226,7 +226,7 @@ func (x *ServerEngine) notebook(ctx context.Context, path string) (*nbServer, er
 }
 
 // runJob runs a job's cells in order and finishes the job.
-func (x *ServerEngine) runJob(cj *trackedJob, room *bridge.Room, opts RunOptions) {
+func (x *ServerExecutor) runJob(cj *trackedJob, room *bridge.Room, opts RunOptions) {
 	j := cj.job
 	ctx := x.life
 	var nb *nbServer
@@ -279,7 +279,7 @@ func (x *ServerEngine) runJob(cj *trackedJob, room *bridge.Room, opts RunOptions
 
 // session finds the notebook's kernel session (the one a human's tab uses, if any) or starts
 // one, and says what the caller must know (the kernel changed since the notebook's last job).
-func (x *ServerEngine) session(ctx context.Context, room *bridge.Room, nb *nbServer, kernelName string) (string, error) {
+func (x *ServerExecutor) session(ctx context.Context, room *bridge.Room, nb *nbServer, kernelName string) (string, error) {
 	path := room.Path()
 	found, err := liveSession(ctx, x.opts.Kernels, room, kernelName)
 	if err != nil {
@@ -303,13 +303,13 @@ func (x *ServerEngine) session(ctx context.Context, room *bridge.Room, nb *nbSer
 }
 
 // kernelNotice tells agents (bridge.Manager.Notify) what happened to a notebook's kernel, as
-// ClientEngine does: event is "restarted", "lost" or "replaced".
-func (x *ServerEngine) kernelNotice(path string, level bridge.NoticeLevel, event, kernelID, msg string) {
+// ClientExecutor does: event is "restarted", "lost" or "replaced".
+func (x *ServerExecutor) kernelNotice(path string, level bridge.NoticeLevel, event, kernelID, msg string) {
 	kernelNotice(x.opts.Manager, path, level, event, kernelID, msg)
 }
 
 // runCell runs the i-th cell of a job on the server and follows it in the document.
-func (x *ServerEngine) runCell(ctx context.Context, cj *trackedJob, i int, room *bridge.Room, nb *nbServer) CellRun {
+func (x *ServerExecutor) runCell(ctx context.Context, cj *trackedJob, i int, room *bridge.Room, nb *nbServer) CellRun {
 	id := cj.cellIDs[i]
 	skipped := func(idx int, note string) CellRun {
 		return CellRun{CellID: id, Index: idx, Status: CellSkipped, Note: note}
@@ -322,7 +322,7 @@ func (x *ServerEngine) runCell(ctx context.Context, cj *trackedJob, i int, room 
 		// As JupyterLab does: an empty cell is only cleared, nothing is sent.
 		// A write of the run, not an agent's edit (not undoable); it reads only id, so running it
 		// again after a reset is harmless.
-		if _, err := room.Edit(ctx, func(tx *ydoc.Txn, _ bool) error {
+		if _, err := room.Apply(ctx, ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error {
 			i := tx.CellIndex(id)
 			if i < 0 {
 				return errCellGone
@@ -331,7 +331,7 @@ func (x *ServerEngine) runCell(ctx context.Context, cj *trackedJob, i int, room 
 				return err
 			}
 			return tx.SetExecutionCount(i, nil)
-		}); err != nil {
+		})); err != nil {
 			return skipped(idx, "not run: "+err.Error())
 		}
 		return skipped(idx, "empty cell (outputs cleared)")
@@ -370,7 +370,7 @@ func (x *ServerEngine) runCell(ctx context.Context, cj *trackedJob, i int, room 
 // holds another source: the replica may lag behind an edit) is tried again with the source the
 // replica holds by then; a room without a kernel gets its session attached again, once. It
 // returns when the server queued the cell, or why it did not.
-func (x *ServerEngine) send(ctx context.Context, room *bridge.Room, nb *nbServer, id, source string) (time.Time, string) {
+func (x *ServerExecutor) send(ctx context.Context, room *bridge.Room, nb *nbServer, id, source string) (time.Time, string) {
 	attached := false
 	for attempt := 1; ; attempt++ {
 		at := x.now()
@@ -413,7 +413,7 @@ func (x *ServerEngine) send(ctx context.Context, room *bridge.Room, nb *nbServer
 }
 
 // waitChange waits (at most a second) for the cell's source in the replica to differ from src.
-func (x *ServerEngine) waitChange(ctx context.Context, room *bridge.Room, id, src string) {
+func (x *ServerExecutor) waitChange(ctx context.Context, room *bridge.Room, id, src string) {
 	deadline := time.NewTimer(time.Second)
 	defer deadline.Stop()
 	tick := time.NewTicker(50 * time.Millisecond)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -15,10 +16,11 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
-// ServerEngine against a fake of jupyter-server-documents' execution: the fake collaboration
+// ServerExecutor against a fake of jupyter-server-documents' execution: the fake collaboration
 // server holds the document, and docKernels plays the server's execute API, writing into the
 // document as the server does (running when queued, each output as it comes, idle, then the
 // count) when the test says so.
@@ -175,13 +177,13 @@ func (k *docKernels) ExecuteCells(_ context.Context, _, roomID string, cells []e
 	return nil
 }
 
-// next waits for the next cell the engine sends.
+// next waits for the next cell the executor sends.
 func (k *docKernels) next(t *testing.T) string {
 	t.Helper()
 	select {
 	case id := <-k.queued:
 		return id
-	case <-time.After(waitLimit):
+	case <-time.After(testutil.WaitLimit):
 		t.Fatal("no cell was sent to the server")
 		return ""
 	}
@@ -216,7 +218,7 @@ type serverEnv struct {
 	srv *bridgetest.Server
 	sub *bridge.Subscription // the manager's events, from the start
 	k   *docKernels
-	x   *execution.ServerEngine
+	x   *execution.ServerExecutor
 }
 
 // notices returns the kinds of the kernel notices agents were given so far.
@@ -246,7 +248,7 @@ func newServerEnvWith(t *testing.T, manager func(*bridge.ManagerOptions), cells 
 	k := newDocKernels(srv)
 	sub := m.Subscribe(4096)
 	t.Cleanup(sub.Close)
-	x, err := execution.NewServerEngine(execution.ServerOptions{Manager: m, Kernels: k, Logger: zerolog.Nop(),
+	x, err := execution.NewServerExecutor(execution.ServerOptions{Manager: m, Kernels: k, Logger: zerolog.Nop(),
 		Heartbeat: heartbeat, EndGrace: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -260,7 +262,7 @@ func newServerEnvWith(t *testing.T, manager func(*bridge.ManagerOptions), cells 
 
 func (e *serverEnv) start(t *testing.T, ids []string, opts execution.RunOptions) *execution.Job {
 	t.Helper()
-	j, err := e.x.Start(ctxT(t), execPath, ids, opts)
+	j, err := e.x.Start(testutil.Context(t), execPath, ids, opts)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -272,7 +274,7 @@ func waitJob(t *testing.T, j *execution.Job) execution.JobView {
 	select {
 	case <-j.Done():
 		return j.View()
-	case <-time.After(waitLimit):
+	case <-time.After(testutil.WaitLimit):
 		t.Fatalf("job did not finish: %+v", j.View())
 		return execution.JobView{}
 	}
@@ -281,7 +283,7 @@ func waitJob(t *testing.T, j *execution.Job) execution.JobView {
 // A run as the server does it: the job reports what the document shows, the outputs as a human
 // sees them (the server's one output per stream message merged, \r applied), the count, ok or
 // error; with stop_on_error the cell after a failed one is not sent.
-func TestServerEngineRunsCellsAndReportsTheDocument(t *testing.T) {
+func TestServerExecutorRunsCellsAndReportsTheDocument(t *testing.T) {
 	e := newServerEnv(t, staleCell("a", "print('x')"), codeCell("b", "1/0"), codeCell("c", "'never'"))
 	j := e.start(t, []string{"a", "b", "c"}, execution.RunOptions{StopOnError: true})
 	if id := e.k.next(t); id != "a" {
@@ -318,40 +320,42 @@ func TestServerEngineRunsCellsAndReportsTheDocument(t *testing.T) {
 
 // A 409 from a replica that lags behind an edit is sent again with the new source; a room the
 // server freed (no kernel) gets the session's kernel attached again, once.
-func TestServerEngineSendsAgainAfterA409AndAttachesAFreedRoom(t *testing.T) {
-	e := newServerEnv(t, codeCell("a", "1"))
-	e.k.refuse = []error{fmt.Errorf("%w: 400", execution.ErrRoomWithoutKernel), fmt.Errorf("%w: 409", execution.ErrSourceChanged)}
-	j := e.start(t, []string{"a"}, execution.RunOptions{})
-	e.k.next(t)
-	e.k.write(t, "a", nil, intp(1))
-	v := waitJob(t, j)
-	if v.Status != execution.JobCompleted || e.k.called("attach") != 1 || e.k.called("refused") != 2 {
-		t.Errorf("job %+v, calls %v", v, e.k.calls)
-	}
-	// A 409 that persists (someone keeps editing) ends as not run, saying why.
-	e.k.mu.Lock()
-	e.k.refuse = []error{execution.ErrSourceChanged, execution.ErrSourceChanged, execution.ErrSourceChanged}
-	e.k.mu.Unlock()
-	v = waitJob(t, e.start(t, []string{"a"}, execution.RunOptions{}))
-	if c := v.Cells[0]; c.Status != execution.CellSkipped || !strings.Contains(c.Note, "another source") || v.Status != execution.JobFailed {
-		t.Errorf("persistent 409: %+v", v)
-	}
+func TestServerExecutorSendsAgainAfterA409AndAttachesAFreedRoom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newServerEnv(t, codeCell("a", "1"))
+		e.k.refuse = []error{fmt.Errorf("%w: 400", execution.ErrRoomWithoutKernel), fmt.Errorf("%w: 409", execution.ErrSourceChanged)}
+		j := e.start(t, []string{"a"}, execution.RunOptions{})
+		e.k.next(t)
+		e.k.write(t, "a", nil, intp(1))
+		v := waitJob(t, j)
+		if v.Status != execution.JobCompleted || e.k.called("attach") != 1 || e.k.called("refused") != 2 {
+			t.Errorf("job %+v, calls %v", v, e.k.calls)
+		}
+		// A 409 that persists (someone keeps editing) ends as not run, saying why.
+		e.k.mu.Lock()
+		e.k.refuse = []error{execution.ErrSourceChanged, execution.ErrSourceChanged, execution.ErrSourceChanged}
+		e.k.mu.Unlock()
+		v = waitJob(t, e.start(t, []string{"a"}, execution.RunOptions{}))
+		if c := v.Cells[0]; c.Status != execution.CellSkipped || !strings.Contains(c.Note, "another source") || v.Status != execution.JobFailed {
+			t.Errorf("persistent 409: %+v", v)
+		}
+	})
 }
 
 // Cancel interrupts the kernel only once our cell is the one it runs: while it waits behind a
 // human's cell the server runs first, nothing is interrupted.
-func TestServerEngineCancelInterruptsOnlyOurRun(t *testing.T) {
+func TestServerExecutorCancelInterruptsOnlyOurRun(t *testing.T) {
 	e := newServerEnv(t, codeCell("human", "sleep"), codeCell("ours", "loop"), codeCell("after", "1"))
 	e.k.ours = "ours"
-	first, err := e.x.Start(ctxT(t), execPath, []string{"human"}, execution.RunOptions{}) // an earlier job on the notebook
+	first, err := e.x.Start(testutil.Context(t), execPath, []string{"human"}, execution.RunOptions{}) // an earlier job on the notebook
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.k.next(t)
 	e.k.setState("busy")
 	j := e.start(t, []string{"ours", "after"}, execution.RunOptions{})
-	// The first job holds the notebook: ours waits in the engine, and is cancelled there.
-	if _, err := e.x.Cancel(ctxT(t), j.ID); err != nil {
+	// The first job holds the notebook: ours waits in the executor, and is cancelled there.
+	if _, err := e.x.Cancel(testutil.Context(t), j.ID); err != nil {
 		t.Fatal(err)
 	}
 	e.k.write(t, "human", nil, intp(1))
@@ -377,19 +381,19 @@ func TestServerEngineCancelInterruptsOnlyOurRun(t *testing.T) {
 		t.Fatalf("sent %s", id)
 	}
 	e.srv.ReleaseEchoes()
-	if _, err := e.x.Cancel(ctxT(t), j.ID); err != nil {
+	if _, err := e.x.Cancel(testutil.Context(t), j.ID); err != nil {
 		t.Fatal(err)
 	}
-	// The engine has taken the cancel and decided to wait (it says so in the job) before the
+	// The executor has taken the cancel and decided to wait (it says so in the job) before the
 	// other cell ends.
-	eventually(t, "the cancel to wait for the cell queued before ours", func() bool {
+	testutil.Eventually(t, "the cancel to wait for the cell queued before ours", func() bool {
 		return strings.HasPrefix(j.View().Cells[0].Note, "cancelling") || e.k.called("interrupt") > 0
 	})
 	if n := e.k.called("interrupt while human ran"); n != 0 {
 		t.Fatalf("%d interrupts while the kernel ran someone else's cell: %v", n, e.k.calls)
 	}
 	e.k.write(t, "human", nil, intp(2))
-	eventually(t, "an interrupt once our cell runs", func() bool { return e.k.called("interrupt") > 0 })
+	testutil.Eventually(t, "an interrupt once our cell runs", func() bool { return e.k.called("interrupt") > 0 })
 	e.k.write(t, "ours", []map[string]any{{"output_type": "error", "ename": "KeyboardInterrupt", "evalue": "", "traceback": []any{}}}, intp(3))
 	v = waitJob(t, j)
 	if v.Status != execution.JobCancelled || v.Cells[0].Status != execution.CellCancelled {
@@ -401,14 +405,14 @@ func TestServerEngineCancelInterruptsOnlyOurRun(t *testing.T) {
 }
 
 // jupyter-server-documents 0.3.3 loses a run whose kernel restarted or died under it: the cell
-// stays running while the kernel is idle. The engine attaches the kernel again (which makes
+// stays running while the kernel is idle. The executor attaches the kernel again (which makes
 // the server drop the stuck run and set the cell idle) and reports the run aborted, saying why;
 // a cell the server sets idle without a count ends aborted too.
-func TestServerEngineLostRuns(t *testing.T) {
+func TestServerExecutorLostRuns(t *testing.T) {
 	e := newServerEnv(t, codeCell("a", "1"), codeCell("b", "2"))
 	j := e.start(t, []string{"a"}, execution.RunOptions{})
 	e.k.next(t)
-	eventually(t, "the kernel attached again", func() bool { return e.k.called("attach") == 1 })
+	testutil.Eventually(t, "the kernel attached again", func() bool { return e.k.called("attach") == 1 })
 	e.k.write(t, "a", nil, nil) // the server's disconnect sets the stuck cell idle
 	v := waitJob(t, j)
 	if c := v.Cells[0]; c.Status != execution.CellAborted || !strings.Contains(c.Note, "attached the kernel") || !strings.Contains(c.Note, "not sent again") {
@@ -433,7 +437,7 @@ func TestServerEngineLostRuns(t *testing.T) {
 
 // An empty cell is cleared, not sent; a deleted cell ends its run; scratch code (without
 // global awareness) and forks are refused with the reason.
-func TestServerEngineEmptyDeletedScratch(t *testing.T) {
+func TestServerExecutorEmptyDeletedScratch(t *testing.T) {
 	e := newServerEnv(t, staleCell("empty", "  "), codeCell("a", "1"), textCell("md", ydoc.CellMarkdown, "# x"))
 	v := waitJob(t, e.start(t, []string{"empty", "md"}, execution.RunOptions{}))
 	if v.Cells[0].Status != execution.CellSkipped || v.Cells[0].Note != "empty cell (outputs cleared)" || v.Cells[1].Status != execution.CellSkipped {
@@ -453,11 +457,11 @@ func TestServerEngineEmptyDeletedScratch(t *testing.T) {
 		t.Errorf("deleted while running: %+v", v)
 	}
 	// Without global awareness the sidecar cannot tell whether a tab holds the kernel.
-	if _, _, err := e.x.RunCode(ctxT(t), execPath, "1", ""); !errors.Is(err, execution.ErrScratchRefused) || !strings.Contains(err.Error(), "global awareness") ||
+	if _, _, err := e.x.RunCode(testutil.Context(t), execPath, "1", ""); !errors.Is(err, execution.ErrScratchRefused) || !strings.Contains(err.Error(), "global awareness") ||
 		!strings.Contains(err.Error(), "execute_notebook_cell") || e.k.called("connect scratch") != 0 {
 		t.Errorf("RunCode: %v", err)
 	}
-	if _, err := e.x.Start(ctxT(t), execPath, []string{"a"}, execution.RunOptions{ForkID: "f"}); err == nil {
+	if _, err := e.x.Start(testutil.Context(t), execPath, []string{"a"}, execution.RunOptions{ForkID: "f"}); err == nil {
 		t.Error("a fork run was accepted")
 	}
 	if ids := e.x.JobIDs(); len(ids) != 2 || !slices.Contains(ids, j.ID) {
@@ -471,7 +475,7 @@ func TestSwitchPicksTheEngine(t *testing.T) {
 	other := newServerEnv(t, codeCell("a", "1"))
 	pick := execution.Executor(e.x)
 	s := execution.Switch{All: []execution.Executor{other.x, e.x}, Pick: func(context.Context) (execution.Executor, error) { return pick, nil }}
-	j, err := s.Start(ctxT(t), execPath, []string{"a"}, execution.RunOptions{})
+	j, err := s.Start(testutil.Context(t), execPath, []string{"a"}, execution.RunOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,7 +483,7 @@ func TestSwitchPicksTheEngine(t *testing.T) {
 	if got, err := s.Job(j.ID); err != nil || got != j {
 		t.Errorf("Job: %v %v", got, err)
 	}
-	if _, err := s.Cancel(ctxT(t), j.ID); err != nil {
+	if _, err := s.Cancel(testutil.Context(t), j.ID); err != nil {
 		t.Errorf("Cancel: %v", err)
 	}
 	if _, err := s.Job("job-nope"); !errors.Is(err, execution.ErrUnknownJob) {
@@ -492,7 +496,7 @@ func TestSwitchPicksTheEngine(t *testing.T) {
 	waitJob(t, j)
 	pickErr := errors.New("engine unknown")
 	s.Pick = func(context.Context) (execution.Executor, error) { return nil, pickErr }
-	if _, err := s.Start(ctxT(t), execPath, []string{"a"}, execution.RunOptions{}); !errors.Is(err, pickErr) {
+	if _, err := s.Start(testutil.Context(t), execPath, []string{"a"}, execution.RunOptions{}); !errors.Is(err, pickErr) {
 		t.Errorf("Start without an engine: %v", err)
 	}
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // Switch is the Executor that hands each call to the executor the server's collaboration engine
-// needs (ClientEngine for jupyter-collaboration, ServerEngine for jupyter-server-documents),
+// needs (ClientExecutor for jupyter-collaboration, ServerExecutor for jupyter-server-documents),
 // chosen per call by Pick: the engine is known only once the server answers, and the sidecar
 // may start before the server. Jobs are looked up in every executor. The executors' lifecycles
 // (Run, Close) stay with whoever wires them.

@@ -21,7 +21,7 @@ import (
 // asserts a speed. Run with `make bench` (-benchtime 1x: each benchmark does its own loop).
 
 // BenchmarkEditToPeer: an edit in the sidecar until the independent peer sees it, over 1,000
-// sequential edits of one cell; also the time until the server confirmed the edit (Edit
+// sequential edits of one cell; also the time until the server confirmed the edit (Apply
 // returned).
 func BenchmarkEditToPeer(b *testing.B) {
 	const edits = 1000
@@ -49,14 +49,14 @@ func BenchmarkEditToPeer(b *testing.B) {
 	for i := 0; i < edits; i++ {
 		marker := fmt.Sprintf("e%d;", i)
 		start := time.Now()
-		if _, err := room.Edit(ctx, func(tx *ydoc.Txn, _ bool) error {
+		if _, err := room.Apply(ctx, ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error {
 			idx := tx.CellIndex(cellID)
 			c, err := tx.Cell(idx)
 			if err != nil {
 				return err
 			}
 			return tx.SetSource(idx, c.Source+marker)
-		}); err != nil {
+		})); err != nil {
 			b.Fatal(err)
 		}
 		confirmed = append(confirmed, time.Since(start))

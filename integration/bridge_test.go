@@ -124,12 +124,12 @@ func TestSidecarEditsReachPeerAndDisk(t *testing.T) {
 			Outputs: []map[string]any{{"output_type": "stream", "name": "stdout", "text": "1.5\n"}, {"output_type": "execute_result", "execution_count": 1, "data": map[string]any{"text/plain": "1.5"}, "metadata": map[string]any{}}}},
 		{ID: "agent-md-1", Type: "markdown", Source: "# Agent notes\n\nline two\n"},
 	}
-	change, err := room.Edit(ctx, func(tx *ydoc.Txn, _ bool) error { return tx.InsertCells(1, inserted) })
+	ed, err := room.Apply(ctx, ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error { return tx.InsertCells(1, inserted) }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(change.Inserted, []string{"agent-code-1", "agent-md-1"}) {
-		t.Errorf("change.Inserted = %v", change.Inserted)
+	if !slices.Equal(ed.Change.Inserted, []string{"agent-code-1", "agent-md-1"}) {
+		t.Errorf("change.Inserted = %v", ed.Change.Inserted)
 	}
 	snap, err := p.WaitFor(ctx, `nb.cells.length === `+fmt.Sprint(n0+2)+` && nb.cells[1].id === "agent-code-1" && nb.cells[2].id === "agent-md-1"`, 10000)
 	if err != nil {
@@ -177,9 +177,9 @@ func TestSidecarEditsReachPeerAndDisk(t *testing.T) {
 		globalThis.cursor = Y.createRelativePositionFromTypeIndex(c.get('source'), 15);`, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := room.Edit(ctx, func(tx *ydoc.Txn, _ bool) error {
+	if _, err := room.Apply(ctx, ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error {
 		return tx.SetSource(tx.CellIndex("agent-md-1"), "# Agent's notes (edited)\n\nline two\n")
-	}); err != nil {
+	})); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.WaitFor(ctx, `nb.cells[2].source.startsWith("# Agent's notes (edited)")`, 10000); err != nil {
@@ -203,7 +203,7 @@ func TestSidecarEditsReachPeerAndDisk(t *testing.T) {
 
 	// Delete the first original cell.
 	firstID := before.Cells[0].ID
-	if _, err := room.Edit(ctx, func(tx *ydoc.Txn, _ bool) error { return tx.DeleteCells(tx.CellIndex(firstID), 1) }); err != nil {
+	if _, err := room.Apply(ctx, ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error { return tx.DeleteCells(tx.CellIndex(firstID), 1) })); err != nil {
 		t.Fatal(err)
 	}
 	final, err := p.WaitFor(ctx, `!nb.cells.some(c => c.id === `+jsString(firstID)+`) && nb.cells.length === `+fmt.Sprint(n0+1), 10000)
@@ -305,13 +305,13 @@ func TestConcurrentEditsConverge(t *testing.T) {
 	go func() { // the agent prepends
 		defer wg.Done()
 		for i := 0; i < rounds; i++ {
-			_, err := room.Edit(ctx, func(tx *ydoc.Txn, _ bool) error {
+			_, err := room.Apply(ctx, ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error {
 				c, err := tx.Cell(tx.CellIndex(cellID))
 				if err != nil {
 					return err
 				}
 				return tx.SetSource(tx.CellIndex(cellID), fmt.Sprintf("A%02d;", i)+c.Source)
-			})
+			}))
 			if err != nil {
 				errs <- err
 				return
@@ -400,14 +400,14 @@ func TestTextFileRoom(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Sidecar inserts after the emoji (code points → UTF-16 conversion).
-	if _, err := room.Edit(ctx, func(tx *ydoc.Txn, _ bool) error {
+	if _, err := room.Apply(ctx, ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error {
 		s, _ := tx.Text()
 		pos, err := ydoc.CodePointsToUTF16(s, len([]rune("line one\nline two\nünïcödé 🎉")))
 		if err != nil {
 			return err
 		}
 		return tx.InsertText(pos, " (agent)")
-	}); err != nil {
+	})); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.WaitFor(ctx, `nb.text.includes("🎉 (agent) line three")`, 10000); err != nil {
@@ -430,7 +430,7 @@ func TestTextFileRoom(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := 0; i < 20; i++ {
-			_, _ = room.Edit(ctx, func(tx *ydoc.Txn, _ bool) error { return tx.InsertText(tx.TextLength(), fmt.Sprintf("a%02d\n", i)) })
+			_, _ = room.Apply(ctx, ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error { return tx.InsertText(tx.TextLength(), fmt.Sprintf("a%02d\n", i)) }))
 		}
 	}()
 	go func() {

@@ -72,13 +72,13 @@ func BenchmarkSaveGuardCost(b *testing.B) {
 			go func() {
 				defer wg.Done()
 				for i := 0; bctx.Err() == nil; i++ {
-					_, _ = r.Edit(bctx, func(tx *ydoc.Txn, _ bool) error {
+					_, _ = r.Apply(bctx, ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error {
 						c, err := tx.Cell(0)
 						if err != nil {
 							return err
 						}
 						return tx.SetSource(0, c.Source+fmt.Sprintf("\nprogress %d", i))
-					})
+					}))
 					select {
 					case <-bctx.Done():
 					case <-time.After(300 * time.Millisecond):
@@ -192,13 +192,13 @@ func BenchmarkSaveStall(b *testing.B) {
 				rng := rand.New(rand.NewPCG(uint64(a), 26))
 				for i := 0; pctx.Err() == nil; i++ {
 					cell := rng.IntN(2000)
-					_, err := bigRoom.Edit(pctx, func(tx *ydoc.Txn, _ bool) error {
+					_, err := bigRoom.Apply(pctx, ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error {
 						c, err := tx.Cell(cell)
 						if err != nil {
 							return err
 						}
 						return tx.SetSource(cell, c.Source+fmt.Sprintf("# agent %d edit %d\n", a, i))
-					})
+					}))
 					if err == nil {
 						busy.Add(1)
 					}
@@ -208,13 +208,13 @@ func BenchmarkSaveStall(b *testing.B) {
 		var lat []time.Duration
 		for i := 0; pctx.Err() == nil; i++ { // the small notebook, every 50 ms
 			start := time.Now()
-			_, err := smallRoom.Edit(pctx, func(tx *ydoc.Txn, _ bool) error {
+			_, err := smallRoom.Apply(pctx, ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error {
 				c, err := tx.Cell(i % 20)
 				if err != nil {
 					return err
 				}
 				return tx.SetSource(i%20, c.Source+"x")
-			})
+			}))
 			if err == nil {
 				lat = append(lat, time.Since(start))
 			}

@@ -152,9 +152,9 @@ func TestIdleRoomsCauseNoSaves(t *testing.T) {
 	}
 	// One change in the first room, then quiet: saved (by the server's own autosave or one
 	// request), and then nothing more.
-	if _, err := rooms[0].Edit(ctx, func(tx *ydoc.Txn, _ bool) error {
+	if _, err := rooms[0].Apply(ctx, ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error {
 		return tx.InsertCells(0, []ydoc.Cell{{ID: "one-change", Type: ydoc.CellMarkdown, Source: "one change"}})
-	}); err != nil {
+	})); err != nil {
 		t.Fatal(err)
 	}
 	waitDisk(t, shared, names[0], "the change", func(nb ydoc.Notebook) bool { return slices.Contains(ids(nb), "one-change") })

@@ -98,7 +98,7 @@ func TestDocumentsServerSideExecution(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cell := []jupyter.CellToRun{{CellID: "run-me", SourceHash: jupyter.SourceHash("print('hi')\n6*7")}}
+	cell := []jupyter.CellToRun{{CellID: "run-me", RunHash: jupyter.RunHash("print('hi')\n6*7")}}
 
 	// A room without a kernel session is refused, with the reason.
 	err = c.ExecuteCells(ctx, kernel, jupyter.ExecuteCellsRequest{DocumentID: "json:notebook:" + otherID, Cells: cell})
@@ -108,7 +108,7 @@ func TestDocumentsServerSideExecution(t *testing.T) {
 	}
 	// A stale hash is refused and nothing runs.
 	err = c.ExecuteCells(ctx, kernel, jupyter.ExecuteCellsRequest{DocumentID: "json:notebook:" + fileID,
-		Cells: []jupyter.CellToRun{{CellID: "run-me", SourceHash: jupyter.SourceHash("something else")}}})
+		Cells: []jupyter.CellToRun{{CellID: "run-me", RunHash: jupyter.RunHash("something else")}}})
 	if !errors.Is(err, jupyter.ErrSourceMismatch) {
 		t.Errorf("stale hash: %v, want ErrSourceMismatch", err)
 	}

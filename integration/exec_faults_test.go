@@ -179,12 +179,14 @@ func (g *roomGate) DialRoom(ctx context.Context, roomID, sessionID string) (brid
 	return c, err
 }
 
-// Engine passes the wrapped server's engine on.
-func (g *roomGate) Engine(ctx context.Context) (bridge.Engine, error) {
+var _ bridge.EngineServer = (*roomGate)(nil)
+
+// EngineInfo passes the wrapped server's engine on.
+func (g *roomGate) EngineInfo(ctx context.Context) (bridge.EngineInfo, error) {
 	if es, ok := g.Jupyter.(bridge.EngineServer); ok {
-		return es.Engine(ctx)
+		return es.EngineInfo(ctx)
 	}
-	return bridge.Engine{Name: "jupyter-collaboration"}, nil
+	return bridge.EngineInfo{Name: "jupyter-collaboration"}, nil
 }
 
 // Cut drops the room websockets and refuses new ones.

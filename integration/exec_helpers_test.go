@@ -51,9 +51,9 @@ func newAgentWith(t testing.TB, s *JupyterServer, manager func(*bridge.ManagerOp
 	}
 	var err error
 	if s.Engine.Documents() {
-		x, err = execution.NewServerEngine(execution.ServerOptions{Manager: sc.manager, Kernels: kernels, Logger: testLogger(t)})
+		x, err = execution.NewServerExecutor(execution.ServerOptions{Manager: sc.manager, Kernels: kernels, Logger: testLogger(t)})
 	} else {
-		x, err = execution.NewClientEngine(execution.ClientOptions{Manager: sc.manager, Kernels: kernels, Logger: testLogger(t), Username: "jupyter-collab-mcp"})
+		x, err = execution.NewClientExecutor(execution.ClientOptions{Manager: sc.manager, Kernels: kernels, Logger: testLogger(t), Username: "jupyter-collab-mcp"})
 	}
 	if err != nil {
 		t.Fatal(err)

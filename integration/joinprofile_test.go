@@ -154,7 +154,7 @@ func profileEngine(t *testing.T, e, dir string, rounds int, notebooks []profiled
 				join = append(join, time.Since(start))
 				synced = append(synced, room.Info().JoinedAt.Sub(start))
 				estart := time.Now()
-				if _, err := room.Edit(ctx, func(tx *ydoc.Txn, _ bool) error { return tx.SetSource(nb.n/2, "edited = True") }); err != nil {
+				if _, err := room.Apply(ctx, ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error { return tx.SetSource(nb.n/2, "edited = True") })); err != nil {
 					t.Fatal(err)
 				}
 				edit = append(edit, time.Since(estart))

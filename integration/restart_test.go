@@ -33,9 +33,9 @@ func TestServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	n0 := len(replica(t, ctx, room).Cells)
-	if _, err := room.Edit(ctx, func(tx *ydoc.Txn, _ bool) error {
+	if _, err := room.Apply(ctx, ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error {
 		return tx.InsertCells(tx.NumCells(), []ydoc.Cell{{ID: "before-restart", Type: "markdown", Source: "written before the crash"}})
-	}); err != nil {
+	})); err != nil {
 		t.Fatal(err)
 	}
 	waitDisk(t, srv, name, "the first edit", func(nb ydoc.Notebook) bool { return slices.Contains(ids(nb), "before-restart") })
@@ -50,10 +50,10 @@ func TestServerRestart(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		ch, err := room.Edit(ctx, func(tx *ydoc.Txn, replaying bool) error {
+		ed, err := room.Apply(ctx, ydoc.EditFunc(func(tx *ydoc.Txn, replaying bool) error {
 			return tx.InsertCells(tx.NumCells(), []ydoc.Cell{{ID: "while-down", Type: "code", Source: "print('queued while the server was down')"}})
-		})
-		done <- result{ch, err}
+		}))
+		done <- result{ed.Change, err}
 	}()
 	select {
 	case r := <-done:

@@ -27,9 +27,9 @@ func TestTokenlessServerUsesXSRF(t *testing.T) {
 	if err != nil {
 		t.Fatalf("open a room on a token-less server: %v\n%s", err, tail(srv.Log(), 2000))
 	}
-	if _, err := room.Edit(ctx, func(tx *ydoc.Txn, _ bool) error {
+	if _, err := room.Apply(ctx, ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error {
 		return tx.InsertCells(0, []ydoc.Cell{{ID: "xsrf-ok", Type: "markdown", Source: "written without a token"}})
-	}); err != nil {
+	})); err != nil {
 		t.Fatal(err)
 	}
 	waitDisk(t, srv, "open.ipynb", "the edit", func(nb ydoc.Notebook) bool { return len(nb.Cells) > 0 && nb.Cells[0].ID == "xsrf-ok" })

@@ -54,19 +54,19 @@ func TestDiffRestoreByIDInYjs(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The sidecar: the lost replica adopted, the restore decided, the handshake with the room.
-	sess, err := ydoc.NewSession(ydoc.KindNotebook, rand.Uint32N(1<<30)+1, zerolog.Nop())
+	replica, err := ydoc.NewReplica(ydoc.KindNotebook, rand.Uint32N(1<<30)+1, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sess.AdoptLost(lostState); err != nil {
+	if err := replica.AdoptLost(lostState); err != nil {
 		t.Fatal(err)
 	}
-	sess.RescueFrom(ydoc.Snapshot{Kind: ydoc.KindNotebook, Notebook: file})
-	sess.Connect()
-	if _, err := sess.Receive(ydoc.Frame{Type: ydoc.MsgSync, Sync: ydoc.SyncStep1, Payload: room.StateVector().Encode()}); err != nil {
+	replica.RescueFrom(ydoc.Snapshot{Kind: ydoc.KindNotebook, Notebook: file})
+	replica.Connect()
+	if _, err := replica.Receive(ydoc.Frame{Type: ydoc.MsgSync, Sync: ydoc.SyncStep1, Payload: room.StateVector().Encode()}); err != nil {
 		t.Fatal(err)
 	}
-	out, err := sess.Receive(ydoc.Frame{Type: ydoc.MsgSync, Sync: ydoc.SyncStep2, Payload: roomState})
+	out, err := replica.Receive(ydoc.Frame{Type: ydoc.MsgSync, Sync: ydoc.SyncStep2, Payload: roomState})
 	if err != nil {
 		t.Fatal(err)
 	}

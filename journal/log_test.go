@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/rs/zerolog"
 )
 
@@ -27,15 +28,9 @@ func openStore(t *testing.T, dir string, mutate func(*Options)) *Store {
 	return s
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func openLog(t *testing.T, s *Store, path string) *Log {
 	t.Helper()
-	l, err := s.Open(ctxT(t), path, "notebook")
+	l, err := s.Open(testutil.Context(t), path, "notebook")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +41,7 @@ func upd(i int) []byte { return []byte(fmt.Sprintf("update-%04d", i)) }
 
 func history(t *testing.T, l *Log, lineage uint64, latest bool) History {
 	t.Helper()
-	h, err := l.History(ctxT(t), lineage, latest)
+	h, err := l.History(testutil.Context(t), lineage, latest)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +206,7 @@ func TestLogCompaction(t *testing.T) {
 	l.Base([]byte("base-B")) // after the second-to-last save: not a cut
 	l.Update(upd(6), FlagContent)
 	l.Saved(l.Seq(), "")
-	waitFor(t, "a compaction", func() bool { return s.Stats().Compactions >= 1 })
+	testutil.Eventually(t, "a compaction", func() bool { return s.Stats().Compactions >= 1 })
 	h := history(t, l, lost, false)
 	if string(h.Base) != "base-A" {
 		t.Fatalf("base %q, want base-A", h.Base)
@@ -221,8 +216,8 @@ func TestLogCompaction(t *testing.T) {
 	sameUpdates(t, "the lost lineage, kept whole", history(t, l, old, false).Updates, upd(0), upd(1))
 	l.Decided(old, "restored")
 	l.Saved(l.Seq(), "")
-	waitFor(t, "the decided lineage dropped", func() bool {
-		_, err := l.History(ctxT(t), old, false)
+	testutil.Eventually(t, "the decided lineage dropped", func() bool {
+		_, err := l.History(testutil.Context(t), old, false)
 		return errors.Is(err, ErrNoLineage)
 	})
 }
@@ -244,7 +239,7 @@ func TestLogSavedContentSurvivesCompaction(t *testing.T) {
 	l.Update(upd(3), FlagContent)
 	l.Saved(l.Seq(), "")
 	l.Update(upd(4), FlagContent)
-	waitFor(t, "a compaction", func() bool { return s.Stats().Compactions >= 1 })
+	testutil.Eventually(t, "a compaction", func() bool { return s.Stats().Compactions >= 1 })
 	h := history(t, l, lin, false)
 	if string(h.Base) != "base-A" || string(h.SavedContent) != "as first joined" {
 		t.Fatalf("base %q, saved content %q", h.Base, h.SavedContent)
@@ -289,7 +284,7 @@ func TestLogGapUntilBase(t *testing.T) {
 		l.Update(upd(i), FlagContent)
 	}
 	l.wmu.Unlock()
-	if _, err := l.History(ctxT(t), lin, false); !errors.Is(err, ErrIncomplete) {
+	if _, err := l.History(testutil.Context(t), lin, false); !errors.Is(err, ErrIncomplete) {
 		t.Fatalf("history after a gap: %v", err)
 	}
 	if !l.NeedBase() {
@@ -343,7 +338,7 @@ func TestOpenWaitsForHolder(t *testing.T) {
 	}
 	got := make(chan error, 1)
 	go func() {
-		l2, err := s.Open(ctxT(t), "w.ipynb", "notebook")
+		l2, err := s.Open(testutil.Context(t), "w.ipynb", "notebook")
 		if err == nil {
 			l2.Close(false)
 		}
@@ -361,21 +356,10 @@ func TestSyncCounted(t *testing.T) {
 	l := openLog(t, s, "s.ipynb")
 	l.Lineage("joined", false)
 	seq := l.Update(upd(0), FlagContent)
-	waitFor(t, "the update synced", func() bool { return l.Info().SyncedSeq >= seq })
+	testutil.Eventually(t, "the update synced", func() bool { return l.Info().SyncedSeq >= seq })
 	st := s.Stats()
 	if st.Syncs == 0 || st.SyncCounts[len(st.SyncCounts)-1] == 0 || !st.Durable || st.Records < 3 {
 		t.Errorf("stats %+v", st)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }
 

@@ -15,10 +15,12 @@ import (
 // on the notebook's path) and writes outputs, execution_state and execution_count into the
 // document itself. It answers once the cells are queued; completion is seen in the document.
 
-// SourceHash is jupyter-server-documents' source_hash of a cell: MurmurHash2 (seed 0) of the
-// source's UTF-8 bytes, as a decimal string (its ynotebook_room._source_hash and the frontend's
-// murmur2). The server refuses to run a cell whose current source hashes differently (409).
-func SourceHash(source string) string {
+// RunHash is the hash jupyter-server-documents' execute API checks a cell's source against (its
+// source_hash): MurmurHash2 (seed 0) of the source's UTF-8 bytes, as a decimal string (its
+// ynotebook_room._source_hash and the frontend's murmur2). The server refuses to run a cell whose
+// current source hashes differently (409). Not the source hash reads show and
+// expected_source_hash compares (ydoc.SourceHash, a short SHA-256).
+func RunHash(source string) string {
 	const m = 0x5bd1e995
 	data := []byte(source)
 	h := uint32(len(data)) // seed 0
@@ -47,10 +49,10 @@ func SourceHash(source string) string {
 	return strconv.FormatUint(uint64(h), 10)
 }
 
-// CellToRun names a cell and the hash of the source it must have when it runs.
+// CellToRun names a cell and the run hash (RunHash) of the source it must have when it runs.
 type CellToRun struct {
-	CellID     string `json:"cell_id"`
-	SourceHash string `json:"source_hash"`
+	CellID  string `json:"cell_id"`
+	RunHash string `json:"source_hash"` // the server's field name
 }
 
 // ExecuteCellsRequest is the body of POST /api/kernels/{id}/execute.

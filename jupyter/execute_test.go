@@ -11,7 +11,7 @@ import (
 
 // The expected values come from jupyter-server-documents 0.3.3's own
 // ynotebook_room._source_hash, run on the same strings.
-func TestSourceHashMatchesJupyterServerDocuments(t *testing.T) {
+func TestRunHashMatchesJupyterServerDocuments(t *testing.T) {
 	for src, want := range map[string]string{
 		"":                           "0",
 		"a":                          "2456313694",
@@ -23,8 +23,8 @@ func TestSourceHashMatchesJupyterServerDocuments(t *testing.T) {
 		"é ü — 日本語 🎉":                "1242813108",
 		strings.Repeat("a", 1000):    "3755052211",
 	} {
-		if got := SourceHash(src); got != want {
-			t.Errorf("SourceHash(%q) = %s, want %s", src, got, want)
+		if got := RunHash(src); got != want {
+			t.Errorf("RunHash(%q) = %s, want %s", src, got, want)
 		}
 	}
 }
@@ -48,11 +48,11 @@ func TestExecuteCells(t *testing.T) {
 		},
 	})
 	c := newTestClient(t, srv.URL+"/")
-	req := ExecuteCellsRequest{DocumentID: "json:notebook:f1", Cells: []CellToRun{{CellID: "c1", SourceHash: SourceHash("1+1")}}, RequestID: "r1"}
+	req := ExecuteCellsRequest{DocumentID: "json:notebook:f1", Cells: []CellToRun{{CellID: "c1", RunHash: RunHash("1+1")}}, RequestID: "r1"}
 	if err := c.ExecuteCells(context.Background(), "k1", req); err != nil {
 		t.Fatal(err)
 	}
-	if got.DocumentID != "json:notebook:f1" || len(got.Cells) != 1 || got.Cells[0].SourceHash != SourceHash("1+1") || got.RequestID != "r1" {
+	if got.DocumentID != "json:notebook:f1" || len(got.Cells) != 1 || got.Cells[0].RunHash != RunHash("1+1") || got.RequestID != "r1" {
 		t.Errorf("the server got %+v", got)
 	}
 	if err := c.ExecuteCells(context.Background(), "k2", req); !errors.Is(err, ErrSourceMismatch) {

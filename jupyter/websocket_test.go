@@ -211,7 +211,7 @@ func TestRoomReadDeadline(t *testing.T) {
 				if ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(time.Second)) != nil {
 					return
 				}
-				time.Sleep(idle / 2)
+				time.Sleep(idle / 2) // pacing the pings on a real socket, whose read deadline runs on the wall clock
 			}
 			close(pings)
 		}
@@ -435,7 +435,7 @@ func TestKernelPingAndReadDeadline(t *testing.T) {
 				if tc.wantRedial && k.Redials() > 0 {
 					break
 				}
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond) // polling a real socket: redials, or none over 2.5 × idle
 			}
 			sessions, pings := fk.counts()
 			if pings < 3 {

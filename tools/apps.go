@@ -638,7 +638,7 @@ func (s *Server) appRejectForkCells(ctx context.Context, c *call, a appForkArgs)
 		}
 		targets = append(targets, t)
 	}
-	if _, err := fork.Edit(ctx, func(tx *ydoc.Txn, _ bool) error { return rejectCells(tx, targets) }); err != nil {
+	if _, err := fork.Apply(ctx, ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error { return rejectCells(tx, targets) })); err != nil {
 		return appRejected{}, err
 	}
 	d, err := s.forkDiff(ctx, c.doc, a.ForkID, 50)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -18,6 +19,7 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/apps"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/tools"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
@@ -45,11 +47,11 @@ var appTools = []string{"app_read_notebook", "app_review_fork", "app_reject_fork
 
 func listJSON(t *testing.T, e *env) ([]map[string]any, []map[string]any) {
 	t.Helper()
-	tl, err := e.c.ListTools(ctxT(t), mcp.ListToolsRequest{})
+	tl, err := e.c.ListTools(testutil.Context(t), mcp.ListToolsRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rl, err := e.c.ListResources(ctxT(t), mcp.ListResourcesRequest{})
+	rl, err := e.c.ListResources(testutil.Context(t), mcp.ListResourcesRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +108,7 @@ func TestAppsInvisibleWithoutApps(t *testing.T) {
 	}
 	req := mcp.ReadResourceRequest{}
 	req.Params.URI = apps.Outputs.URI
-	if _, err := off.c.ReadResource(ctxT(t), req); err == nil {
+	if _, err := off.c.ReadResource(testutil.Context(t), req); err == nil {
 		t.Errorf("apps off: %s can be read", apps.Outputs.URI)
 	}
 }
@@ -139,7 +141,7 @@ func TestAppsListedForAHostThatRendersThem(t *testing.T) {
 			}
 			req := mcp.ReadResourceRequest{}
 			req.Params.URI = a.URI
-			res, err := e.c.ReadResource(ctxT(t), req)
+			res, err := e.c.ReadResource(testutil.Context(t), req)
 			if err != nil {
 				t.Fatalf("read %s: %v", a.URI, err)
 			}
@@ -243,7 +245,7 @@ func TestAppReadNotebookGivesTheOutputsWhole(t *testing.T) {
 	// What an app reads is not what the model reads: the token statistics do not count it.
 	req := mcp.ReadResourceRequest{}
 	req.Params.URI = "jupyter://stats/tokens"
-	stats, err := e.c.ReadResource(ctxT(t), req)
+	stats, err := e.c.ReadResource(testutil.Context(t), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,8 +263,13 @@ func mapsOf(t *testing.T, v any) []map[string]any {
 }
 
 // With since_version it answers unchanged (no cells) at once, or after wait_ms, or as soon as
-// someone edits the notebook: a live view sees a human's edit without polling.
+// someone edits the notebook: a live view sees a human's edit without polling. In virtual time
+// (testing/synctest): the waits are exact and take no wall time.
 func TestAppReadNotebookFollowsTheRoom(t *testing.T) {
+	synctest.Test(t, testAppReadNotebookFollowsTheRoom)
+}
+
+func testAppReadNotebookFollowsTheRoom(t *testing.T) {
 	e := newEnvCaps(t, []bridgetest.File{nbFile("n.ipynb", notebook(code("c1", "a = 1")))}, appsClient, withApps(tools.AppsAuto))
 	first := asMap(t, e.call("app_read_notebook", map[string]any{"path": "n.ipynb"}).Structured)
 	v := str(first["version"])
@@ -272,7 +279,7 @@ func TestAppReadNotebookFollowsTheRoom(t *testing.T) {
 	}
 	start := time.Now()
 	same = asMap(t, e.call("app_read_notebook", map[string]any{"path": "n.ipynb", "since_version": v, "wait_ms": 150}).Structured)
-	if same["unchanged"] != true || time.Since(start) < 150*time.Millisecond {
+	if same["unchanged"] != true || time.Since(start) != 150*time.Millisecond {
 		t.Errorf("waited %v for %s", time.Since(start), compact(same))
 	}
 	var wg sync.WaitGroup
@@ -282,7 +289,7 @@ func TestAppReadNotebookFollowsTheRoom(t *testing.T) {
 		defer wg.Done()
 		got = e.callNoFatal("app_read_notebook", map[string]any{"path": "n.ipynb", "since_version": v, "wait_ms": 20000})
 	}()
-	time.Sleep(50 * time.Millisecond) // let the call start waiting (it answers the edit either way)
+	synctest.Wait() // the call is waiting
 	start = time.Now()
 	e.humanEdit("n.ipynb", ydoc.KindNotebook, func(tx *ydoc.Txn) error { return tx.SetSource(0, "a = 2 # human") })
 	wg.Wait()
@@ -290,7 +297,7 @@ func TestAppReadNotebookFollowsTheRoom(t *testing.T) {
 		t.Fatalf("long poll: %v", got)
 	}
 	body := asMap(t, got.Raw["structuredContent"])
-	if body["unchanged"] == true || time.Since(start) > 5*time.Second {
+	if body["unchanged"] == true || time.Since(start) != 0 {
 		t.Fatalf("the edit did not end the wait (%v): %s", time.Since(start), compact(body))
 	}
 	if src := str(asMap(t, asList(t, body["cells"])[0])["source"]); src != "a = 2 # human" {
@@ -332,17 +339,17 @@ func TestAppToolsTakeTheTokensScopeAndPaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	if err := c.Start(ctxT(t)); err != nil {
+	if err := c.Start(testutil.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = "2025-11-25"
 	init.Params.Capabilities = appsClient
-	if _, err := c.Initialize(ctxT(t), init); err != nil {
+	if _, err := c.Initialize(testutil.Context(t), init); err != nil {
 		t.Fatal(err)
 	}
 	call := func(name string, args map[string]any) (bool, string) {
-		res, err := c.CallTool(ctxT(t), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: name, Arguments: args}})
+		res, err := c.CallTool(testutil.Context(t), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: name, Arguments: args}})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -38,7 +39,7 @@ func awFiles() []bridgetest.File {
 // leaves it when the test ends.
 func awPeer(t *testing.T, e *env, path string, kind ydoc.Kind, user ydoc.AwarenessUser) *bridge.Room {
 	t.Helper()
-	opts := fastRoom()
+	opts := bridgetest.FastRoomOptions()
 	opts.Path, opts.Kind, opts.Jupyter, opts.User = path, kind, e.srv, user
 	room, err := bridge.NewRoom(opts)
 	if err != nil {
@@ -53,11 +54,11 @@ func awPeer(t *testing.T, e *env, path string, kind ydoc.Kind, user ydoc.Awarene
 		room.Close()
 		select {
 		case <-done:
-		case <-time.After(waitLimit):
+		case <-time.After(testutil.WaitLimit):
 			t.Errorf("peer room %s did not stop", path)
 		}
 	})
-	if err := room.WaitSynced(ctxT(t)); err != nil {
+	if err := room.WaitSynced(testutil.Context(t)); err != nil {
 		t.Fatalf("peer WaitSynced: %v", err)
 	}
 	return room
@@ -76,29 +77,23 @@ func awAgentRoom(t *testing.T, e *env, path string, kind ydoc.Kind) *bridge.Room
 // awAwaitCursors polls room.Peers until the client named username has exactly the cursors want.
 func awAwaitCursors(t *testing.T, room *bridge.Room, username string, want ...bridge.PeerCursor) {
 	t.Helper()
-	var last []string
-	deadline := time.Now().Add(waitLimit)
-	for {
-		peers, err := room.Peers(ctxT(t))
+	testutil.Poll(t, fmt.Sprintf("%s's cursors %+v", username, want), func() (bool, string) {
+		peers, err := room.Peers(testutil.Context(t))
 		if err != nil {
 			t.Fatalf("Peers: %v", err)
 		}
-		last = last[:0]
+		var last []string
 		for _, p := range peers {
 			if p.User == nil {
 				continue
 			}
 			last = append(last, fmt.Sprintf("%s:%+v", p.User.Username, p.Cursors))
 			if p.User.Username == username && slices.Equal(p.Cursors, want) {
-				return
+				return true, ""
 			}
 		}
-		if time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(2 * time.Millisecond) // polling interval; the deadline bounds the wait
-	}
-	t.Fatalf("waiting for %s's cursors %+v: not seen within %v; peers: %v", username, want, waitLimit, last)
+		return false, fmt.Sprintf("peers %v", last)
+	})
 }
 
 // awLastCursors returns the "cursors" JSON of the last awareness state a client sent.
@@ -121,7 +116,7 @@ func awLastCursors(t *testing.T, e *env, clientID uint64) string {
 // order and Save returns once the fake answered).
 func awBarrier(t *testing.T, room *bridge.Room) {
 	t.Helper()
-	if _, err := room.Save(ctxT(t)); err != nil {
+	if _, err := room.Save(testutil.Context(t)); err != nil {
 		t.Fatalf("Save (as a write barrier): %v", err)
 	}
 }
@@ -273,20 +268,12 @@ func awCursorsOf(t *testing.T, body map[string]any, username string) []any {
 // awAwaitUserCursors polls get_user_cursors until username's cursors satisfy cond.
 func awAwaitUserCursors(t *testing.T, e *env, path, username string, cond func([]any) bool) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(waitLimit)
 	var body map[string]any
-	for {
+	testutil.Poll(t, fmt.Sprintf("get_user_cursors(%s) to show %s's cursors as expected", path, username), func() (bool, string) {
 		body = e.ok("get_user_cursors", map[string]any{"document_path": path})
-		if cond(awCursorsOf(t, body, username)) {
-			return body
-		}
-		if time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval; the deadline bounds the wait
-	}
-	t.Fatalf("get_user_cursors(%s): %s's cursors not as expected within %v; last: %s", path, username, waitLimit, compact(body))
-	return nil
+		return cond(awCursorsOf(t, body, username)), compact(body)
+	})
+	return body
 }
 
 func TestAwarenessGetUserCursors(t *testing.T) {
@@ -301,7 +288,7 @@ func TestAwarenessGetUserCursors(t *testing.T) {
 
 	peer := awPeer(t, e, awNB, ydoc.KindNotebook, awAlice)
 	// Alice selects from before "y" (UTF-16 8) back to before the emoji (1).
-	if err := peer.SetCursors(ctxT(t), []bridge.CursorSpec{{CellID: "c1", Anchor: 8, Head: 1}}); err != nil {
+	if err := peer.SetCursors(testutil.Context(t), []bridge.CursorSpec{{CellID: "c1", Anchor: 8, Head: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	body = awAwaitUserCursors(t, e, awNB, "alice", func(cs []any) bool { return len(cs) == 1 })
@@ -321,7 +308,7 @@ func TestAwarenessGetUserCursors(t *testing.T) {
 	}
 
 	// A caret in the second cell: no selection, the cell's index.
-	if err := peer.SetCursors(ctxT(t), []bridge.CursorSpec{{CellID: "c2", Anchor: 5, Head: 5}}); err != nil {
+	if err := peer.SetCursors(testutil.Context(t), []bridge.CursorSpec{{CellID: "c2", Anchor: 5, Head: 5}}); err != nil {
 		t.Fatal(err)
 	}
 	body = awAwaitUserCursors(t, e, awNB, "alice", func(cs []any) bool {
@@ -335,7 +322,7 @@ func TestAwarenessGetUserCursors(t *testing.T) {
 
 	// A text file: no cell fields.
 	tpeer := awPeer(t, e, awText, ydoc.KindText, awAlice)
-	if err := tpeer.SetCursors(ctxT(t), []bridge.CursorSpec{{Anchor: 10, Head: 4}}); err != nil {
+	if err := tpeer.SetCursors(testutil.Context(t), []bridge.CursorSpec{{Anchor: 10, Head: 4}}); err != nil {
 		t.Fatal(err)
 	}
 	body = awAwaitUserCursors(t, e, awText, "alice", func(cs []any) bool { return len(cs) == 1 })
@@ -353,7 +340,7 @@ func awBusyEnv(t *testing.T) (*env, string) {
 	e := newEnv(t, []bridgetest.File{nbFile(p, notebook(simpleCells(4)...))})
 	e.nbVersion(p)
 	peer := awPeer(t, e, p, ydoc.KindNotebook, awAlice)
-	if err := peer.SetCursors(ctxT(t), []bridge.CursorSpec{{CellID: "c1", Anchor: 2, Head: 2}}); err != nil {
+	if err := peer.SetCursors(testutil.Context(t), []bridge.CursorSpec{{CellID: "c1", Anchor: 2, Head: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	awAwaitUserCursors(t, e, p, "alice", func(cs []any) bool { return len(cs) == 1 })
@@ -459,8 +446,7 @@ func TestAwarenessSessions(t *testing.T) {
 	awPeer(t, e, awNB, ydoc.KindNotebook, awAlice)
 
 	var nbSession map[string]any
-	deadline := time.Now().Add(waitLimit)
-	for {
+	testutil.Poll(t, "get_active_sessions to list Alice in the notebook", func() (bool, string) {
 		out := e.ok("get_active_sessions", nil)
 		sessions := asList(t, out["sessions"])
 		var ids []string
@@ -475,14 +461,8 @@ func TestAwarenessSessions(t *testing.T) {
 		if !slices.Equal(ids, []string{"editor:" + awText, "notebook:" + awNB}) || num(t, out["count"]) != 2 {
 			t.Fatalf("get_active_sessions lists %v (count %v), want both open documents", ids, out["count"])
 		}
-		if slices.Contains(asList(t, nbSession["participants"]), any("Alice")) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("get_active_sessions never listed Alice in the notebook: %s", compact(out))
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval; the deadline bounds the wait
-	}
+		return slices.Contains(asList(t, nbSession["participants"]), any("Alice")), compact(out)
+	})
 	if nbSession["open"] != true || nbSession["path"] != awNB || nbSession["kind"] != "notebook" || nbSession["status"] != "synced" || str(nbSession["room_id"]) == "" {
 		t.Errorf("notebook session = %s", compact(nbSession))
 	}
@@ -498,18 +478,11 @@ func TestAwarenessSessions(t *testing.T) {
 	if out["left"] != true || out["session_id"] != "editor:"+awText {
 		t.Errorf("leave_session = %s, want left true", compact(out))
 	}
-	deadline = time.Now().Add(waitLimit)
-	for {
+	testutil.Poll(t, "get_active_sessions to list the notebook only after leaving the text file", func() (bool, string) {
 		out := e.ok("get_active_sessions", nil)
 		s := asList(t, out["sessions"])
-		if len(s) == 1 && asMap(t, s[0])["session_id"] == "notebook:"+awNB {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("get_active_sessions after leaving the text file = %s", compact(out))
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval; the deadline bounds the wait
-	}
+		return len(s) == 1 && asMap(t, s[0])["session_id"] == "notebook:"+awNB, compact(out)
+	})
 	if out := e.ok("leave_session", map[string]any{"session_id": "editor:" + awText}); out["left"] != false {
 		t.Errorf("leaving twice = %s, want left false", compact(out))
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -232,7 +233,7 @@ func injectPeer(t *testing.T, e *env, path string, clientID uint64, username, di
 	sub := room.Subscribe(256)
 	defer sub.Close()
 	e.srv.Inject(ydoc.EncodeAwarenessFrame(ydoc.EncodeAwarenessUpdate(clientID, 1, state)))
-	timer := time.NewTimer(waitLimit)
+	timer := time.NewTimer(testutil.WaitLimit)
 	defer timer.Stop()
 	for {
 		for _, c := range room.Info().Collaborators {

@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/tiktoken-go/tokenizer"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/tools"
 )
 
@@ -54,7 +55,7 @@ func TestToolDefinitionBudgets(t *testing.T) {
 		{"all", 9000, 0},
 	} {
 		e := newXEnv(t, nil, toolsets(c.set))
-		res, err := e.c.ListTools(ctxT(t), mcp.ListToolsRequest{})
+		res, err := e.c.ListTools(testutil.Context(t), mcp.ListToolsRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +80,7 @@ func TestToolDefinitionBudgets(t *testing.T) {
 		// grows by at most 100 tokens: the tools' _meta.ui, counted as if the host passed it on
 		// (the apps' own tools are for the app only: a host leaves them out of the model's list).
 		withApps := newXEnvCaps(t, nil, appsClient, toolsets(c.set), withApps(tools.AppsAuto))
-		appsRes, err := withApps.c.ListTools(ctxT(t), mcp.ListToolsRequest{})
+		appsRes, err := withApps.c.ListTools(testutil.Context(t), mcp.ListToolsRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,10 +155,10 @@ func TestInstructionsNameEverySetAndStayShort(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	if err := c.Start(ctxT(t)); err != nil {
+	if err := c.Start(testutil.Context(t)); err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.Initialize(ctxT(t), mcp.InitializeRequest{})
+	res, err := c.Initialize(testutil.Context(t), mcp.InitializeRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +174,7 @@ func TestInstructionsNameEverySetAndStayShort(t *testing.T) {
 			t.Errorf("instructions do not name the %s toolset", set)
 		}
 	}
-	lt, err := c.ListTools(ctxT(t), mcp.ListToolsRequest{})
+	lt, err := c.ListTools(testutil.Context(t), mcp.ListToolsRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,9 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -26,6 +28,7 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/tools"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
@@ -105,7 +108,7 @@ func newDoorEnv(t *testing.T) *doorEnv {
 	d.secretVersion = str(asMap(t, asList(t, hist["versions"])[0])["version_id"])
 	// A collaborator works in the secret notebook, and only there.
 	peer := awPeer(t, e.env, secretNB, ydoc.KindNotebook, ydoc.AwarenessUser{Username: secretHuman, Name: secretHuman, DisplayName: secretHuman})
-	if err := peer.SetCursors(ctxT(t), []bridge.CursorSpec{{CellID: secretCell, Anchor: 1, Head: 1}}); err != nil {
+	if err := peer.SetCursors(testutil.Context(t), []bridge.CursorSpec{{CellID: secretCell, Anchor: 1, Head: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	awAwaitPeer(t, e.m.Get(secretNB, ydoc.KindNotebook), secretHuman)
@@ -126,12 +129,12 @@ func (d *doorEnv) connect(tok string) *client.Client {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	if err := c.Start(ctxT(t)); err != nil {
+	if err := c.Start(testutil.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = "2025-11-25"
-	if _, err := c.Initialize(ctxT(t), init); err != nil {
+	if _, err := c.Initialize(testutil.Context(t), init); err != nil {
 		t.Fatalf("initialize: %v", err)
 	}
 	return c
@@ -139,7 +142,7 @@ func (d *doorEnv) connect(tok string) *client.Client {
 
 func (d *doorEnv) call(c *client.Client, name string, args map[string]any) *mcp.CallToolResult {
 	d.t.Helper()
-	res, err := c.CallTool(ctxT(d.t), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: name, Arguments: args}})
+	res, err := c.CallTool(testutil.Context(d.t), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: name, Arguments: args}})
 	if err != nil {
 		d.t.Fatalf("%s: protocol error %v", name, err)
 	}
@@ -170,20 +173,18 @@ func (d *doorEnv) leak(v any) string {
 // awAwaitPeer waits until a room sees a collaborator.
 func awAwaitPeer(t *testing.T, room *bridge.Room, username string) {
 	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for time.Now().Before(deadline) {
-		peers, err := room.Peers(ctxT(t))
+	testutil.Eventually(t, username+" in "+room.Path(), func() bool {
+		peers, err := room.Peers(testutil.Context(t))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, p := range peers {
 			if p.User != nil && p.User.Username == username && len(p.Cursors) > 0 {
-				return
+				return true
 			}
 		}
-		time.Sleep(2 * time.Millisecond) // polling interval; the deadline bounds the wait
-	}
-	t.Fatalf("%s did not appear in %s", username, room.Path())
+		return false
+	})
 }
 
 // secretState is everything about the secret documents that must not change.
@@ -211,7 +212,7 @@ func (d *doorEnv) state() secretState {
 		t.Fatalf("secret job: %v", err)
 	}
 	st.job = string(j.View().Status)
-	entries, err := d.srv.List(ctxT(t), "secret")
+	entries, err := d.srv.List(testutil.Context(t), "secret")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +347,7 @@ func asListOr(v any) []any         { l, _ := v.([]any); return l }
 func TestDoorEveryToolRefusesDocumentsOutsideTheTokensPaths(t *testing.T) {
 	d := newDoorEnv(t)
 	before := d.state()
-	list, err := d.full.ListTools(ctxT(t), mcp.ListToolsRequest{})
+	list, err := d.full.ListTools(testutil.Context(t), mcp.ListToolsRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +363,7 @@ func TestDoorEveryToolRefusesDocumentsOutsideTheTokensPaths(t *testing.T) {
 			t.Fatalf("%s: operation resource: %v", tool.Name, err)
 		}
 		for _, args := range d.argsFor(tool, op.Example) {
-			res, err := d.limited.CallTool(ctxT(t), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: tool.Name, Arguments: args}})
+			res, err := d.limited.CallTool(testutil.Context(t), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: tool.Name, Arguments: args}})
 			if err != nil {
 				t.Errorf("%s(%s): protocol error %v", tool.Name, compact(args), err)
 				continue
@@ -388,7 +389,7 @@ func TestDoorEveryToolRefusesDocumentsOutsideTheTokensPaths(t *testing.T) {
 func TestDoorEveryResourceTemplateCompletionAndPrompt(t *testing.T) {
 	d := newDoorEnv(t)
 	before := d.state()
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 	// resources/list: the per-room entries of secret documents are left out.
 	full, err := d.full.ListResources(ctx, mcp.ListResourcesRequest{})
 	if err != nil {
@@ -527,47 +528,76 @@ func TestDoorLeaveSessionIsPerClient(t *testing.T) {
 }
 
 // Subscriptions are read again as their subscriber: a change to a secret document does not
-// notify a limited subscriber of the listing, nor reach it.
+// notify a limited subscriber of the listing, nor reach it. In virtual time (testing/synctest):
+// the wait that proves no notification comes is exact, not a guess at how long one would take.
+// The limited subscriber is an in-process session whose subscribe call carries the limited
+// identity (as bearer authentication puts it in the request's context; reads and edits without
+// one see everything, as over stdio); the changes are a human's, in rooms the sidecar has open.
 func TestDoorSubscriptionsAreReadAsTheSubscriber(t *testing.T) {
-	d := newDoorEnv(t)
-	var got []string
-	notified := make(chan string, 16)
-	d.limited.OnNotification(func(n mcp.JSONRPCNotification) {
-		if n.Method == mcp.MethodNotificationResourceUpdated {
-			notified <- fmt.Sprint(n.Params.AdditionalFields["uri"])
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, []bridgetest.File{dirFile("allowed"), dirFile("secret"),
+			nbFile(allowedNB, notebook(code("a1", "print:fine"))),
+			nbFile(secretNB, notebook(code(secretCell, "print:"+secretWords)))})
+		ctx, cancel := context.WithCancel(context.Background())
+		runDone := make(chan struct{})
+		go func() { defer close(runDone); _ = e.ts.Run(ctx) }() // subscriptions
+		t.Cleanup(func() { cancel(); <-runDone })
+		// A 2025-11-25 client: resources/subscribe, notifications outside requests.
+		_ = e.c.Close()
+		e.c = connectInProcess(t, e.ts, "2025-11-25", mcp.ClientCapabilities{})
+		var mu sync.Mutex
+		var got []string
+		e.c.OnNotification(func(n mcp.JSONRPCNotification) {
+			if n.Method == mcp.MethodNotificationResourceUpdated {
+				mu.Lock()
+				got = append(got, fmt.Sprint(n.Params.AdditionalFields["uri"]))
+				mu.Unlock()
+			}
+		})
+		notified := func() []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(got) }
+		// Both rooms open (the in-process client without an identity may see everything).
+		e.ok("get_notebook", map[string]any{"path": secretNB, "format": "json"})
+		e.ok("get_notebook", map[string]any{"path": allowedNB, "format": "json"})
+		limited, err := auth.NewIdentity("limited", []auth.Scope{auth.ScopeAdmin}, []string{"allowed/**"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sub := mcp.SubscribeRequest{}
+		sub.Params.URI = "jupyter://notebooks"
+		//lint:ignore SA1019 protocol 2025-11-25 clients subscribe this way
+		if err := e.c.Subscribe(auth.WithIdentity(testutil.Context(t), limited), sub); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second) // virtual: the subscription's first read is done
+		synctest.Wait()
+		if n := notified(); len(n) > 0 {
+			t.Fatalf("notified of %v before anything changed", n)
+		}
+		// A secret change that changes the full listing (a new cell: the cell count), then an
+		// allowed one: the limited subscriber hears of the second only.
+		e.humanEdit(secretNB, ydoc.KindNotebook, func(tx *ydoc.Txn) error {
+			return tx.InsertCells(1, []ydoc.Cell{code("secret-2", "x = 1")})
+		})
+		time.Sleep(2 * time.Second) // virtual: past the debounce (subscribeMaxDelay); every timer due has fired
+		synctest.Wait()
+		if n := notified(); len(n) > 0 {
+			t.Errorf("a change to a secret document notified the limited subscriber of %v", n)
+		}
+		e.humanEdit(allowedNB, ydoc.KindNotebook, func(tx *ydoc.Txn) error {
+			return tx.InsertCells(1, []ydoc.Cell{code("a2", "y = 1")})
+		})
+		time.Sleep(2 * time.Second) // virtual
+		synctest.Wait()
+		if n := notified(); !slices.Equal(n, []string{"jupyter://notebooks"}) {
+			t.Errorf("a change to an allowed document: notified of %v, want the listing once", n)
 		}
 	})
-	sub := mcp.SubscribeRequest{}
-	sub.Params.URI = "jupyter://notebooks"
-	//lint:ignore SA1019 protocol 2025-11-25 clients subscribe this way
-	if err := d.limited.Subscribe(ctxT(t), sub); err != nil {
-		t.Fatal(err)
-	}
-	// A secret change that changes the full listing (a new cell: the cell count), then an
-	// allowed one: the limited subscriber hears of the second only.
-	d.callOK(d.full, "batch_insert_notebook_cells", map[string]any{"path": secretNB, "cells": []any{map[string]any{"content": "x = 1"}}, "exec": false})
-	time.Sleep(1500 * time.Millisecond) // longer than the debounce (subscribeMaxDelay): a notification would have come
-	select {
-	case uri := <-notified:
-		got = append(got, uri)
-	default:
-	}
-	if len(got) > 0 {
-		t.Errorf("a change to a secret document notified the limited subscriber of %v", got)
-	}
-	d.callOK(d.full, "batch_insert_notebook_cells", map[string]any{"path": allowedNB, "cells": []any{map[string]any{"content": "y = 1"}}, "exec": false})
-	select {
-	case <-notified:
-	case <-time.After(waitLimit):
-		t.Error("a change to an allowed document did not notify the limited subscriber")
-	}
-	d.ks.Release("secret-gate")
 }
 
 func (d *doorEnv) readAs(c *client.Client, uri string) (*mcp.ReadResourceResult, error) {
 	req := mcp.ReadResourceRequest{}
 	req.Params.URI = uri
-	return c.ReadResource(ctxT(d.t), req)
+	return c.ReadResource(testutil.Context(d.t), req)
 }
 
 func (d *doorEnv) readText(c *client.Client, uri string) string {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/tools"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
@@ -31,7 +33,7 @@ const xPath = "run.ipynb"
 type xenv struct {
 	*env
 	ks *bridgetest.Kernels
-	x  *execution.ClientEngine
+	x  *execution.ClientExecutor
 }
 
 // newXEnv starts the tools with an executor (Run going, stopped when the test ends) over a
@@ -45,13 +47,13 @@ func newXEnv(t *testing.T, files []bridgetest.File, opts ...envOpt) *xenv {
 func newXEnvCaps(t *testing.T, files []bridgetest.File, caps mcp.ClientCapabilities, opts ...envOpt) *xenv {
 	t.Helper()
 	ks := bridgetest.NewKernels()
-	var x *execution.ClientEngine
+	var x *execution.ClientExecutor
 	withExecutor := func(o *tools.Options) {
-		ex, err := execution.NewClientEngine(execution.ClientOptions{
+		ex, err := execution.NewClientExecutor(execution.ClientOptions{
 			Manager: o.Manager, Kernels: ks, Logger: zerolog.Nop(), Username: "agent", Heartbeat: 20 * time.Millisecond,
 		})
 		if err != nil {
-			t.Fatalf("NewClientEngine: %v", err)
+			t.Fatalf("NewClientExecutor: %v", err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -60,7 +62,7 @@ func newXEnvCaps(t *testing.T, files []bridgetest.File, caps mcp.ClientCapabilit
 			cancel()
 			select {
 			case <-done:
-			case <-time.After(waitLimit):
+			case <-time.After(testutil.WaitLimit):
 				t.Error("Executor.Run did not return")
 			}
 		})
@@ -88,7 +90,7 @@ func (e *xenv) kernel() string {
 // awaitGate waits until a request waits at a gate of the fake kernels.
 func (e *xenv) awaitGate(gate string) {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitLimit)
 	defer cancel()
 	if err := e.ks.Await(ctx, func() bool { return e.ks.AtGate(gate) > 0 }); err != nil {
 		e.t.Fatalf("no request reached gate %q: %v", gate, err)
@@ -246,42 +248,44 @@ func TestExecNoWaitThenPoll(t *testing.T) {
 
 func TestExecTimeoutCapsTheWait(t *testing.T) {
 	t.Parallel()
-	e := newXEnv(t, xNotebook(code("c1", "print:so far\nblock:g\nprint:done")))
-	start := time.Now()
-	body := e.ok("batch_execute_notebook_cells", map[string]any{"path": xPath, "cell_ids": []any{"c1"}, "timeout": 1})
-	el := time.Since(start)
-	if el < 900*time.Millisecond || el > 5*time.Second {
-		t.Errorf("timeout 1 returned after %v", el)
-	}
-	if body["status"] != "running" || str(body["job_id"]) == "" {
-		t.Fatalf("after the timeout: %s", compact(body))
-	}
-	mustContain(t, "timeout note", str(body["note"]), "still running after 1s", "get_execution")
-	c := runCells(t, body)[0]
-	if c["status"] != "running" || outputsOf(t, c)[0]["text"] != "so far\n" {
-		t.Errorf("cell after the timeout: %s", compact(c))
-	}
-	// The run goes on; get_execution returns it finished.
-	e.ks.Release("g")
-	body = e.ok("get_execution", map[string]any{"job_id": body["job_id"], "timeout": 5})
-	if body["status"] != "completed" {
-		t.Errorf("get_execution: %s", compact(body))
-	}
-	if outs := outputsOf(t, runCells(t, body)[0]); outs[0]["text"] != "so far\ndone\n" {
-		t.Errorf("outputs %s", compact(outs))
-	}
+	synctest.Test(t, func(t *testing.T) {
+		e := newXEnv(t, xNotebook(code("c1", "print:so far\nblock:g\nprint:done")))
+		start := time.Now()
+		body := e.ok("batch_execute_notebook_cells", map[string]any{"path": xPath, "cell_ids": []any{"c1"}, "timeout": 1})
+		el := time.Since(start)
+		if el < 900*time.Millisecond || el > 5*time.Second {
+			t.Errorf("timeout 1 returned after %v", el)
+		}
+		if body["status"] != "running" || str(body["job_id"]) == "" {
+			t.Fatalf("after the timeout: %s", compact(body))
+		}
+		mustContain(t, "timeout note", str(body["note"]), "still running after 1s", "get_execution")
+		c := runCells(t, body)[0]
+		if c["status"] != "running" || outputsOf(t, c)[0]["text"] != "so far\n" {
+			t.Errorf("cell after the timeout: %s", compact(c))
+		}
+		// The run goes on; get_execution returns it finished.
+		e.ks.Release("g")
+		body = e.ok("get_execution", map[string]any{"job_id": body["job_id"], "timeout": 5})
+		if body["status"] != "completed" {
+			t.Errorf("get_execution: %s", compact(body))
+		}
+		if outs := outputsOf(t, runCells(t, body)[0]); outs[0]["text"] != "so far\ndone\n" {
+			t.Errorf("outputs %s", compact(outs))
+		}
 
-	// execute_code's wait is capped the same way.
-	start = time.Now()
-	body = e.ok("execute_code", map[string]any{"path": xPath, "code": "print:partial\nblock:g2", "timeout": 1})
-	if el := time.Since(start); el < 900*time.Millisecond || el > 5*time.Second {
-		t.Errorf("execute_code timeout 1 returned after %v", el)
-	}
-	res := asMap(t, body["result"])
-	if res["status"] != "running" || !strings.Contains(str(res["note"]), "still running") {
-		t.Errorf("execute_code cut short: %s", compact(body))
-	}
-	e.ks.Release("g2")
+		// execute_code's wait is capped the same way.
+		start = time.Now()
+		body = e.ok("execute_code", map[string]any{"path": xPath, "code": "print:partial\nblock:g2", "timeout": 1})
+		if el := time.Since(start); el < 900*time.Millisecond || el > 5*time.Second {
+			t.Errorf("execute_code timeout 1 returned after %v", el)
+		}
+		res := asMap(t, body["result"])
+		if res["status"] != "running" || !strings.Contains(str(res["note"]), "still running") {
+			t.Errorf("execute_code cut short: %s", compact(body))
+		}
+		e.ks.Release("g2")
+	})
 }
 
 func TestExecGetExecutionOfAFinishedJob(t *testing.T) {
@@ -307,11 +311,11 @@ func TestExecCancelExecution(t *testing.T) {
 	e.awaitGate("h")
 	k := e.kernel()
 	// A job queued behind it: cancelled, nothing to interrupt.
-	queued, err := e.x.Start(ctxT(t), xPath, []string{"q1"}, execution.RunOptions{})
+	queued, err := e.x.Start(testutil.Context(t), xPath, []string{"q1"}, execution.RunOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.x.Cancel(ctxT(t), queued.ID); err != nil {
+	if _, err := e.x.Cancel(testutil.Context(t), queued.ID); err != nil {
 		t.Fatal(err)
 	}
 	if n := e.ks.Interrupts(k); n != 0 {
@@ -320,7 +324,7 @@ func TestExecCancelExecution(t *testing.T) {
 
 	res := make(chan *result, 1)
 	go func() { res <- e.callNoFatal("cancel_execution", map[string]any{"job_id": id}) }()
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitLimit)
 	defer cancel()
 	if err := e.ks.Await(ctx, func() bool { return e.ks.Interrupts(k) == 1 }); err != nil {
 		t.Fatalf("cancel_execution sent no interrupt: %v", err)
@@ -329,7 +333,7 @@ func TestExecCancelExecution(t *testing.T) {
 	var r *result
 	select {
 	case r = <-res:
-	case <-time.After(waitLimit):
+	case <-time.After(testutil.WaitLimit):
 		t.Fatal("cancel_execution did not return")
 	}
 	if r == nil || r.IsError {
@@ -637,7 +641,13 @@ func TestExecOnInsertAndUpdate(t *testing.T) {
 	}
 }
 
+// In virtual time (testing/synctest): the kernel's sleeps take no wall time, and once the call
+// returned and every goroutine is idle, every notification the call sent has arrived.
 func TestExecProgressNotifications(t *testing.T) {
+	synctest.Test(t, testExecProgressNotifications)
+}
+
+func testExecProgressNotifications(t *testing.T) {
 	e := newXEnv(t, xNotebook(code("c1", "print:step one\nsleep:300\nprint:step two\nsleep:300\nprint:step three"), code("c2", "print:b")))
 	var mu sync.Mutex
 	var got []map[string]any
@@ -649,7 +659,6 @@ func TestExecProgressNotifications(t *testing.T) {
 		got = append(got, n.Params.AdditionalFields)
 		mu.Unlock()
 	})
-	count := func() int { mu.Lock(); defer mu.Unlock(); return len(got) }
 
 	// Without a progress token: none.
 	e.ok("batch_execute_notebook_cells", map[string]any{"path": xPath, "cell_ids": []any{"c2"}})
@@ -658,14 +667,11 @@ func TestExecProgressNotifications(t *testing.T) {
 	req.Params.Name = "batch_execute_notebook_cells"
 	req.Params.Arguments = map[string]any{"path": xPath, "cell_ids": []any{"c1", "c2"}}
 	req.Params.Meta = &mcp.Meta{ProgressToken: "tok-1"}
-	res, err := e.c.CallTool(ctxT(t), req)
+	res, err := e.c.CallTool(testutil.Context(t), req)
 	if err != nil || res.IsError {
 		t.Fatalf("CallTool: %v %v", res, err)
 	}
-	deadline := time.Now().Add(waitLimit)
-	for count() < 2 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond) // notifications are forwarded asynchronously
-	}
+	synctest.Wait() // notifications are forwarded asynchronously
 	mu.Lock()
 	defer mu.Unlock()
 	if len(got) < 2 {

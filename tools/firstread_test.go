@@ -3,10 +3,12 @@ package tools_test
 import (
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -15,59 +17,62 @@ import (
 // the same one) are left out and counted; edits wait for the room; once it has joined, reads come
 // from it again.
 func TestFirstReadFromTheFileWhileTheRoomJoins(t *testing.T) {
-	nb := bridgetest.DefaultNotebook()
-	nb.Cells = append(nb.Cells, ydoc.Cell{Type: ydoc.CellMarkdown, Source: "no id"}, ydoc.Cell{ID: "cell-a", Type: ydoc.CellRaw, Source: "same id"})
-	e := newEnvWith(t, []bridgetest.File{{Path: "slow.ipynb", Type: "notebook", Notebook: nb}},
-		func(o *bridge.ManagerOptions) { o.FirstReadWait = 20 * time.Millisecond })
-	e.srv.BlockOpen() // the join cannot go further than the document session
-	start := time.Now()
-	out := e.ok("get_notebook", map[string]any{"path": "slow.ipynb", "format": "json"})
-	if took := time.Since(start); took < 2*time.Second {
-		t.Errorf("a read of cells without ids answered from the file after %s: it gives the room 2 s", took)
-	}
-	ff, ok := out["from_file"].(map[string]any)
-	if !ok || out["version"] != nil {
-		t.Fatalf("a read while the room joins: %s", compact(out))
-	}
-	if ff["cells_without_id"] != float64(2) || !strings.Contains(ff["note"].(string), "edits wait for the room") {
-		t.Errorf("from_file: %s", compact(ff))
-	}
-	cells := out["cells"].([]any)
-	if len(cells) != 4 || cells[0].(map[string]any)["id"] != "cell-a" || cells[2].(map[string]any)["source"] != "no id" {
-		t.Errorf("cells: %s", compact(cells))
-	}
-	for _, i := range []int{2, 3} {
-		if id := cells[i].(map[string]any)["id"]; id != nil && id != "" {
-			t.Errorf("cell %d shows id %v, which the room will not have", i, id)
+	synctest.Test(t, func(t *testing.T) {
+		nb := bridgetest.DefaultNotebook()
+		nb.Cells = append(nb.Cells, ydoc.Cell{Type: ydoc.CellMarkdown, Source: "no id"}, ydoc.Cell{ID: "cell-a", Type: ydoc.CellRaw, Source: "same id"})
+		e := newEnvWith(t, []bridgetest.File{{Path: "slow.ipynb", Type: "notebook", Notebook: nb}},
+			func(o *bridge.ManagerOptions) { o.FirstReadWait = 20 * time.Millisecond })
+		e.srv.BlockOpen() // the join cannot go further than the document session
+		start := time.Now()
+		out := e.ok("get_notebook", map[string]any{"path": "slow.ipynb", "format": "json"})
+		if took := time.Since(start); took < 2*time.Second {
+			t.Errorf("a read of cells without ids answered from the file after %s: it gives the room 2 s", took)
 		}
-	}
-	if text := e.call("get_notebook", map[string]any{"path": "slow.ipynb"}); text.IsError || !strings.Contains(text.Texts[0], "read from the file while the room loads") {
-		t.Errorf("text read: %s", text)
-	}
-	// An edit waits for the room.
-	done := make(chan *result, 1)
-	go func() {
-		done <- e.callNoFatal("batch_update_notebook_cells", map[string]any{"path": "slow.ipynb",
-			"updates": []any{map[string]any{"cell_id": "cell-b", "content": "# Edited"}}})
-	}()
-	select {
-	case r := <-done:
-		t.Fatalf("an edit did not wait for the room: %s", r)
-	case <-time.After(50 * time.Millisecond):
-	}
-	e.srv.UnblockOpen()
-	select {
-	case r := <-done:
-		if r == nil || r.IsError {
-			t.Fatalf("the edit once the room joined: %v", r)
+		ff, ok := out["from_file"].(map[string]any)
+		if !ok || out["version"] != nil {
+			t.Fatalf("a read while the room joins: %s", compact(out))
 		}
-	case <-time.After(waitLimit):
-		t.Fatal("the edit did not end once the room joined")
-	}
-	out = e.ok("get_notebook", map[string]any{"path": "slow.ipynb", "format": "json"})
-	if out["from_file"] != nil || out["version"] == nil {
-		t.Errorf("a read once the room joined: %s", compact(out))
-	}
+		if ff["cells_without_id"] != float64(2) || !strings.Contains(ff["note"].(string), "edits wait for the room") {
+			t.Errorf("from_file: %s", compact(ff))
+		}
+		cells := out["cells"].([]any)
+		if len(cells) != 4 || cells[0].(map[string]any)["id"] != "cell-a" || cells[2].(map[string]any)["source"] != "no id" {
+			t.Errorf("cells: %s", compact(cells))
+		}
+		for _, i := range []int{2, 3} {
+			if id := cells[i].(map[string]any)["id"]; id != nil && id != "" {
+				t.Errorf("cell %d shows id %v, which the room will not have", i, id)
+			}
+		}
+		if text := e.call("get_notebook", map[string]any{"path": "slow.ipynb"}); text.IsError || !strings.Contains(text.Texts[0], "read from the file while the room loads") {
+			t.Errorf("text read: %s", text)
+		}
+		// An edit waits for the room.
+		done := make(chan *result, 1)
+		go func() {
+			done <- e.callNoFatal("batch_update_notebook_cells", map[string]any{"path": "slow.ipynb",
+				"updates": []any{map[string]any{"cell_id": "cell-b", "content": "# Edited"}}})
+		}()
+		synctest.Wait() // the edit is waiting, or done
+		select {
+		case r := <-done:
+			t.Fatalf("an edit did not wait for the room: %s", r)
+		default:
+		}
+		e.srv.UnblockOpen()
+		select {
+		case r := <-done:
+			if r == nil || r.IsError {
+				t.Fatalf("the edit once the room joined: %v", r)
+			}
+		case <-time.After(testutil.WaitLimit):
+			t.Fatal("the edit did not end once the room joined")
+		}
+		out = e.ok("get_notebook", map[string]any{"path": "slow.ipynb", "format": "json"})
+		if out["from_file"] != nil || out["version"] == nil {
+			t.Errorf("a read once the room joined: %s", compact(out))
+		}
+	})
 }
 
 // A notebook whose cells all have ids is read from the file once FirstReadWait has passed.
@@ -87,7 +92,7 @@ func TestFirstReadFromTheFileAtOnce(t *testing.T) {
 
 // A notebook whose room joins within FirstReadWait is read from the room.
 func TestFirstReadFromTheRoomWhenItJoinsInTime(t *testing.T) {
-	e := newEnvWith(t, nil, func(o *bridge.ManagerOptions) { o.FirstReadWait = waitLimit })
+	e := newEnvWith(t, nil, func(o *bridge.ManagerOptions) { o.FirstReadWait = testutil.WaitLimit })
 	out := e.ok("get_notebook", map[string]any{"path": bridgetest.NotebookPath, "format": "json"})
 	if out["from_file"] != nil || out["version"] == nil {
 		t.Errorf("read: %s", compact(out))
@@ -105,19 +110,13 @@ func TestFirstReadFromTheFileThenTheRefusal(t *testing.T) {
 		t.Fatalf("first read: %s", compact(out))
 	}
 	e.srv.UnblockOpen()
-	deadline := time.Now().Add(waitLimit)
-	for {
-		r := e.call("get_notebook", map[string]any{"path": bridgetest.NotebookPath, "format": "json"})
-		if r.IsError {
-			if !strings.Contains(r.Texts[0], "refused to load the document") {
-				t.Errorf("the refusal: %s", r.Texts[0])
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("reads kept answering from the file: %s", r)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var r *result
+	testutil.Poll(t, "a read that gives the server's refusal, not the file", func() (bool, string) {
+		r = e.call("get_notebook", map[string]any{"path": bridgetest.NotebookPath, "format": "json"})
+		return r.IsError, r.String()
+	})
+	if !strings.Contains(r.Texts[0], "refused to load the document") {
+		t.Errorf("the refusal: %s", r.Texts[0])
 	}
 }
 

@@ -13,8 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/tools"
 )
 
@@ -140,11 +140,10 @@ func TestTasksOverHTTP(t *testing.T) {
 		t.Errorf("get_execution of the task's job = %v", b)
 	}
 	e.ks.Release("first")
-	deadline := time.Now().Add(waitLimit)
-	for got["status"] == "working" && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+	testutil.Poll(t, "the task to end", func() (bool, string) {
 		got = c.result("tasks/get", map[string]any{"taskId": id})
-	}
+		return got["status"] != "working", fmt.Sprint(got)
+	})
 	if got["status"] != "completed" {
 		t.Fatalf("tasks/get after the run = %v", got)
 	}
@@ -294,7 +293,7 @@ func stdioExchange(t *testing.T, ts *tools.Server, lines string, wantID int) str
 	t.Helper()
 	pr, pw := io.Pipe()
 	w := &syncWriter{w: &bytes.Buffer{}}
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitLimit)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- ts.ServeStdio(ctx, pr, w) }()
@@ -302,12 +301,10 @@ func stdioExchange(t *testing.T, ts *tools.Server, lines string, wantID int) str
 		t.Fatal(err)
 	}
 	marker := fmt.Sprintf(`"id":%d,`, wantID)
-	for !strings.Contains(w.String(), marker) {
-		if ctx.Err() != nil {
-			t.Fatalf("no response %d over stdio:\n%s", wantID, w.String())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Poll(t, fmt.Sprintf("response %d over stdio", wantID), func() (bool, string) {
+		out := w.String()
+		return strings.Contains(out, marker), out
+	})
 	pw.Close()
 	if err := <-done; err != nil {
 		t.Fatalf("ServeStdio: %v", err)

@@ -54,7 +54,7 @@ func (s *Server) readiness(ctx context.Context, check func(ctx context.Context) 
 	if err := check(ctx); err != nil {
 		out.Ready, out.Jupyter = false, "unreachable"
 		out.Reasons = append(out.Reasons, "jupyter-server does not answer or refuses the sidecar's token")
-	} else if e, err := s.opts.Manager.Engine(ctx); err != nil {
+	} else if e, err := s.opts.Manager.EngineInfo(ctx); err != nil {
 		out.Ready = false
 		out.Reasons = append(out.Reasons, err.Error()) // e.g. no collaboration engine installed
 	} else {

@@ -19,13 +19,10 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/tools"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
-
-// waitLimit bounds every wait in these tests. Things normally happen within milliseconds; the
-// limit only decides how long a broken build takes to fail.
-const waitLimit = 10 * time.Second
 
 // allTools are the operations the server exposes without an executor (the execution tools
 // come with one).
@@ -43,17 +40,6 @@ var allTools = []string{
 var readTools = []string{"list_notebooks", "get_notebook", "search_notebook", "run_script", "list_documents", "get_document",
 	"get_online_users", "get_user_presence", "get_user_cursors", "get_user_activity", "get_active_sessions",
 	"list_forks", "diff_fork", "get_document_history", "count_tokens"}
-
-// fastRoom are room timings small enough for tests (as bridge/helpers_test.go's fastOptions).
-func fastRoom() bridge.RoomOptions {
-	return bridge.RoomOptions{
-		Logger:         zerolog.Nop(),
-		MinBackoff:     5 * time.Millisecond,
-		MaxBackoff:     50 * time.Millisecond,
-		TickInterval:   5 * time.Millisecond,
-		ResyncInterval: 50 * time.Millisecond,
-	}
-}
 
 // env is an MCP client talking in-process to a tools.Server over a manager on the fake server.
 type env struct {
@@ -96,7 +82,7 @@ func newEnvCaps(t *testing.T, files []bridgetest.File, caps mcp.ClientCapabiliti
 func newEnvFull(t *testing.T, files []bridgetest.File, manager func(*bridge.ManagerOptions), caps mcp.ClientCapabilities, opts ...envOpt) *env {
 	t.Helper()
 	srv := bridgetest.New(files...)
-	mo := bridge.ManagerOptions{Jupyter: srv, Logger: zerolog.Nop(), Room: fastRoom(), JoinTimeout: waitLimit, FirstReadWait: -1}
+	mo := bridge.ManagerOptions{Jupyter: srv, Logger: zerolog.Nop(), Room: bridgetest.FastRoomOptions(), JoinTimeout: testutil.WaitLimit, FirstReadWait: -1}
 	if manager != nil {
 		manager(&mo)
 	}
@@ -114,31 +100,33 @@ func newEnvFull(t *testing.T, files []bridgetest.File, manager func(*bridge.Mana
 	if err != nil {
 		t.Fatalf("tools.New: %v", err)
 	}
+	c := connectInProcess(t, ts, mcp.LATEST_PROTOCOL_VERSION, caps)
+	return &env{t: t, srv: srv, m: m, ts: ts, c: c, embed: o.AlwaysEmbedSchema}
+}
+
+// connectInProcess starts an in-process client of ts speaking protocol proto, closed when the
+// test ends. mcp-go names an in-process session after the clock (time.Now().UnixNano()): inside
+// a testing/synctest bubble, whose clock stands still while the test runs, a second client
+// would get the first one's name and be refused; close the first (e.c) before.
+func connectInProcess(t *testing.T, ts *tools.Server, proto string, caps mcp.ClientCapabilities) *client.Client {
+	t.Helper()
 	c, err := client.NewInProcessClient(ts.MCP())
 	if err != nil {
 		t.Fatalf("NewInProcessClient: %v", err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 	if err := c.Start(ctx); err != nil {
 		t.Fatalf("client Start: %v", err)
 	}
 	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	init.Params.ProtocolVersion = proto
 	init.Params.ClientInfo = mcp.Implementation{Name: "tools-test", Version: "1"}
 	init.Params.Capabilities = caps
 	if _, err := c.Initialize(ctx, init); err != nil {
 		t.Fatalf("Initialize: %v", err)
 	}
-	return &env{t: t, srv: srv, m: m, ts: ts, c: c, embed: o.AlwaysEmbedSchema}
-}
-
-// ctxT returns a context bounded by waitLimit and cancelled when the test ends.
-func ctxT(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-	t.Cleanup(cancel)
-	return ctx
+	return c
 }
 
 // result is a tool result decoded from its wire JSON.
@@ -166,7 +154,7 @@ func (e *env) call(name string, args map[string]any) *result {
 	req := mcp.CallToolRequest{}
 	req.Params.Name = name
 	req.Params.Arguments = args
-	res, err := e.c.CallTool(ctxT(e.t), req)
+	res, err := e.c.CallTool(testutil.Context(e.t), req)
 	if err != nil {
 		e.t.Fatalf("CallTool %s: protocol error %v", name, err)
 	}
@@ -178,7 +166,7 @@ func (e *env) callNoFatal(name string, args map[string]any) *result {
 	req := mcp.CallToolRequest{}
 	req.Params.Name = name
 	req.Params.Arguments = args
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.WaitLimit)
 	defer cancel()
 	res, err := e.c.CallTool(ctx, req)
 	if err != nil {
@@ -508,7 +496,7 @@ func (e *env) humanEdit(path string, kind ydoc.Kind, fn func(*ydoc.Txn) error) {
 	if err := e.srv.EditDoc(path, fn); err != nil {
 		e.t.Fatalf("EditDoc %s: %v", path, err)
 	}
-	timer := time.NewTimer(waitLimit)
+	timer := time.NewTimer(testutil.WaitLimit)
 	defer timer.Stop()
 	for {
 		select {
@@ -520,7 +508,7 @@ func (e *env) humanEdit(path string, kind ydoc.Kind, fn func(*ydoc.Txn) error) {
 				return
 			}
 		case <-timer.C:
-			e.t.Fatalf("humanEdit %s: the sidecar did not see the change within %v", path, waitLimit)
+			e.t.Fatalf("humanEdit %s: the sidecar did not see the change within %v", path, testutil.WaitLimit)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -57,7 +58,7 @@ func TestRequestIDRepeatWhileInFlight(t *testing.T) {
 	}
 	// One of them applied the edit; the others wait for it (or, arriving after, read its result):
 	// either way nothing is applied twice.
-	if err := e.srv.Await(ctxT(t), func() bool { return e.srv.CountCell(editPath, "Y") == 1 }); err != nil {
+	if err := e.srv.Await(testutil.Context(t), func() bool { return e.srv.CountCell(editPath, "Y") == 1 }); err != nil {
 		t.Fatalf("the edit never reached the server: %v", err)
 	}
 	e.srv.ReleaseEchoes()

@@ -9,6 +9,7 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/journalstore"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/journal"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/tools"
 )
@@ -37,7 +38,7 @@ func TestJournalInSessionsAndMetrics(t *testing.T) {
 	if jv == nil || jv["durable"] != true || jv["records"].(float64) < 3 || jv["bytes"].(float64) == 0 || jv["at_risk"] != true {
 		t.Fatalf("save.journal %v", jv)
 	}
-	waitUntil(t, "an fsync", func() bool { return store.Stats().Syncs > 0 })
+	testutil.Eventually(t, "an fsync", func() bool { return store.Stats().Syncs > 0 })
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 )
 
 // A tree with notebooks and text files at several depths, hidden entries and binaries.
@@ -211,10 +212,10 @@ func TestCreateNotebookSession(t *testing.T) {
 	// Missing, without create_if_missing: refused, nothing created.
 	r := e.fail("create_notebook_session", map[string]any{"path": "new/n.ipynb"})
 	mustContain(t, "missing notebook", errorText(r), "create_if_missing")
-	if _, err := e.srv.Stat(ctxT(t), "new/n.ipynb"); err == nil {
+	if _, err := e.srv.Stat(testutil.Context(t), "new/n.ipynb"); err == nil {
 		t.Fatal("the notebook was created without create_if_missing")
 	}
-	if _, err := e.srv.Stat(ctxT(t), "new"); err == nil {
+	if _, err := e.srv.Stat(testutil.Context(t), "new"); err == nil {
 		t.Fatal("its directory was created without create_if_missing")
 	}
 
@@ -224,11 +225,11 @@ func TestCreateNotebookSession(t *testing.T) {
 		t.Errorf("created session = %v", body)
 	}
 	for _, p := range []string{"new", "new/deeper"} {
-		if fi, err := e.srv.Stat(ctxT(t), p); err != nil || fi.Type != "directory" {
+		if fi, err := e.srv.Stat(testutil.Context(t), p); err != nil || fi.Type != "directory" {
 			t.Errorf("%s: %v %v, want a directory", p, fi, err)
 		}
 	}
-	if fi, err := e.srv.Stat(ctxT(t), "new/deeper/n.ipynb"); err != nil || fi.Type != "notebook" {
+	if fi, err := e.srv.Stat(testutil.Context(t), "new/deeper/n.ipynb"); err != nil || fi.Type != "notebook" {
 		t.Errorf("new notebook: %v %v", fi, err)
 	}
 	// It is usable at once.
@@ -277,7 +278,7 @@ func TestCreateDocumentSession(t *testing.T) {
 
 	r := e.fail("create_document_session", map[string]any{"path": "todo/list.md"})
 	mustContain(t, "missing document", errorText(r), "create_if_missing")
-	if _, err := e.srv.Stat(ctxT(t), "todo"); err == nil {
+	if _, err := e.srv.Stat(testutil.Context(t), "todo"); err == nil {
 		t.Fatal("created without create_if_missing")
 	}
 
@@ -285,7 +286,7 @@ func TestCreateDocumentSession(t *testing.T) {
 	if body["created"] != true || num(t, body["length"]) != 0 || num(t, body["line_count"]) != 0 {
 		t.Errorf("created document session = %v", body)
 	}
-	if fi, err := e.srv.Stat(ctxT(t), "todo/later"); err != nil || fi.Type != "directory" {
+	if fi, err := e.srv.Stat(testutil.Context(t), "todo/later"); err != nil || fi.Type != "directory" {
 		t.Errorf("parent directory: %v %v", fi, err)
 	}
 	e.ok("batch_insert_text", map[string]any{"path": "todo/later/list.md", "operations": []any{map[string]any{"text": "- [ ] ✓ test\n", "position": -1}}})
@@ -304,7 +305,7 @@ func TestCreateDocumentSession(t *testing.T) {
 		findDetail(t, r, "path")
 	}
 	for _, p := range []string{"x.ipynb", "dir", "notes.md"} {
-		if _, err := e.srv.Stat(ctxT(t), p); err == nil {
+		if _, err := e.srv.Stat(testutil.Context(t), p); err == nil {
 			t.Errorf("%s was created by a refused call", p)
 		}
 	}
@@ -322,7 +323,7 @@ func TestCreateNotebookSessionRequiresNotebookExtension(t *testing.T) {
 	}
 	checkFailureShape(t, "create_notebook_session", r)
 	findDetail(t, r, "path")
-	if _, err := e.srv.Stat(ctxT(t), "todo.md"); err == nil {
+	if _, err := e.srv.Stat(testutil.Context(t), "todo.md"); err == nil {
 		t.Error("todo.md was created")
 	}
 }

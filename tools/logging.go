@@ -17,7 +17,7 @@ import (
 // back, a replica rebuilt, a room failed, edits withdrawn or left unconfirmed when a room
 // stopped, a kernel that died, was replaced or restarted, a crash rescue's outcome (what was
 // restored, what was not, an edit that could not be re-applied; notices.go also puts those on
-// the next tool result), and whatever else bridge and the engines publish as a bridge.Notice —
+// the next tool result), and whatever else bridge and the executors publish as a bridge.Notice —
 // sent to every
 // MCP session as notifications/message, at or above the level that session asked for with
 // logging/setLevel (mcp-go keeps the level per session; error until a session sets one), and

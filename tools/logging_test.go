@@ -3,10 +3,10 @@ package tools_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -14,6 +14,7 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 )
 
 // logSink collects notifications/message.
@@ -38,24 +39,21 @@ func (l *logSink) add(n mcp.JSONRPCNotification) {
 // await waits for a message whose level, logger and message text match.
 func (l *logSink) await(t *testing.T, level, logger, text string) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for time.Now().Before(deadline) {
+	var found map[string]any
+	testutil.Poll(t, fmt.Sprintf("a %s message from %s containing %q", level, logger, text), func() (bool, string) {
 		l.mu.Lock()
+		defer l.mu.Unlock()
 		for _, m := range l.msgs {
 			d, _ := m["data"].(map[string]any)
 			msg, _ := d["message"].(string)
 			if m["level"] == level && m["logger"] == logger && strings.Contains(msg, text) {
-				l.mu.Unlock()
-				return d
+				found = d
+				return true, ""
 			}
 		}
-		l.mu.Unlock()
-		time.Sleep(5 * time.Millisecond)
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	t.Fatalf("no %s message from %s containing %q; got %v", level, logger, text, l.msgs)
-	return nil
+		return false, fmt.Sprint(l.msgs)
+	})
+	return found
 }
 
 func (l *logSink) levels() map[string]int {
@@ -84,7 +82,7 @@ func legacyClient(t *testing.T, e *env, ctx context.Context, sink *logSink) *cli
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = "2025-11-25"
 	init.Params.ClientInfo = mcp.Implementation{Name: "logging-test", Version: "1"}
-	if _, err := c.Initialize(ctxT(t), init); err != nil {
+	if _, err := c.Initialize(testutil.Context(t), init); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -97,16 +95,16 @@ func TestLogMessagesFollowRoomsAndNotices(t *testing.T) {
 	sink := &logSink{}
 	// logging/setLevel is a 2025-11-25 session's (in 2026-07-28 the level comes with each
 	// request, and nothing is sent outside one).
-	c := legacyClient(t, e, ctxT(t), sink)
+	c := legacyClient(t, e, testutil.Context(t), sink)
 	// A token that may only see other/**: it hears nothing about nb.ipynb.
 	other, err := auth.NewIdentity("other", []auth.Scope{auth.ScopeRead}, []string{"other/**"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	otherSink := &logSink{}
-	oc := legacyClient(t, e, auth.WithIdentity(ctxT(t), other), otherSink)
+	oc := legacyClient(t, e, auth.WithIdentity(testutil.Context(t), other), otherSink)
 	//lint:ignore SA1019 protocol 2025-11-25 clients set their level this way
-	if err := oc.SetLevel(ctxT(t), mcp.SetLevelRequest{Params: mcp.SetLevelParams{Level: mcp.LoggingLevelDebug}}); err != nil {
+	if err := oc.SetLevel(testutil.Context(t), mcp.SetLevelRequest{Params: mcp.SetLevelParams{Level: mcp.LoggingLevelDebug}}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -115,7 +113,7 @@ func TestLogMessagesFollowRoomsAndNotices(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 
 	//lint:ignore SA1019 protocol 2025-11-25 clients set their level this way
-	if err := c.SetLevel(ctxT(t), mcp.SetLevelRequest{Params: mcp.SetLevelParams{Level: mcp.LoggingLevelInfo}}); err != nil {
+	if err := c.SetLevel(testutil.Context(t), mcp.SetLevelRequest{Params: mcp.SetLevelParams{Level: mcp.LoggingLevelInfo}}); err != nil {
 		t.Fatalf("logging/setLevel: %v", err)
 	}
 	e.ok("get_notebook", map[string]any{"format": "json", "path": bridgetest.NotebookPath})
@@ -155,7 +153,7 @@ func TestLogMessagesFollowRoomsAndNotices(t *testing.T) {
 
 	// At error, a warning is not sent.
 	//lint:ignore SA1019 protocol 2025-11-25 clients set their level this way
-	if err := c.SetLevel(ctxT(t), mcp.SetLevelRequest{Params: mcp.SetLevelParams{Level: mcp.LoggingLevelError}}); err != nil {
+	if err := c.SetLevel(testutil.Context(t), mcp.SetLevelRequest{Params: mcp.SetLevelParams{Level: mcp.LoggingLevelError}}); err != nil {
 		t.Fatal(err)
 	}
 	before := sink.levels()["warning"]

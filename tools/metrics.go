@@ -131,7 +131,7 @@ func (c roomCollector) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
 	replica, history := 0, 0
 	for _, r := range c.manager.Rooms() {
-		sz := r.Sizes() // as the room last measured it: no engine lock, no wait
+		sz := r.Sizes() // as the room last measured it: no y-crdt lock, no wait
 		replica += sz.ReplicaBytes
 		history += sz.HistoryBytes
 		info := r.Info()

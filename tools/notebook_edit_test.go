@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -583,7 +584,7 @@ func TestEditWaitsForServerConfirmation(t *testing.T) {
 		done <- e.callNoFatal("batch_update_notebook_cells", map[string]any{"path": editPath,
 			"updates": []any{map[string]any{"cell_id": "c", "content": "confirmed?"}}})
 	}()
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 	if err := e.srv.Await(ctx, func() bool { return e.srv.Held() > 0 }); err != nil {
 		t.Fatalf("the edit never reached the server: %v", err)
 	}

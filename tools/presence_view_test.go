@@ -14,6 +14,7 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/tools"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
@@ -27,7 +28,7 @@ func (c *offsetClock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
 // startPeerRoom runs a second client on the fake as user (a JupyterLab tab), synced.
 func startPeerRoom(t *testing.T, srv *bridgetest.Server, path string, kind ydoc.Kind, user ydoc.AwarenessUser, transient string) *bridge.Room {
 	t.Helper()
-	opts := fastRoom()
+	opts := bridgetest.FastRoomOptions()
 	opts.Path, opts.Kind, opts.Jupyter, opts.User, opts.Transient = path, kind, srv, user, transient
 	room, err := bridge.NewRoom(opts)
 	if err != nil {
@@ -37,7 +38,7 @@ func startPeerRoom(t *testing.T, srv *bridgetest.Server, path string, kind ydoc.
 	done := make(chan struct{})
 	go func() { defer close(done); _ = room.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	if err := room.WaitSynced(ctxT(t)); err != nil {
+	if err := room.WaitSynced(testutil.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	return room
@@ -49,9 +50,9 @@ func startPeerRoom(t *testing.T, srv *bridgetest.Server, path string, kind ydoc.
 func TestPresenceFromGlobalAwarenessAtJoin(t *testing.T) {
 	srv := bridgetest.New()
 	clk := &offsetClock{}
-	room := fastRoom()
+	room := bridgetest.FastRoomOptions()
 	room.Now = clk.Now
-	m, err := bridge.NewManager(bridge.ManagerOptions{Jupyter: srv, Logger: zerolog.Nop(), Room: room, JoinTimeout: waitLimit, GlobalAwareness: true, FirstReadWait: -1})
+	m, err := bridge.NewManager(bridge.ManagerOptions{Jupyter: srv, Logger: zerolog.Nop(), Room: room, JoinTimeout: testutil.WaitLimit, GlobalAwareness: true, FirstReadWait: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,34 +69,27 @@ func TestPresenceFromGlobalAwarenessAtJoin(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	if err := c.Start(ctxT(t)); err != nil {
+	if err := c.Start(testutil.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
 	init.Params.ClientInfo = mcp.Implementation{Name: "presence-test", Version: "1"}
-	if _, err := c.Initialize(ctxT(t), init); err != nil {
+	if _, err := c.Initialize(testutil.Context(t), init); err != nil {
 		t.Fatal(err)
 	}
 	e := &env{t: t, srv: srv, m: m, ts: ts, c: c}
 
 	alice := ydoc.AwarenessUser{Username: "alice", Name: "Alice", DisplayName: "Alice L", Color: "#00aa88"}
 	tab := startPeerRoom(t, srv, bridge.GlobalAwarenessRoom, ydoc.KindText, alice, bridge.GlobalAwarenessRoom)
-	if err := tab.SetFields(ctxT(t), map[string]any{"current": "notebook:" + bridgetest.NotebookPath, "documents": []any{bridgetest.NotebookPath}}); err != nil {
+	if err := tab.SetFields(testutil.Context(t), map[string]any{"current": "notebook:" + bridgetest.NotebookPath, "documents": []any{bridgetest.NotebookPath}}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(waitLimit)
-	for {
-		// Her tab joins the room before its fields arrive: wait for the document in front of her.
-		ps, _ := m.GlobalPeers(ctxT(t))
-		if len(ps) == 1 && ps[0].State["current"] != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the sidecar does not see alice's tab in global awareness")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	// Her tab joins the room before its fields arrive: wait for the document in front of her.
+	testutil.Eventually(t, "the sidecar to see alice's tab in global awareness", func() bool {
+		ps, _ := m.GlobalPeers(testutil.Context(t))
+		return len(ps) == 1 && ps[0].State["current"] != nil
+	})
 	clk.Advance(bridge.GlobalWarm) // the sidecar has been running long enough to know every tab
 
 	users := e.ok("get_online_users", map[string]any{"document_path": bridgetest.NotebookPath})
@@ -121,20 +115,13 @@ func TestPresenceFromGlobalAwarenessAtJoin(t *testing.T) {
 
 	// Her tab's state reaches the room, cursor in cell-a: placed, not pending, her cell refused.
 	doc := startPeerRoom(t, srv, bridgetest.NotebookPath, ydoc.KindNotebook, alice, "")
-	if err := doc.SetCursors(ctxT(t), []bridge.CursorSpec{{CellID: "cell-a", Anchor: 2, Head: 2}}); err != nil {
+	if err := doc.SetCursors(testutil.Context(t), []bridge.CursorSpec{{CellID: "cell-a", Anchor: 2, Head: 2}}); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(waitLimit)
-	for {
+	testutil.Poll(t, "alice's cursor placed", func() (bool, string) {
 		cursors = e.ok("get_user_cursors", map[string]any{"document_path": bridgetest.NotebookPath})
-		if strings.Contains(compact(cursors["cursors"]), `"cell_id":"cell-a"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("alice's cursor never placed: %s", compact(cursors))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return strings.Contains(compact(cursors["cursors"]), `"cell_id":"cell-a"`), compact(cursors)
+	})
 	if cursors["cursors_pending"] != nil || cursors["note"] != nil {
 		t.Errorf("still pending once her cursor is known: %s", compact(cursors))
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/tiktoken-go/tokenizer"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -69,7 +70,7 @@ func TestTextFormatPartialAndChangedReads(t *testing.T) {
 	if err := e.srv.EditDoc(richPath, func(tx *ydoc.Txn) error { return tx.SetSource(2, "raw changed") }); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the sidecar has the human's edit", func() bool {
+	testutil.Eventually(t, "the sidecar has the human's edit", func() bool {
 		return strings.Contains(e.call("get_notebook", map[string]any{"path": richPath, "cell_range": map[string]any{"start": 2, "end": 2}}).Texts[0], "raw changed")
 	})
 	since := e.call("get_notebook", map[string]any{"path": richPath, "since_version": v}).Texts[0]

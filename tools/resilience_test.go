@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
 // awaitRoomEvent waits for an event of kind on sub.
 func awaitRoomEvent(t *testing.T, sub *bridge.Subscription, kind bridge.EventKind) {
 	t.Helper()
-	timer := time.NewTimer(waitLimit)
+	timer := time.NewTimer(testutil.WaitLimit)
 	defer timer.Stop()
 	for {
 		select {
@@ -27,7 +28,7 @@ func awaitRoomEvent(t *testing.T, sub *bridge.Subscription, kind bridge.EventKin
 				return
 			}
 		case <-timer.C:
-			t.Fatalf("no %v event within %v", kind, waitLimit)
+			t.Fatalf("no %v event within %v", kind, testutil.WaitLimit)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/tools"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
@@ -45,7 +47,7 @@ func sanitiseNotebook() ydoc.Notebook {
 func (e *env) read(uri string) ([]mcp.ResourceContents, error) {
 	req := mcp.ReadResourceRequest{}
 	req.Params.URI = uri
-	res, err := e.c.ReadResource(ctxT(e.t), req)
+	res, err := e.c.ReadResource(testutil.Context(e.t), req)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +191,7 @@ func TestResourcesRead(t *testing.T) {
 
 func TestResourceTemplatesAndGuides(t *testing.T) {
 	e := newEnv(t, []bridgetest.File{nbFile("a.ipynb", sanitiseNotebook())})
-	res, err := e.c.ListResourceTemplates(ctxT(t), mcp.ListResourceTemplatesRequest{})
+	res, err := e.c.ListResourceTemplates(testutil.Context(t), mcp.ListResourceTemplatesRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +294,7 @@ func (e *env) prompt(name string, args map[string]string) (*mcp.GetPromptResult,
 	req := mcp.GetPromptRequest{}
 	req.Params.Name = name
 	req.Params.Arguments = args
-	return e.c.GetPrompt(ctxT(e.t), req)
+	return e.c.GetPrompt(testutil.Context(e.t), req)
 }
 
 func promptText(r *mcp.GetPromptResult) string {
@@ -312,7 +314,7 @@ func promptText(r *mcp.GetPromptResult) string {
 
 func TestPromptsRender(t *testing.T) {
 	e := newEnv(t, []bridgetest.File{nbFile("a.ipynb", sanitiseNotebook()), textFile("notes.md", "one\ntwo\n")})
-	list, err := e.c.ListPrompts(ctxT(t), mcp.ListPromptsRequest{})
+	list, err := e.c.ListPrompts(testutil.Context(t), mcp.ListPromptsRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,7 +401,7 @@ func TestCompletions(t *testing.T) {
 		req.Params.Ref = ref
 		req.Params.Argument.Name, req.Params.Argument.Value = arg, value
 		req.Params.Context.Arguments = ctxArgs
-		res, err := e.c.Complete(ctxT(t), req)
+		res, err := e.c.Complete(testutil.Context(t), req)
 		if err != nil {
 			t.Fatalf("complete %s: %v", arg, err)
 		}
@@ -462,7 +464,7 @@ func (n *notifications) updated(from int) ([]string, int) {
 // arrival time.
 func (n *notifications) waitFor(t *testing.T, from int, what string, ok func(mcp.JSONRPCNotification) bool) time.Time {
 	t.Helper()
-	deadline := time.After(waitLimit)
+	deadline := time.After(testutil.WaitLimit)
 	for {
 		n.mu.Lock()
 		for i := from; i < len(n.got); i++ {
@@ -476,7 +478,7 @@ func (n *notifications) waitFor(t *testing.T, from int, what string, ok func(mcp
 		select {
 		case <-n.wake:
 		case <-deadline:
-			t.Fatalf("no %s within %v", what, waitLimit)
+			t.Fatalf("no %s within %v", what, testutil.WaitLimit)
 		}
 	}
 }
@@ -488,10 +490,13 @@ func isUpdate(uri string) func(mcp.JSONRPCNotification) bool {
 }
 
 // TestResourceSubscriptions runs the same scenario for a client of protocol 2025-11-25
-// (resources/subscribe) and one of 2026-07-28 (subscriptions/listen).
+// (resources/subscribe) and one of 2026-07-28 (subscriptions/listen), in virtual time
+// (testing/synctest): the debounce is measured exactly and costs no wall time.
 func TestResourceSubscriptions(t *testing.T) {
 	for _, proto := range []string{"2025-11-25", mcp.LATEST_PROTOCOL_VERSION} {
-		t.Run(proto, func(t *testing.T) { testSubscriptions(t, proto) })
+		t.Run(proto, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { testSubscriptions(t, proto) })
+		})
 	}
 }
 
@@ -502,23 +507,13 @@ func testSubscriptions(t *testing.T, proto string) {
 	go func() { defer close(done); _ = e.ts.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	c, err := client.NewInProcessClient(e.ts.MCP())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	if err := c.Start(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = proto
-	init.Params.ClientInfo = mcp.Implementation{Name: "subscriber", Version: "1"}
-	if _, err := c.Initialize(ctxT(t), init); err != nil {
-		t.Fatal(err)
-	}
+	_ = e.c.Close() // one in-process session at a time in a synctest bubble (connectInProcess)
+	c := connectInProcess(t, e.ts, proto, mcp.ClientCapabilities{})
+	e.c = c
 	n := collectNotifications(c)
 	modern := proto == mcp.LATEST_PROTOCOL_VERSION
 	var stopListen func()
+	var err error
 	t.Cleanup(func() {
 		if stopListen != nil {
 			stopListen()
@@ -545,7 +540,7 @@ func testSubscriptions(t *testing.T, proto string) {
 			req := mcp.SubscribeRequest{}
 			req.Params.URI = uri
 			//lint:ignore SA1019 protocol 2025-11-25 clients subscribe this way
-			if err := c.Subscribe(ctxT(t), req); err != nil {
+			if err := c.Subscribe(testutil.Context(t), req); err != nil {
 				t.Fatalf("subscribe %s: %v", uri, err)
 			}
 		}
@@ -561,7 +556,7 @@ func testSubscriptions(t *testing.T, proto string) {
 			req := mcp.UnsubscribeRequest{}
 			req.Params.URI = uri
 			//lint:ignore SA1019 protocol 2025-11-25 clients unsubscribe this way
-			if err := c.Unsubscribe(ctxT(t), req); err != nil {
+			if err := c.Unsubscribe(testutil.Context(t), req); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -578,7 +573,7 @@ func testSubscriptions(t *testing.T, proto string) {
 	e.humanEdit("a.ipynb", ydoc.KindNotebook, func(tx *ydoc.Txn) error { return setSourceByID(tx, "c2", "x = 20") })
 	at := n.waitFor(t, mark, "update of "+base+"/cells/c2", isUpdate(base+"/cells/c2"))
 	n.waitFor(t, mark, "update of "+base, isUpdate(base))
-	if d := at.Sub(edited); d < 200*time.Millisecond {
+	if d := at.Sub(edited); d < 250*time.Millisecond {
 		t.Errorf("notified %v after the edit: updates are debounced by 250 ms", d)
 	}
 	// An unrelated change (another notebook), then a change to c1 as a sentinel: the only
@@ -600,7 +595,7 @@ func testSubscriptions(t *testing.T, proto string) {
 	n.waitFor(t, 0, "resources/list_changed", func(m mcp.JSONRPCNotification) bool {
 		return m.Method == mcp.MethodNotificationResourcesListChanged
 	})
-	res, err := c.ListResources(ctxT(t), mcp.ListResourcesRequest{})
+	res, err := c.ListResources(testutil.Context(t), mcp.ListResourcesRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -638,13 +633,13 @@ func TestSubscriptionSeesChangeMadeBeforeRunStarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	if err := c.Start(ctxT(t)); err != nil {
+	if err := c.Start(testutil.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = "2025-11-25"
 	init.Params.ClientInfo = mcp.Implementation{Name: "subscriber", Version: "1"}
-	if _, err := c.Initialize(ctxT(t), init); err != nil {
+	if _, err := c.Initialize(testutil.Context(t), init); err != nil {
 		t.Fatal(err)
 	}
 	n := collectNotifications(c)
@@ -652,7 +647,7 @@ func TestSubscriptionSeesChangeMadeBeforeRunStarted(t *testing.T) {
 	req := mcp.SubscribeRequest{}
 	req.Params.URI = cell
 	//lint:ignore SA1019 protocol 2025-11-25 clients subscribe this way
-	if err := c.Subscribe(ctxT(t), req); err != nil {
+	if err := c.Subscribe(testutil.Context(t), req); err != nil {
 		t.Fatalf("subscribe %s: %v", cell, err)
 	}
 	_, mark := n.updated(0)
@@ -691,13 +686,13 @@ func TestSubscriptionNotifiedDuringSlowJoinAndEventFlood(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	if err := c.Start(ctxT(t)); err != nil {
+	if err := c.Start(testutil.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = "2025-11-25"
 	init.Params.ClientInfo = mcp.Implementation{Name: "subscriber", Version: "1"}
-	if _, err := c.Initialize(ctxT(t), init); err != nil {
+	if _, err := c.Initialize(testutil.Context(t), init); err != nil {
 		t.Fatal(err)
 	}
 	n := collectNotifications(c)
@@ -710,7 +705,7 @@ func TestSubscriptionNotifiedDuringSlowJoinAndEventFlood(t *testing.T) {
 		req := mcp.SubscribeRequest{}
 		req.Params.URI = uri
 		//lint:ignore SA1019 protocol 2025-11-25 clients subscribe this way
-		if err := c.Subscribe(ctxT(t), req); err != nil {
+		if err := c.Subscribe(testutil.Context(t), req); err != nil {
 			t.Fatalf("subscribe %s: %v", uri, err)
 		}
 	}
@@ -720,7 +715,7 @@ func TestSubscriptionNotifiedDuringSlowJoinAndEventFlood(t *testing.T) {
 	e.srv.BlockOpen()
 	t.Cleanup(e.srv.UnblockOpen)
 	e.m.CloseRoom("b.ipynb", ydoc.KindNotebook)
-	waitUntil(t, "the rejoin of b.ipynb to block", func() bool { return e.srv.BlockedOpens() > 0 })
+	testutil.Eventually(t, "the rejoin of b.ipynb to block", func() bool { return e.srv.BlockedOpens() > 0 })
 
 	// More events than any buffer holds, from a document nobody subscribed to…
 	const flood = 6000
@@ -738,8 +733,8 @@ func TestSubscriptionNotifiedDuringSlowJoinAndEventFlood(t *testing.T) {
 			if ev.Path == "c.ipynb" && ev.Kind == bridge.EventChanged {
 				applied++
 			}
-		case <-time.After(waitLimit):
-			t.Fatalf("the sidecar applied %d of %d edits to c.ipynb within %v", applied, flood, waitLimit)
+		case <-time.After(testutil.WaitLimit):
+			t.Fatalf("the sidecar applied %d of %d edits to c.ipynb within %v", applied, flood, testutil.WaitLimit)
 		}
 	}
 	// …then a change to a.ipynb: notified, with b.ipynb's join still stuck.
@@ -753,16 +748,4 @@ func TestSubscriptionNotifiedDuringSlowJoinAndEventFlood(t *testing.T) {
 		t.Errorf("%s after the notification: %s", uriA, text)
 	}
 	e.srv.UnblockOpen()
-}
-
-// waitUntil polls cond until it holds (waitLimit).
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %v", what, waitLimit)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

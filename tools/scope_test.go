@@ -13,6 +13,7 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/tools"
 )
 
@@ -45,18 +46,18 @@ func TestScopedTokens(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = c.Close() })
-		if err := c.Start(ctxT(t)); err != nil {
+		if err := c.Start(testutil.Context(t)); err != nil {
 			t.Fatal(err)
 		}
 		init := mcp.InitializeRequest{}
 		init.Params.ProtocolVersion = "2025-11-25"
-		if _, err := c.Initialize(ctxT(t), init); err != nil {
+		if _, err := c.Initialize(testutil.Context(t), init); err != nil {
 			t.Fatalf("initialize: %v", err)
 		}
 		return c
 	}
 	toolNames := func(c *client.Client) map[string]bool {
-		res, err := c.ListTools(ctxT(t), mcp.ListToolsRequest{})
+		res, err := c.ListTools(testutil.Context(t), mcp.ListToolsRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +68,7 @@ func TestScopedTokens(t *testing.T) {
 		return names
 	}
 	call := func(c *client.Client, name string, args map[string]any) (bool, string) {
-		res, err := c.CallTool(ctxT(t), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: name, Arguments: args}})
+		res, err := c.CallTool(testutil.Context(t), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: name, Arguments: args}})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -93,7 +94,7 @@ func TestScopedTokens(t *testing.T) {
 	}
 	req := mcp.ReadResourceRequest{}
 	req.Params.URI = "jupyter://notebooks"
-	if res, err := reader.ReadResource(ctxT(t), req); err != nil || strings.Contains(res.Contents[0].(mcp.TextResourceContents).Text, "secret/") {
+	if res, err := reader.ReadResource(testutil.Context(t), req); err != nil || strings.Contains(res.Contents[0].(mcp.TextResourceContents).Text, "secret/") {
 		t.Errorf("reader's notebook resource lists another path: %v", err)
 	}
 

@@ -10,6 +10,7 @@ import (
 	"github.com/tiktoken-go/tokenizer"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 )
 
 // The chores of issue 29, done with run_script and tool by tool, measured in what a model pays:
@@ -168,7 +169,7 @@ func TestScriptChoreTokens(t *testing.T) {
 	// Definitions a turn: the default list, and a session that takes only the scripts set.
 	defs := func(spec ...string) (int, int) {
 		le := choresEnv(t, toolsets(spec...))
-		res, err := le.c.ListTools(ctxT(t), mcp.ListToolsRequest{})
+		res, err := le.c.ListTools(testutil.Context(t), mcp.ListToolsRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -177,7 +178,7 @@ func TestScriptChoreTokens(t *testing.T) {
 	}
 	defDefault, nDefault := defs()
 	defScripts, nScripts := defs("scripts")
-	init, err := e.c.Initialize(ctxT(t), mcp.InitializeRequest{})
+	init, err := e.c.Initialize(testutil.Context(t), mcp.InitializeRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -34,7 +35,7 @@ func TestSearchSourcesAndOutputsLiveAndOnDisk(t *testing.T) {
 	if err := e.srv.EditDoc("analysis/live.ipynb", func(tx *ydoc.Txn) error { return tx.SetSource(0, "# Intro\nmarker-typed-live") }); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the sidecar has the human's marker", func() bool {
+	testutil.Eventually(t, "the sidecar has the human's marker", func() bool {
 		return strings.Contains(e.call("get_notebook", map[string]any{"path": "analysis/live.ipynb"}).Texts[0], "marker-typed-live")
 	})
 	r := e.call("search_notebook", map[string]any{"pattern": "df_raw", "path_prefix": "analysis/"})

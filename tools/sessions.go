@@ -174,7 +174,7 @@ func (s *Server) getActiveSessions(ctx context.Context, c *call, _ presenceArgs)
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].SessionID < list[j].SessionID })
 	out := activeSessions{list: list}
-	if e, err := s.opts.Manager.Engine(ctx); err == nil {
+	if e, err := s.opts.Manager.EngineInfo(ctx); err == nil {
 		out.engine = e.Name
 	} else {
 		out.engineErr = err

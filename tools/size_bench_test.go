@@ -16,6 +16,7 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/tools"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
@@ -188,16 +189,10 @@ func BenchmarkReadTokens200Cells(b *testing.B) {
 	if err := srv.EditDoc("big.ipynb", func(tx *ydoc.Txn) error { return tx.SetSource(57, "df = load('other.csv')\nprint(df.shape)") }); err != nil {
 		b.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	testutil.Eventually(b, "the edit to arrive", func() bool {
 		_, o := call(map[string]any{"path": "big.ipynb", "cell_range": map[string]any{"start": 0, "end": 0}})
-		if o["version"] != version {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatal("the edit never arrived")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return o["version"] != version
+	})
 	tk, n = readAll(map[string]any{"path": "big.ipynb", "format": "json", "since_version": version})
 	report("since-version-after-1-edit", tk, n)
 }

@@ -11,14 +11,15 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/tools"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
-// A /metrics scrape and a read of jupyter://stats/cache with many rooms open take no engine
+// A /metrics scrape and a read of jupyter://stats/cache with many rooms open take no y-crdt
 // lock: both complete, with the rooms' sizes, while another document holds the lock that every
 // room's replica shares. (They used to encode every replica under it, one room after another.)
-func TestStatsDoNotTakeTheEngineLock(t *testing.T) {
+func TestStatsDoNotTakeTheCRDTLock(t *testing.T) {
 	const rooms = 40
 	var files []bridgetest.File
 	for i := range rooms {
@@ -50,7 +51,7 @@ func TestStatsDoNotTakeTheEngineLock(t *testing.T) {
 		}
 		return st
 	}
-	waitUntil(t, "every room's size measured", func() bool {
+	testutil.Eventually(t, "every room's size measured", func() bool {
 		st := readStats()
 		for _, r := range st.Rooms {
 			if r.ReplicaBytes == 0 {
@@ -60,7 +61,7 @@ func TestStatsDoNotTakeTheEngineLock(t *testing.T) {
 		return st.RoomsOpen == rooms
 	})
 
-	// Another document holds the engine lock (a transaction runs under it) until released.
+	// Another document holds the y-crdt lock (a transaction runs under it) until released.
 	other, err := ydoc.NewDoc(ydoc.KindText, 4242, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
@@ -105,21 +106,21 @@ func TestStatsDoNotTakeTheEngineLock(t *testing.T) {
 	case <-time.After(time.Second):
 		releaseLock()
 		<-done
-		t.Fatalf("a /metrics scrape of %d rooms waited for the engine lock (%v)", rooms, time.Since(start).Round(time.Millisecond))
+		t.Fatalf("a /metrics scrape of %d rooms waited for the y-crdt lock (%v)", rooms, time.Since(start).Round(time.Millisecond))
 	}
 	if took := time.Since(start); took > 500*time.Millisecond || replica == 0 {
-		t.Errorf("scrape with the engine busy: %v, jcm_room_replica_bytes %.0f", took, replica)
+		t.Errorf("scrape with y-crdt busy: %v, jcm_room_replica_bytes %.0f", took, replica)
 	}
 	statsDone := make(chan stats, 1)
 	go func() { statsDone <- readStats() }()
 	select {
 	case st := <-statsDone:
 		if st.RoomsOpen != rooms || st.ReplicaBytes == 0 {
-			t.Errorf("jupyter://stats/cache with the engine busy: %d rooms, %d replica bytes", st.RoomsOpen, st.ReplicaBytes)
+			t.Errorf("jupyter://stats/cache with y-crdt busy: %d rooms, %d replica bytes", st.RoomsOpen, st.ReplicaBytes)
 		}
 	case <-time.After(time.Second):
 		releaseLock()
 		<-statsDone
-		t.Fatal("jupyter://stats/cache waited for the engine lock")
+		t.Fatal("jupyter://stats/cache waited for the y-crdt lock")
 	}
 }

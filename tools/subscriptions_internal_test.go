@@ -9,6 +9,7 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -71,17 +72,10 @@ func TestLostEventsCountAsChanges(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = s.follow(ctx, events) }()
 	defer func() { cancel(); <-done }()
-	for {
+	// Read again after the loss: the subscriber was told.
+	testutil.Eventually(t, "a.ipynb, changed while its event was lost, read again", func() bool {
 		s.subs.mu.Lock()
-		seen := s.subs.sessions["session"][uri]
-		s.subs.mu.Unlock()
-		if seen != hashRead(r) {
-			break // read again after the loss: the subscriber was told
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("a.ipynb changed while its event was lost, and was never read again")
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+		defer s.subs.mu.Unlock()
+		return s.subs.sessions["session"][uri] != hashRead(r)
+	})
 }

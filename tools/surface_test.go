@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/tools"
 )
 
@@ -25,7 +26,7 @@ func TestNewRequiresManager(t *testing.T) {
 
 func listTools(t *testing.T, e *env) map[string]mcp.Tool {
 	t.Helper()
-	res, err := e.c.ListTools(ctxT(t), mcp.ListToolsRequest{})
+	res, err := e.c.ListTools(testutil.Context(t), mcp.ListToolsRequest{})
 	if err != nil {
 		t.Fatalf("ListTools: %v", err)
 	}
@@ -81,7 +82,7 @@ func TestToolAnnotationsAreExplicit(t *testing.T) {
 	e := newEnv(t, nil)
 	// Read the wire form: a hint left out (nil) would make clients assume mcp-go's defaults
 	// (destructive, open world).
-	res, err := e.c.ListTools(ctxT(t), mcp.ListToolsRequest{})
+	res, err := e.c.ListTools(testutil.Context(t), mcp.ListToolsRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -451,7 +452,7 @@ func TestBadPathsRefusedBeforeServer(t *testing.T) {
 	}
 	// Nothing was created either.
 	for _, p := range []string{"x.ipynb", "etc/passwd", "b.ipynb"} {
-		if _, err := e.srv.Stat(ctxT(t), p); err == nil {
+		if _, err := e.srv.Stat(testutil.Context(t), p); err == nil {
 			t.Errorf("%s was created", p)
 		}
 	}
@@ -475,7 +476,7 @@ func TestListDocumentsBadFilterNamesItsField(t *testing.T) {
 
 func TestOperationResources(t *testing.T) {
 	e := newEnv(t, nil)
-	ctx := ctxT(t)
+	ctx := testutil.Context(t)
 	lr, err := e.c.ListResources(ctx, mcp.ListResourcesRequest{})
 	if err != nil {
 		t.Fatalf("ListResources: %v", err)
@@ -598,7 +599,7 @@ func TestExamplesValidate(t *testing.T) {
 	for _, name := range allTools {
 		req := mcp.ReadResourceRequest{}
 		req.Params.URI = "jupyter://operations/" + name
-		res, err := e.c.ReadResource(ctxT(t), req)
+		res, err := e.c.ReadResource(testutil.Context(t), req)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

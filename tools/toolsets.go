@@ -229,7 +229,7 @@ func (s *Server) selectionOf(ctx context.Context) selection {
 // engineLimits names the tools the server's collaboration engine cannot support, with the
 // reason: they are left out of tools/list and refused with it.
 func (s *Server) engineLimits(ctx context.Context) map[string]string {
-	e, err := s.opts.Manager.Engine(ctx)
+	e, err := s.opts.Manager.EngineInfo(ctx)
 	if err != nil {
 		return nil
 	}

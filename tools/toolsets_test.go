@@ -15,6 +15,7 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/internal/testutil"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/tools"
 )
 
@@ -161,7 +162,7 @@ func TestEnableToolsetTurnsASetOnForTheSession(t *testing.T) {
 	}
 	select {
 	case <-changed:
-	case <-time.After(waitLimit):
+	case <-time.After(testutil.WaitLimit):
 		t.Fatal("no notifications/tools/list_changed after enable_toolset")
 	}
 	got := listTools(t, e)
@@ -181,13 +182,13 @@ func TestEnableToolsetTurnsASetOnForTheSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c2.Close() })
-	if err := c2.Start(ctxT(t)); err != nil {
+	if err := c2.Start(testutil.Context(t)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c2.Initialize(ctxT(t), mcp.InitializeRequest{}); err != nil {
+	if _, err := c2.Initialize(testutil.Context(t), mcp.InitializeRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	lt, err := c2.ListTools(ctxT(t), mcp.ListToolsRequest{})
+	lt, err := c2.ListTools(testutil.Context(t), mcp.ListToolsRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +209,7 @@ func TestEnableToolsetTurnsASetOnForTheSession(t *testing.T) {
 // On jupyter-server-documents (no fork API) the fork tools are hidden, and say why when called.
 func TestEngineHidesWhatItCannotSupport(t *testing.T) {
 	e := newEnv(t, nil, toolsets("all"))
-	e.srv.SetEngine(bridge.Engine{Name: "jupyter-server-documents", NoForks: true, SavesItself: true})
+	e.srv.SetEngine(bridge.EngineInfo{Name: "jupyter-server-documents", NoForks: true, SavesItself: true})
 	got := listTools(t, e)
 	for _, n := range []string{"fork_document", "list_forks", "diff_fork", "merge_document_fork", "discard_document_fork"} {
 		if got[n].Name != "" {
@@ -223,7 +224,7 @@ func TestEngineHidesWhatItCannotSupport(t *testing.T) {
 		t.Errorf("list_forks on jsd: %s", r)
 	}
 	d := newEnv(t, nil, toolsets())
-	d.srv.SetEngine(bridge.Engine{Name: "jupyter-server-documents", NoForks: true, SavesItself: true})
+	d.srv.SetEngine(bridge.EngineInfo{Name: "jupyter-server-documents", NoForks: true, SavesItself: true})
 	if r := d.call("enable_toolset", map[string]any{"toolset": "forks"}); !r.IsError || !strings.Contains(str(r.Body["error"]), "no fork API") {
 		t.Errorf("enable_toolset forks on jsd: %s", r)
 	}
@@ -241,13 +242,13 @@ func TestToolsetsPerHTTPRequest(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = c.Close() })
-		if err := c.Start(ctxT(t)); err != nil {
+		if err := c.Start(testutil.Context(t)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Initialize(ctxT(t), mcp.InitializeRequest{}); err != nil {
+		if _, err := c.Initialize(testutil.Context(t), mcp.InitializeRequest{}); err != nil {
 			t.Fatalf("initialize %s %v: %v", url, headers, err)
 		}
-		res, err := c.ListTools(ctxT(t), mcp.ListToolsRequest{})
+		res, err := c.ListTools(testutil.Context(t), mcp.ListToolsRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}

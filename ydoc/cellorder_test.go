@@ -15,7 +15,7 @@ import (
 // transaction, updates delivered late and out of order — the order must equal a walk of the
 // array, and the change must report what comparing the whole orders before and after reports.
 
-// orderSnapshot is a walk of the array (engine lock taken here).
+// orderSnapshot is a walk of the array (y-crdt lock taken here).
 func orderSnapshot(t *testing.T, d *Doc) ([]string, []*y.YMap) {
 	t.Helper()
 	var ids []string

@@ -38,7 +38,7 @@ const (
 	rootSource = "source"
 )
 
-// ErrDocBroken is returned by every method of a Doc after the engine panicked on it.
+// ErrDocBroken is returned by every method of a Doc after y-crdt panicked on it.
 var ErrDocBroken = errors.New("ydoc: document is broken and must be rebuilt")
 
 // Origin tags a transaction so the change it produced can be attributed.
@@ -51,7 +51,7 @@ const (
 
 // Doc is one Yjs replica with the typed roots of a Jupyter document. It is not safe for
 // concurrent use: one owner (a room loop) drives it. Calls into the CRDT library are
-// serialised across all documents by the engine lock.
+// serialised across all documents by the y-crdt lock.
 type Doc struct {
 	kind     Kind
 	yd       *y.Doc
@@ -67,7 +67,7 @@ type Doc struct {
 	// ord is the cell order (cellorder.go), kept up to date after every transaction.
 	ord cellOrder
 
-	// set by the library's event handlers during a transaction (engine lock held)
+	// set by the library's event handlers during a transaction (y-crdt lock held)
 	lastUpdate []byte
 	change     *Change
 
@@ -101,7 +101,7 @@ func NewLoaderDoc(kind Kind, log zerolog.Logger) (*Doc, error) {
 // newDoc is NewDoc without the check on the client id (LoadDeterministic writes as client 0).
 func newDoc(kind Kind, clientID uint32, log zerolog.Logger) (*Doc, error) {
 	d := &Doc{kind: kind, log: log, clientID: uint64(clientID), ord: newCellOrder()}
-	err := withEngine(log, func() error {
+	err := withCRDTLock(log, func() error {
 		d.yd = y.NewDoc("", true, y.DefaultGCFilter, nil, false)
 		d.yd.ClientID = int(clientID)
 		state, ok := d.yd.GetMap(rootState).(*y.YMap)
@@ -155,13 +155,13 @@ func (d *Doc) ClientID() uint64 { return d.clientID }
 // Err returns ErrDocBroken (wrapped with the cause) once the document can no longer be used.
 func (d *Doc) Err() error { return d.broken }
 
-// run executes fn under the engine lock, marking the doc broken on a panic.
+// run executes fn under the y-crdt lock, marking the doc broken on a panic.
 func (d *Doc) run(fn func() error) error {
 	if d.broken != nil {
 		return d.broken
 	}
-	err := withEngine(d.log, fn)
-	if errors.Is(err, ErrEnginePanic) {
+	err := withCRDTLock(d.log, fn)
+	if errors.Is(err, ErrCRDTPanic) {
 		d.broken = fmt.Errorf("%w: %w", ErrDocBroken, err)
 		return d.broken
 	}
@@ -277,12 +277,12 @@ func (d *Doc) Transact(fn func(*Txn) error) ([]byte, Change, error) {
 			// the doc is marked broken.
 			defer func() {
 				if r := recover(); r != nil {
-					fnErr = fmt.Errorf("%w: %v", ErrEnginePanic, r)
+					fnErr = fmt.Errorf("%w: %v", ErrCRDTPanic, r)
 				}
 			}()
 			fnErr = fn(&Txn{d: d, tr: tr})
 		}, originLocal)
-		if errors.Is(fnErr, ErrEnginePanic) {
+		if errors.Is(fnErr, ErrCRDTPanic) {
 			return fnErr
 		}
 		return nil
@@ -299,7 +299,7 @@ func (d *Doc) Transact(fn func(*Txn) error) ([]byte, Change, error) {
 // Change describes what one transaction changed.
 type Change struct {
 	Local    bool
-	EditID   uint64       // the Session edit that produced a local change; 0 for remote changes
+	EditID   uint64       // the edit (Replica.Propose's id) that produced a local change; 0 for remote changes
 	Inserted []string     // cell ids added
 	Deleted  []string     // cell ids removed
 	Moved    bool         // the order of surviving cells changed

@@ -952,13 +952,13 @@ func TestDeleteCellRecordsChildren(t *testing.T) {
 	}
 }
 
-// TestEnginePanicContained: a y-crdt panic breaks only its document, with ErrDocBroken from
-// then on, and releases the engine lock for every other document.
-func TestEnginePanicContained(t *testing.T) {
+// TestCRDTPanicContained: a y-crdt panic breaks only its document, with ErrDocBroken from
+// then on, and releases the y-crdt lock for every other document.
+func TestCRDTPanicContained(t *testing.T) {
 	t.Run("panic inside Transact", func(t *testing.T) {
 		d, _ := loadNotebook(t, baseNotebook())
 		u, _, err := d.Transact(func(tx *Txn) error { panic("boom") })
-		if !errors.Is(err, ErrEnginePanic) || u != nil {
+		if !errors.Is(err, ErrCRDTPanic) || u != nil {
 			t.Fatalf("Transact with a panicking fn = %d bytes, %v", len(u), err)
 		}
 		checkBroken(t, d)
@@ -976,8 +976,8 @@ func TestEnginePanicContained(t *testing.T) {
 		if err == nil {
 			t.Skip("y-crdt no longer panics on this input")
 		}
-		if !errors.Is(err, ErrEnginePanic) {
-			t.Fatalf("Apply error %v, want ErrEnginePanic", err)
+		if !errors.Is(err, ErrCRDTPanic) {
+			t.Fatalf("Apply error %v, want ErrCRDTPanic", err)
 		}
 		checkBroken(t, d)
 	})
@@ -985,8 +985,8 @@ func TestEnginePanicContained(t *testing.T) {
 
 func checkBroken(t *testing.T, d *Doc) {
 	t.Helper()
-	if !errors.Is(d.Err(), ErrDocBroken) || !errors.Is(d.Err(), ErrEnginePanic) {
-		t.Fatalf("Err() = %v, want ErrDocBroken wrapping ErrEnginePanic", d.Err())
+	if !errors.Is(d.Err(), ErrDocBroken) || !errors.Is(d.Err(), ErrCRDTPanic) {
+		t.Fatalf("Err() = %v, want ErrDocBroken wrapping ErrCRDTPanic", d.Err())
 	}
 	if _, err := d.Notebook(); !errors.Is(err, ErrDocBroken) {
 		t.Errorf("Notebook() on a broken doc: %v", err)
@@ -1000,7 +1000,7 @@ func checkBroken(t *testing.T, d *Doc) {
 	if _, err := d.EncodeStateAsUpdate(nil); !errors.Is(err, ErrDocBroken) {
 		t.Errorf("EncodeStateAsUpdate on a broken doc: %v", err)
 	}
-	// The engine lock was released: another document still works.
+	// The y-crdt lock was released: another document still works.
 	other, _ := loadNotebook(t, baseNotebook())
 	if len(readNotebook(t, other).Cells) != 4 {
 		t.Errorf("another doc is affected")
@@ -1008,7 +1008,7 @@ func checkBroken(t *testing.T, d *Doc) {
 }
 
 // TestChangeMergeDoesNotAlias: Change is a value; merging into one copy must not alter another
-// (Session hands the same Change out in Output.Changes and in EditResult.Change).
+// (Replica hands the same Change out in Output.Changes and in EditResult.Change).
 func TestChangeMergeDoesNotAlias(t *testing.T) {
 	d, _ := loadNotebook(t, baseNotebook())
 	_, ch := transact(t, d, func(tx *Txn) error {

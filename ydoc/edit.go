@@ -11,10 +11,10 @@ import (
 // Edits as values. An Edit says what to change — insert these cells there, update those, delete,
 // move, clear outputs, replace text ranges, restore a version, undo — together with its guards
 // (source hashes the caller read, cells collaborators are typing in, the anchors it names) and
-// its rules for running again. The Session runs it inside one transaction and reports what it
+// its rules for running again. The Replica runs it inside one transaction and reports what it
 // did as an Outcome: a fresh value handed to whoever waits for the edit, never written into the
 // caller's memory. After a reset (a new server session, a conflict, a server that lost the room)
-// the Session runs unconfirmed edits, and confirmed ones not yet saved, again on the fresh
+// the Replica runs unconfirmed edits, and confirmed ones not yet saved, again on the fresh
 // replica; the edit then follows its replay rules, which live here with it:
 //
 //   - guards are not checked again: they held when the caller was answered (or they refused it);
@@ -29,14 +29,14 @@ import (
 //     if the text is already the result, nothing runs; otherwise the replay fails, changing
 //     nothing, rather than put text at positions that now mean something else.
 //
-// An edit value is read, never changed, by the Session: the same value may run several times.
+// An edit value is read, never changed, by the Replica: the same value may run several times.
 // The one escape hatch is EditFunc (and DurableFunc): a function over the transaction, for writes
 // that are not an agent's edits (execution's outputs and run markers, tests). Such a function may
 // run again after the caller returned, so it must not write memory its caller reads.
 type Edit interface {
 	// Durable reports whether the edit is safe to run again over a document that already holds
 	// it (a second run changes nothing more). Durable edits are kept after the server confirmed
-	// them until the server saved them, and run again if it lost them (Session.unsaved).
+	// them until the server saved them, and run again if it lost them (Replica.unsaved).
 	Durable() bool
 	// run applies the edit in tx and returns what it did. It validates before it changes
 	// anything: an error with nothing changed is a refusal.
@@ -60,7 +60,7 @@ func (tx *Txn) beginEdit(kind Kind) error {
 	return nil
 }
 
-// Proposal is an edit handed to a Session.
+// Proposal is an edit handed to a Replica.
 type Proposal struct {
 	Edit Edit
 	// Since is what changed after the version the caller read (the room's history knows it;
@@ -74,7 +74,7 @@ type Proposal struct {
 	Prev   *Outcome
 }
 
-// Outcome is what an edit did. Each run produces a fresh one; the Session hands out copies.
+// Outcome is what an edit did. Each run produces a fresh one; the Replica hands out copies.
 type Outcome struct {
 	// Cells are the cells the edit placed, changed, deleted, moved or cleared, in the order the
 	// edit names them.
@@ -211,7 +211,9 @@ func (s *Since) Note(id, field string, by []string) {
 	s.Cells[id] = c
 }
 
-// SourceHash is the short hash of a cell's source that reads show and guards compare.
+// SourceHash is the short hash of a cell's source that reads show and guards compare
+// (expected_source_hash): the first hex digits of its SHA-256. Not jupyter-server-documents'
+// run hash (jupyter.RunHash).
 func SourceHash(src string) string {
 	sum := sha256.Sum256([]byte(src))
 	return hex.EncodeToString(sum[:6])
@@ -388,7 +390,7 @@ func (f DurableFunc) run(tx *Txn, r editRun) (Outcome, error) {
 	return Outcome{}, callEditFunc(f, tx, r.replay)
 }
 
-// callEditFunc runs a caller's function: its panic is its bug, not the engine's, so it is
+// callEditFunc runs a caller's function: its panic is its bug, not y-crdt's, so it is
 // returned as an error instead of marking the replica broken.
 func callEditFunc(f func(*Txn, bool) error, tx *Txn, replaying bool) (err error) {
 	defer func() {

@@ -30,7 +30,7 @@ func editNotebook(t *testing.T) *Doc {
 	return d
 }
 
-// runEdit runs an edit the way the Session does.
+// runEdit runs an edit the way the Replica does.
 func runEdit(t *testing.T, d *Doc, e Edit, r editRun) (Outcome, error) {
 	t.Helper()
 	var out Outcome
@@ -338,7 +338,7 @@ func TestEditTextReplayOnlyWhereItFits(t *testing.T) {
 // The outcome a caller gets is its own: a replay after a reset (the edit confirmed, then the
 // server lost it) reports a fresh outcome and leaves the first one as it was, and what the
 // caller does to its copy changes nothing the session keeps.
-func TestSessionOutcomesAreValues(t *testing.T) {
+func TestReplicaOutcomesAreValues(t *testing.T) {
 	nb := func(ids ...string) *Notebook {
 		n := &Notebook{NBFormat: 4, NBFormatMinor: 5}
 		for _, id := range ids {
@@ -350,7 +350,7 @@ func TestSessionOutcomesAreValues(t *testing.T) {
 	c := srv.newClient("agent")
 	c.connect()
 	srv.flush()
-	c.record(c.sess.Propose(1, Proposal{Edit: InsertCells{Cells: []Cell{{ID: "n", Source: "new"}}, Before: "a"}}))
+	c.record(c.replica.Propose(1, Proposal{Edit: InsertCells{Cells: []Cell{{ID: "n", Source: "new"}}, Before: "a"}}))
 	srv.flush()
 	if len(c.done) != 1 || c.done[0].Err != nil {
 		t.Fatalf("done %+v", c.done)
@@ -367,10 +367,10 @@ func TestSessionOutcomesAreValues(t *testing.T) {
 	srv2 := newFakeServer(t, nb("h", "a"))
 	c.srv, srv2.conns = srv2, []*fakeConn{c}
 	c.disconnect()
-	if err := c.sess.ResetServerLost(freshClientID()); err != nil {
+	if err := c.replica.ResetServerLost(freshClientID()); err != nil {
 		t.Fatal(err)
 	}
-	c.sess.NoRescue("test")
+	c.replica.NoRescue("test")
 	c.connect()
 	srv2.flush()
 	if len(c.done) != 2 || c.done[1].Err != nil {

@@ -12,7 +12,7 @@ import (
 // Fuzz targets. Seeds are real frames and updates built here; inputs are kept small so that
 // every iteration is fast.
 
-// maxFuzzInput bounds what reaches the CRDT engine per iteration.
+// maxFuzzInput bounds what reaches y-crdt per iteration.
 const maxFuzzInput = 4 << 10
 
 // fuzzUpdates builds a few real, small updates: notebook edits, text edits and deletions.
@@ -215,7 +215,7 @@ func FuzzParseNBFormat(f *testing.F) {
 		// Whatever parses must load into a document, or be refused without breaking it.
 		d := newTestDoc(t, KindNotebook)
 		_, _, err = d.Transact(func(tx *Txn) error { return tx.LoadNotebook(nb) })
-		if errors.Is(err, ErrEnginePanic) || d.Err() != nil {
+		if errors.Is(err, ErrCRDTPanic) || d.Err() != nil {
 			t.Fatalf("LoadNotebook broke the doc: %v", err)
 		}
 		if err != nil {
@@ -248,7 +248,7 @@ func FuzzDocApply(f *testing.F) {
 			return
 		}
 		if _, err := ParseUpdate(b); err != nil {
-			return // Doc.Apply rejects these before the engine sees them (checked below)
+			return // Doc.Apply rejects these before y-crdt sees them (checked below)
 		}
 		d := newTestDoc(t, KindNotebook)
 		type result struct {
@@ -267,11 +267,11 @@ func FuzzDocApply(f *testing.F) {
 			t.Fatalf("Doc.Apply hung on a structurally valid update (% x)", b)
 		}
 		if r.err != nil {
-			if errors.Is(r.err, ErrEnginePanic) {
+			if errors.Is(r.err, ErrCRDTPanic) {
 				if d.Err() == nil {
-					t.Fatalf("engine panicked but the doc is not marked broken")
+					t.Fatalf("y-crdt panicked but the doc is not marked broken")
 				}
-				t.Logf("engine panic (recovered, doc marked broken): %v", r.err)
+				t.Logf("y-crdt panic (recovered, doc marked broken): %v", r.err)
 				return
 			}
 			t.Fatalf("Apply of a parsed update failed: %v", r.err)
@@ -393,7 +393,7 @@ func genStructuredUpdate(rng *rand.Rand) []byte {
 	return u.b
 }
 
-// applyWithWatchdog applies b to d and fails the test if the engine does not return.
+// applyWithWatchdog applies b to d and fails the test if y-crdt does not return.
 func applyWithWatchdog(t *testing.T, d *Doc, b []byte) error {
 	t.Helper()
 	done := make(chan error, 1)
@@ -410,8 +410,8 @@ func applyWithWatchdog(t *testing.T, d *Doc, b []byte) error {
 	}
 }
 
-// TestApplyStructuredRandomUpdates: structurally valid nonsense never hangs the engine, and an
-// engine panic is contained (error, doc marked broken, engine lock released).
+// TestApplyStructuredRandomUpdates: structurally valid nonsense never hangs y-crdt, and a
+// y-crdt panic is contained (error, doc marked broken, y-crdt lock released).
 func TestApplyStructuredRandomUpdates(t *testing.T) {
 	rng := rand.New(rand.NewSource(11))
 	panics := 0
@@ -427,10 +427,10 @@ func TestApplyStructuredRandomUpdates(t *testing.T) {
 		d := newTestDoc(t, kind)
 		err := applyWithWatchdog(t, d, b)
 		switch {
-		case errors.Is(err, ErrEnginePanic):
+		case errors.Is(err, ErrCRDTPanic):
 			panics++
 			if !errors.Is(d.Err(), ErrDocBroken) {
-				t.Fatalf("engine panic did not mark the doc broken: % x", b)
+				t.Fatalf("y-crdt panic did not mark the doc broken: % x", b)
 			}
 			continue
 		case err != nil:

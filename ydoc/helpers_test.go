@@ -194,7 +194,7 @@ func noPanic(t testing.TB, what string, fn func()) {
 func intp(n int) *int { return &n }
 
 // walkedMaps reads the live cell maps from the cells array itself, not from the kept order
-// (engine lock held).
+// (y-crdt lock held).
 func walkedMaps(d *Doc) []*y.YMap {
 	_, maps := walkCells(d.cells)
 	return maps

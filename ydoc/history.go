@@ -32,7 +32,7 @@ import (
 // With MatchOptions.IgnoreOutputs, outputs are left out too (jupyter-server-documents keeps
 // placeholders in the room and the outputs elsewhere).
 //
-// A History is fed either by a Session (Session.KeepHistory: it observes the replica after every
+// A History is fed either by a Replica (Replica.KeepHistory: it observes its document after every
 // change) or, for a log replayed after the sidecar restarted, by Apply with the base state and
 // then each update in order (it keeps a document of its own). Fingerprints are seeded per
 // process: they are not for storage. Not safe for concurrent use; pure (no clock, no files).
@@ -42,8 +42,8 @@ type History struct {
 	log  zerolog.Logger
 	seed [2]maphash.Seed
 
-	doc   *Doc // Apply's own document (nil while a Session feeds it)
-	bound bool // a Session feeds it
+	doc   *Doc // Apply's own document (nil while a Replica feeds it)
+	bound bool // a Replica feeds it
 
 	// The current version, notebooks: per live cell map its content hash (cache), the hashes
 	// in order, their positional sum, and the header's hash.
@@ -96,10 +96,10 @@ func NewHistory(kind Kind, opts MatchOptions, log zerolog.Logger) (*History, err
 }
 
 // Apply feeds the history one update the replica applied (the log's base state first, then each
-// update in order). It is refused for a history a Session feeds.
+// update in order). It is refused for a history a Replica feeds.
 func (h *History) Apply(update []byte) error {
 	if h.bound {
-		return errors.New("history: a session feeds this history")
+		return errors.New("history: a replica feeds this history")
 	}
 	if h.doc == nil {
 		d, err := newScratchDoc(h.kind, h.log)
@@ -119,7 +119,7 @@ func (h *History) Apply(update []byte) error {
 	return nil
 }
 
-// State returns the state of Apply's document (for Session.AdoptLost); nil when nothing was
+// State returns the state of Apply's document (for Replica.AdoptLost); nil when nothing was
 // applied.
 func (h *History) State() ([]byte, error) {
 	if h.doc == nil {
@@ -170,7 +170,7 @@ func (h *History) heldBefore(content Snapshot, n int) bool {
 
 // LastSaved returns the content the replica held when the server last said it saved the
 // document (its state hash changed, or dirty turned false), or nil: the base to merge a file
-// changed outside the server against (Session.FileWins).
+// changed outside the server against (Replica.FileWins).
 func (h *History) LastSaved() *Snapshot {
 	if h.lastSaved == nil {
 		return nil
@@ -190,10 +190,10 @@ func (h *History) NoteSaved(content Snapshot) {
 	h.record(h.fingerprint(content))
 }
 
-// bind makes a Session the history's feeder (its replica is observed after every change).
+// bind makes a Replica the history's feeder (its document is observed after every change).
 func (h *History) bind() { h.bound, h.stale = true, true }
 
-// rebind forgets what it knew of the replica's structure (the Session replaced its replica).
+// rebind forgets what it knew of the replica's structure (the Replica replaced its document).
 func (h *History) rebind() {
 	clear(h.cells)
 	h.order, h.stale = nil, true
@@ -237,7 +237,7 @@ func (h *History) observe(d *Doc, c Change) {
 	h.record(h.cur)
 }
 
-// observeNotebook updates the cell hashes the change touched (engine lock held).
+// observeNotebook updates the cell hashes the change touched (y-crdt lock held).
 func (h *History) observeNotebook(d *Doc, c Change) {
 	o := &d.ord
 	if c.Meta || h.stale {

@@ -173,7 +173,7 @@ func TestHistoryKeptBySession(t *testing.T) {
 	srv := newFakeServer(t, &file)
 	a, saver := srv.newClient("agent"), srv.newClient("server")
 	h := newHistory(t, KindNotebook, MatchOptions{})
-	if err := a.sess.KeepHistory(h); err != nil {
+	if err := a.replica.KeepHistory(h); err != nil {
 		t.Fatal(err)
 	}
 	a.connect()
@@ -182,7 +182,7 @@ func TestHistoryKeptBySession(t *testing.T) {
 	if !h.Held(Snapshot{Kind: KindNotebook, Notebook: file}) {
 		t.Fatal("the loaded file is not held")
 	}
-	a.record(a.sess.proposeDurable(1, func(tx *Txn, _ bool) error {
+	a.record(a.replica.proposeDurable(1, func(tx *Txn, _ bool) error {
 		return tx.InsertCells(0, []Cell{{ID: "ag", Source: "agent"}})
 	}))
 	srv.flush()
@@ -194,7 +194,7 @@ func TestHistoryKeptBySession(t *testing.T) {
 	if ls := h.LastSaved(); ls == nil || !slices2Equal(idsOf(ls.Notebook), idsOf(saved)) {
 		t.Fatalf("last saved %+v, want the content at the marker", ls)
 	}
-	if err := a.sess.ResetServerLost(freshClientID()); err != nil {
+	if err := a.replica.ResetServerLost(freshClientID()); err != nil {
 		t.Fatal(err)
 	}
 	if !h.Held(Snapshot{Kind: KindNotebook, Notebook: asRead(t, saved, true)}) {
@@ -208,7 +208,7 @@ func TestHistoryKeptBySession(t *testing.T) {
 	n := h.Versions()
 	srv2 := newFakeServer(t, &saved)
 	moveTo(a, srv2)
-	a.sess.RescueFrom(Snapshot{Kind: KindNotebook, Notebook: saved})
+	a.replica.RescueFrom(Snapshot{Kind: KindNotebook, Notebook: saved})
 	a.connect()
 	srv2.flush()
 	if h.Versions() <= n {

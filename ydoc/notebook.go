@@ -67,7 +67,7 @@ func (d *Doc) Notebook() (Notebook, error) {
 // Header returns the notebook without its cells (nbformat versions and metadata).
 func (d *Doc) Header() (Notebook, error) { return d.readNotebookWith(d.readNotebookHeader) }
 
-// readNotebookWith runs a notebook reader under the engine lock.
+// readNotebookWith runs a notebook reader under the y-crdt lock.
 func (d *Doc) readNotebookWith(read func() Notebook) (Notebook, error) {
 	if d.kind != KindNotebook {
 		return Notebook{}, ErrWrongKind

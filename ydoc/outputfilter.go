@@ -3,7 +3,7 @@ package ydoc
 // OutputFilter rewrites a cell's outputs as reads return them (Doc.Notebook, Doc.Cells): the
 // room sets one around a read to show what output placeholders stand for (an engine's outputs
 // service keeps the outputs out of the document). Edits (Txn) always see the stored outputs.
-// It runs with the engine lock held: it must be a lookup, never a wait.
+// It runs with the y-crdt lock held: it must be a lookup, never a wait.
 type OutputFilter func(cellID string, outputs []map[string]any) []map[string]any
 
 // SetOutputFilter sets the filter reads apply (nil: outputs as stored). The Doc's one owner

@@ -145,7 +145,7 @@ func (d *Doc) ResolvePosition(rp RelPos) (cellID string, index int, ok bool) {
 // maxSafeInt is JavaScript's Number.MAX_SAFE_INTEGER: Yjs ids never exceed it.
 const maxSafeInt = 1<<53 - 1
 
-// knownID reports whether an item id is one this replica holds (engine lock held).
+// knownID reports whether an item id is one this replica holds (y-crdt lock held).
 func (d *Doc) knownID(id ItemID) bool {
 	if id.Client > maxSafeInt || id.Clock > maxSafeInt {
 		return false

@@ -37,8 +37,8 @@ const (
 	RestoredByContent RestoreMethod = "content"
 )
 
-// RescueReport says what a session did with the replica a lost server room held (see
-// Session.ResetServerLost, AdoptLost, RescueFrom, FileWins, NoRescue).
+// RescueReport says what a replica did with the document a lost server room held (see
+// Replica.ResetServerLost, AdoptLost, RescueFrom, FileWins, NoRescue).
 type RescueReport struct {
 	// Restored: the lost replica's changes were brought back onto the room, merged with what
 	// was changed on the rebuilt room since (Stats, Conflicts) — or, with FileWins, merged
@@ -94,7 +94,7 @@ func (r *RescueReport) Lossless() bool { return len(r.NotRestored) == 0 && r.Omi
 
 // Summary is one sentence for logs and agents.
 func (r *RescueReport) Summary() string {
-	if r.StaleMerge && r.MethodReason == "" { // a heal (Session.heal), not a rescue
+	if r.StaleMerge && r.MethodReason == "" { // a heal (Replica.heal), not a rescue
 		if !r.Restored {
 			return "a peer (a browser tab that reconnected with its old copy) merged the room as it was before jupyter-server lost it, and undoing that failed: " + r.Reason
 		}

@@ -84,11 +84,11 @@ func asRead(t *testing.T, nb Notebook, trusted bool) Notebook {
 
 func newConn(t *testing.T, srv *fakeServer, name string, kind Kind) *fakeConn {
 	t.Helper()
-	sess, err := NewSession(kind, freshClientID(), zerolog.Nop())
+	replica, err := NewReplica(kind, freshClientID(), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &fakeConn{name: name, sess: sess, srv: srv}
+	c := &fakeConn{name: name, replica: replica, srv: srv}
 	srv.conns = append(srv.conns, c)
 	return c
 }
@@ -149,7 +149,7 @@ func (sc lostScenario) run(t *testing.T) *lostRoom {
 	lr.tab.connect()
 	lr.srv.flush()
 	insert := func(id uint64, at int, cellID string) {
-		lr.agent.record(lr.agent.sess.proposeDurable(id, func(tx *Txn, replaying bool) error {
+		lr.agent.record(lr.agent.replica.proposeDurable(id, func(tx *Txn, replaying bool) error {
 			if replaying && tx.CellIndex(cellID) >= 0 {
 				return nil
 			}
@@ -180,7 +180,7 @@ func (sc lostScenario) run(t *testing.T) *lostRoom {
 	lr.agent.propose(4, func(tx *Txn, _ bool) error { return tx.DeleteCells(tx.CellIndex("cell-06"), 1) })
 	lr.srv.flush()
 	lr.held = readNotebook(t, lr.srv.doc)
-	compareNotebooks(t, lr.held, readNotebook(t, lr.agent.sess.Doc()), true)
+	compareNotebooks(t, lr.held, readNotebook(t, lr.agent.replica.Doc()), true)
 	return lr
 }
 
@@ -192,10 +192,10 @@ func (lr *lostRoom) crash(t *testing.T, sc lostScenario) *fakeServer {
 	srv2 := roomFrom(t, sc.mode, file, lr.srv.doc)
 	moveTo(lr.agent, srv2)
 	moveTo(lr.tab, srv2)
-	if err := lr.agent.sess.ResetServerLost(freshClientID()); err != nil {
+	if err := lr.agent.replica.ResetServerLost(freshClientID()); err != nil {
 		t.Fatal(err)
 	}
-	lr.agent.sess.RescueFrom(file)
+	lr.agent.replica.RescueFrom(file)
 	return srv2
 }
 
@@ -231,7 +231,7 @@ func TestRescueByIDTabMergesNothingNew(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				lr := sc.run(t)
 				srv2 := lr.crash(t, sc)
-				lostSV := lr.agent.sess.lost.doc.StateVector()
+				lostSV := lr.agent.replica.lost.doc.StateVector()
 				if tabFirst {
 					lr.tab.connect()
 					srv2.flush()
@@ -348,10 +348,10 @@ func TestRescueText(t *testing.T) {
 				srv2 := roomFrom(t, tc.mode, saved, srv.doc)
 				moveTo(a, srv2)
 				moveTo(tab, srv2)
-				if err := a.sess.ResetServerLost(freshClientID()); err != nil {
+				if err := a.replica.ResetServerLost(freshClientID()); err != nil {
 					t.Fatal(err)
 				}
-				a.sess.RescueFrom(saved)
+				a.replica.RescueFrom(saved)
 				if tabFirst {
 					tab.connect()
 					srv2.flush()
@@ -370,9 +370,9 @@ func TestRescueText(t *testing.T) {
 						t.Errorf("the tab's merge brought new items")
 					}
 				}
-				peers := []*Doc{srv2.doc, a.sess.Doc()}
+				peers := []*Doc{srv2.doc, a.replica.Doc()}
 				if tc.want == RestoredByIDs {
-					peers = append(peers, tab.sess.Doc()) // under reused ids the tab cannot converge
+					peers = append(peers, tab.replica.Doc()) // under reused ids the tab cannot converge
 				}
 				for _, d := range peers {
 					if got, _ := d.Text(); got != held {
@@ -432,10 +432,10 @@ func TestRescueNoCellIDsTouchesOnlyWhatDiffers(t *testing.T) {
 	}
 	srv2 := roomFrom(t, rebuildDeterministic, file, nil)
 	moveTo(lr.agent, srv2)
-	if err := lr.agent.sess.ResetServerLost(freshClientID()); err != nil {
+	if err := lr.agent.replica.ResetServerLost(freshClientID()); err != nil {
 		t.Fatal(err)
 	}
-	lr.agent.sess.RescueFrom(file)
+	lr.agent.replica.RescueFrom(file)
 	lr.agent.connect()
 	srv2.flush()
 	rep := lr.agent.rescue
@@ -489,11 +489,11 @@ func TestRescueFileWins(t *testing.T) {
 				lr.tab.connect()
 				srv2.flush()
 			}
-			if err := lr.agent.sess.ResetServerLost(freshClientID()); err != nil {
+			if err := lr.agent.replica.ResetServerLost(freshClientID()); err != nil {
 				t.Fatal(err)
 			}
 			base := Snapshot{Kind: KindNotebook, Notebook: lr.saved}
-			lr.agent.sess.FileWins(&base, file, "the file changed outside Jupyter")
+			lr.agent.replica.FileWins(&base, file, "the file changed outside Jupyter")
 			lr.agent.connect()
 			srv2.flush()
 			rep := lr.agent.rescue
@@ -610,17 +610,17 @@ func BenchmarkRescue(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
-				sess, _ := NewSession(KindNotebook, freshClientID(), zerolog.Nop())
-				if err := sess.AdoptLost(lostState); err != nil {
+				replica, _ := NewReplica(KindNotebook, freshClientID(), zerolog.Nop())
+				if err := replica.AdoptLost(lostState); err != nil {
 					b.Fatal(err)
 				}
-				sess.RescueFrom(Snapshot{Kind: KindNotebook, Notebook: file})
-				sess.Connect()
-				if _, err := sess.Receive(Frame{Type: MsgSync, Sync: SyncStep1, Payload: sv}); err != nil {
+				replica.RescueFrom(Snapshot{Kind: KindNotebook, Notebook: file})
+				replica.Connect()
+				if _, err := replica.Receive(Frame{Type: MsgSync, Sync: SyncStep1, Payload: sv}); err != nil {
 					b.Fatal(err)
 				}
 				b.StartTimer()
-				out, err := sess.Receive(Frame{Type: MsgSync, Sync: SyncStep2, Payload: roomState})
+				out, err := replica.Receive(Frame{Type: MsgSync, Sync: SyncStep2, Payload: roomState})
 				if err != nil || out.Rescue == nil || !out.Rescue.Restored {
 					b.Fatalf("%v %+v", err, out.Rescue)
 				}
@@ -649,10 +649,10 @@ func TestRescueFileWinsText(t *testing.T) {
 			outside := Snapshot{Kind: KindText, Text: "alpha (edited outside)\nbeta, changed outside\ngamma\n"}
 			srv2 := roomFrom(t, mode, outside, srv.doc)
 			moveTo(a, srv2)
-			if err := a.sess.ResetServerLost(freshClientID()); err != nil {
+			if err := a.replica.ResetServerLost(freshClientID()); err != nil {
 				t.Fatal(err)
 			}
-			a.sess.FileWins(&saved, outside, "the file changed outside Jupyter")
+			a.replica.FileWins(&saved, outside, "the file changed outside Jupyter")
 			a.connect()
 			srv2.flush()
 			rep := a.rescue
@@ -660,7 +660,7 @@ func TestRescueFileWinsText(t *testing.T) {
 				t.Fatalf("report %+v", rep)
 			}
 			want := "alpha (edited outside)\nbeta, changed outside\ngamma\nagent line\n"
-			for _, d := range []*Doc{srv2.doc, a.sess.Doc()} {
+			for _, d := range []*Doc{srv2.doc, a.replica.Doc()} {
 				if got, _ := d.Text(); got != want {
 					t.Errorf("text %q, want %q", got, want)
 				}
@@ -700,7 +700,7 @@ func TestRescueByIDStaleStore(t *testing.T) {
 	apply(t, store, fullUpdate(t, srv.doc))
 	typeInto("cell-02", " «k1»")
 	typeInto("cell-04", " «k2»")
-	agent.record(agent.sess.proposeDurable(1, func(tx *Txn, _ bool) error {
+	agent.record(agent.replica.proposeDurable(1, func(tx *Txn, _ bool) error {
 		return tx.InsertCells(3, []Cell{{ID: "agent-1", Type: CellMarkdown, Source: "«agent»"}})
 	}))
 	srv.flush()
@@ -708,10 +708,10 @@ func TestRescueByIDStaleStore(t *testing.T) {
 	file := Snapshot{Kind: KindNotebook, Notebook: saved}
 	srv2 := roomFrom(t, rebuildStore, file, store)
 	moveTo(agent, srv2)
-	if err := agent.sess.ResetServerLost(freshClientID()); err != nil {
+	if err := agent.replica.ResetServerLost(freshClientID()); err != nil {
 		t.Fatal(err)
 	}
-	agent.sess.RescueFrom(file)
+	agent.replica.RescueFrom(file)
 	agent.connect()
 	srv2.flush()
 	if rep := agent.rescue; rep == nil || !rep.Restored {

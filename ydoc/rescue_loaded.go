@@ -23,7 +23,7 @@ import (
 // lost replica already shared) or the copy cannot be made. Someone's deletion of loaded content
 // since the load cannot be undone (the server collected it): the result then differs from what
 // was loaded, and is not matched.
-func (s *Session) loadedContent(lostSV StateVector) (Snapshot, bool) {
+func (s *Replica) loadedContent(lostSV StateVector) (Snapshot, bool) {
 	var loaders map[int]bool
 	_ = s.doc.run(func() error {
 		if s.kind == KindText {
@@ -107,7 +107,7 @@ func (s *Session) loadedContent(lostSV StateVector) (Snapshot, bool) {
 // reconsider turns a FileWins plan into a restore when the room was rebuilt from a version the
 // replica held before the loss (see above; the versions since include the rebuilt room itself): the file holds the room's changes since, saved by the server. It
 // returns why, or "".
-func (s *Session) reconsider(lost *lostReplica, plan *rescuePlan) string {
+func (s *Replica) reconsider(lost *lostReplica, plan *rescuePlan) string {
 	if plan.kind != planFileWins || s.history == nil {
 		return ""
 	}

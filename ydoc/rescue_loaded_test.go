@@ -41,18 +41,18 @@ func TestRescueFileHoldsTypingSavedSinceTheRebuild(t *testing.T) {
 				srv2.flush()
 				// The server saved the rebuilt room: the file the sidecar reads.
 				file := Snapshot{Kind: KindNotebook, Notebook: asRead(t, readNotebook(t, srv2.doc), false)}
-				if err := lr.agent.sess.ResetServerLost(freshClientID()); err != nil {
+				if err := lr.agent.replica.ResetServerLost(freshClientID()); err != nil {
 					t.Fatal(err)
 				}
-				h := lr.agent.sess.History()
+				h := lr.agent.replica.History()
 				if h == nil {
 					var err error
-					if h, err = NewHistory(KindNotebook, MatchOptions{}, lr.agent.sess.log); err != nil {
+					if h, err = NewHistory(KindNotebook, MatchOptions{}, lr.agent.replica.log); err != nil {
 						t.Fatal(err)
 					}
 					h.NoteSaved(Snapshot{Kind: KindNotebook, Notebook: asRead(t, lr.saved, false)})
 					h.NoteSaved(Snapshot{Kind: KindNotebook, Notebook: asRead(t, lr.held, false)})
-					if err := lr.agent.sess.KeepHistory(h); err != nil {
+					if err := lr.agent.replica.KeepHistory(h); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -60,7 +60,7 @@ func TestRescueFileHoldsTypingSavedSinceTheRebuild(t *testing.T) {
 					t.Fatal("the replica held the file: nothing to test")
 				}
 				old := Snapshot{Kind: KindNotebook, Notebook: lr.first} // a stale last save
-				lr.agent.sess.FileWins(&old, file, "the file changed outside Jupyter")
+				lr.agent.replica.FileWins(&old, file, "the file changed outside Jupyter")
 				lr.agent.connect()
 				srv2.flush()
 				rep := lr.agent.rescue

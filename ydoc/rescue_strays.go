@@ -62,7 +62,7 @@ func (d *Doc) liveCells() []liveCell {
 // watchStrays starts watching the cells of before (the room's live cells before an edit, whose
 // state was room) that the edit deleted while a live cell carries their id; deletes are the
 // edit's deletions. Nothing is watched when no such cell exists.
-func (s *Session) watchStrays(before []liveCell, room []byte, deletes []IDRange) {
+func (s *Replica) watchStrays(before []liveCell, room []byte, deletes []IDRange) {
 	if s.kind != KindNotebook || len(before) == 0 {
 		return
 	}
@@ -141,12 +141,12 @@ func sourceOf(m *y.YMap) string {
 
 // StrayWatch reports whether typing into cells a rescue replaced is being followed
 // (StopStrayWatch ends it).
-func (s *Session) StrayWatch() bool { return s.strays != nil }
+func (s *Replica) StrayWatch() bool { return s.strays != nil }
 
 // StopStrayWatch stops following typing into the cells a rescue replaced: the caller calls it once
 // every peer has had time to receive the rescue (a few seconds after it, or after the last stray
 // change was moved).
-func (s *Session) StopStrayWatch() {
+func (s *Replica) StopStrayWatch() {
 	if s.strays != nil {
 		s.log.Debug().Int("moved", s.strays.moved).Msg("stopped following typing into the cells the rescue replaced")
 	}
@@ -155,7 +155,7 @@ func (s *Session) StopStrayWatch() {
 
 // followStrays applies an update from the server to the shadow and moves what it typed into a
 // watched cell into the live cell with the same id.
-func (s *Session) followStrays(update []byte, meta UpdateMeta) Output {
+func (s *Replica) followStrays(update []byte, meta UpdateMeta) Output {
 	w := s.strays
 	var out Output
 	if w.carriesRescue(meta) {

@@ -50,14 +50,14 @@ func TestRescueKeepsTypingDuringTheJoin(t *testing.T) {
 			srv2 := roomFrom(t, c.mode, file, lr.srv.doc)
 			moveTo(lr.agent, srv2)
 			moveTo(lr.tab, srv2)
-			if err := lr.agent.sess.ResetServerLost(freshClientID()); err != nil {
+			if err := lr.agent.replica.ResetServerLost(freshClientID()); err != nil {
 				t.Fatal(err)
 			}
 			if c.fileWins {
 				base := Snapshot{Kind: KindNotebook, Notebook: lr.saved}
-				lr.agent.sess.FileWins(&base, file, "the file changed outside Jupyter")
+				lr.agent.replica.FileWins(&base, file, "the file changed outside Jupyter")
 			} else {
-				lr.agent.sess.RescueFrom(file)
+				lr.agent.replica.RescueFrom(file)
 			}
 			if c.tabFirst {
 				lr.tab.connect()
@@ -110,8 +110,8 @@ func TestRescueKeepsTypingDuringTheJoin(t *testing.T) {
 			srv2.flush()
 			typeKey() // after
 			srv2.flush()
-			if c.tabFirst != lr.agent.sess.StrayWatch() {
-				t.Errorf("following stray typing: %v", lr.agent.sess.StrayWatch())
+			if c.tabFirst != lr.agent.replica.StrayWatch() {
+				t.Errorf("following stray typing: %v", lr.agent.replica.StrayWatch())
 			}
 			src := cellSource(t, srv2.doc, "cell-04")
 			for _, tok := range typed {

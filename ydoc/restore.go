@@ -190,7 +190,7 @@ func canonicalOutput(o map[string]any) (map[string]any, error) {
 	return out, nil
 }
 
-// restoreNotebook applies a canonical, validated target. Only engine failures can make the
+// restoreNotebook applies a canonical, validated target. Only y-crdt failures can make the
 // Txn methods it calls fail now.
 func (tx *Txn) restoreNotebook(want Notebook, st *RestoreStats) error {
 	targetIdx := make(map[string]int, len(want.Cells))

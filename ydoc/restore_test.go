@@ -236,7 +236,7 @@ func firstOutputKept(id string) func(t *testing.T, before map[string]*y.YMap, d 
 		if before[id] != m {
 			t.Errorf("cell %s map replaced", id)
 		}
-		_ = d.run(func() error { // cellMapsOf takes the engine lock itself: not nested
+		_ = d.run(func() error { // cellMapsOf takes the y-crdt lock itself: not nested
 			outs, _ := mustGet(m, "outputs").(*y.YArray)
 			items := arrayItems(outs)
 			if len(items) < 2 {

@@ -96,7 +96,7 @@ func inScope(scope, t y.IAbstractType) bool {
 	return false
 }
 
-// recordUndo runs after every transaction (engine lock held): an undoable edit, an undo or a
+// recordUndo runs after every transaction (y-crdt lock held): an undoable edit, an undo or a
 // redo that changed the scope becomes a stack item, and what it deleted is kept.
 func (d *Doc) recordUndo(tr *y.Transaction) {
 	mode := d.undo.mode

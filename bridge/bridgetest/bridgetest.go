@@ -188,8 +188,8 @@ type Server struct {
 	writeErr     error
 	stall        chan struct{} // non-nil: writes block until it is closed
 	onCloseNorm  func(*Conn)
-	engine       bridge.Engine // what document sessions say the server speaks
-	stepTwoFirst bool          // jupyter-server-documents' handshake order
+	engine       bridge.EngineInfo // what document sessions say the server speaks
+	stepTwoFirst bool              // jupyter-server-documents' handshake order
 	load         RoomLoad
 	store        map[string][]byte // LoadStore: path → the room's state as the store kept it
 	loader       bool              // rooms are written by client 0, as jupyter-collaboration's loader writes them

@@ -87,13 +87,13 @@ func (s *Server) RoomState(p string) []byte {
 
 // SetEngine sets what document sessions say about the server's engine (bridge.DocSession.Engine)
 // and what Engine answers.
-func (s *Server) SetEngine(e bridge.Engine) { s.set(func() { s.engine = e }) }
+func (s *Server) SetEngine(e bridge.EngineInfo) { s.set(func() { s.engine = e }) }
 
 var _ bridge.EngineServer = (*Server)(nil)
 
-// Engine implements bridge.EngineServer: the engine SetEngine set (jupyter-collaboration until
+// EngineInfo implements bridge.EngineServer: the engine SetEngine set (jupyter-collaboration until
 // then).
-func (s *Server) Engine(context.Context) (bridge.Engine, error) {
+func (s *Server) EngineInfo(context.Context) (bridge.EngineInfo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.engine

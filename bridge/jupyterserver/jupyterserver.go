@@ -66,18 +66,18 @@ func (s Adapter) JupyterEngine(ctx context.Context) (jupyter.Engine, error) {
 	return e, nil
 }
 
-// Engine implements bridge.EngineServer.
-func (s Adapter) Engine(ctx context.Context) (bridge.Engine, error) {
+// EngineInfo implements bridge.EngineServer.
+func (s Adapter) EngineInfo(ctx context.Context) (bridge.EngineInfo, error) {
 	e, err := s.JupyterEngine(ctx)
 	if err != nil {
-		return bridge.Engine{}, err
+		return bridge.EngineInfo{}, err
 	}
 	return engineInfo(e), nil
 }
 
 // engineInfo is what bridge needs to know of an engine.
-func engineInfo(e jupyter.Engine) bridge.Engine {
-	info := bridge.Engine{Name: e.Package()}
+func engineInfo(e jupyter.Engine) bridge.EngineInfo {
+	info := bridge.EngineInfo{Name: e.Package()}
 	if e == jupyter.EngineDocuments {
 		info.SavesItself, info.NoForks, info.OutputPlaceholders, info.FreesIdleRooms = true, true, true, true
 	}
@@ -215,7 +215,7 @@ type Kernels struct {
 }
 
 // ErrServerExecutes says the engine runs notebook cells on the server, so the sidecar opens no
-// kernel channel of its own there (execution.ServerEngine runs cells through the server;
+// kernel channel of its own there (execution.ServerExecutor runs cells through the server;
 // docs/engines.md, "Execution").
 var ErrServerExecutes = &serverExecutesError{}
 
@@ -236,7 +236,7 @@ var _ bridge.ForkServer = Adapter{}
 
 // noForks refuses the fork API on engines without one.
 func (s Adapter) noForks(ctx context.Context) error {
-	e, err := s.Engine(ctx)
+	e, err := s.EngineInfo(ctx)
 	if err != nil {
 		return err
 	}
@@ -383,7 +383,7 @@ var _ execution.ServerKernels = Kernels{}
 func (k Kernels) ExecuteCells(ctx context.Context, kernelID, roomID string, cells []execution.CellSource, requestID string) error {
 	req := jupyter.ExecuteCellsRequest{DocumentID: roomID, RequestID: requestID}
 	for _, c := range cells {
-		req.Cells = append(req.Cells, jupyter.CellToRun{CellID: c.CellID, SourceHash: jupyter.SourceHash(c.Source)})
+		req.Cells = append(req.Cells, jupyter.CellToRun{CellID: c.CellID, RunHash: jupyter.RunHash(c.Source)})
 	}
 	err := k.C.ExecuteCells(ctx, kernelID, req)
 	switch {

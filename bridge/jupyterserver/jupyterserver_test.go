@@ -72,7 +72,7 @@ func TestForcedEngineIsNotProbed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := NewWithEngine(c, jupyter.EngineDocuments).Engine(context.Background())
+	e, err := NewWithEngine(c, jupyter.EngineDocuments).EngineInfo(context.Background())
 	if err != nil || e.Name != "jupyter-server-documents" || probes.Load() != 0 {
 		t.Fatalf("engine %+v, %v, %d probes", e, err, probes.Load())
 	}

@@ -102,7 +102,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return err
 	}
 	kernels := jupyterserver.Kernels{C: client, Username: cfg.AgentUsername, Adapter: &adapter}
-	clientEngine, err := execution.NewClientEngine(execution.ClientOptions{
+	clientExecutor, err := execution.NewClientExecutor(execution.ClientOptions{
 		Manager:  manager,
 		Kernels:  kernels,
 		Logger:   log,
@@ -111,13 +111,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if err != nil {
 		return err
 	}
-	serverEngine, err := execution.NewServerEngine(execution.ServerOptions{
+	serverExecutor, err := execution.NewServerExecutor(execution.ServerOptions{
 		Manager: manager, Kernels: kernels, Logger: log,
 	})
 	if err != nil {
 		return err
 	}
-	executor := executorFor(adapter, clientEngine, serverEngine)
+	executor := executorFor(adapter, clientExecutor, serverExecutor)
 	registry := prometheus.NewRegistry() // our own: no global registry
 	registry.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsGC)), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mcpServer, err := tools.New(tools.Options{Manager: manager, Executor: executor, Logger: log, Version: version,
@@ -140,12 +140,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	executorDone := make(chan struct{})
 	go func() {
 		defer close(executorDone)
-		_ = clientEngine.Run(managerCtx)
+		_ = clientExecutor.Run(managerCtx)
 	}()
 	serverExecutorDone := make(chan struct{})
 	go func() {
 		defer close(serverExecutorDone)
-		_ = serverEngine.Run(managerCtx)
+		_ = serverExecutor.Run(managerCtx)
 	}()
 	subsCtx, stopSubs := context.WithCancel(ctx)
 	subsDone := make(chan struct{})
@@ -186,8 +186,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	<-pprofDone
 	stopSubs()
 	<-subsDone
-	clientEngine.Close() // runs end before their rooms close
-	serverEngine.Close()
+	clientExecutor.Close() // runs end before their rooms close
+	serverExecutor.Close()
 	<-executorDone
 	<-serverExecutorDone
 	stopManager()
@@ -217,7 +217,7 @@ func labURL(cfg Config) string {
 // executorFor runs cells the way the server's collaboration engine needs: the sidecar is the
 // kernel's client on jupyter-collaboration, the server runs them on jupyter-server-documents.
 // The engine is asked per call (detected once the server answers).
-func executorFor(server jupyterserver.Adapter, client *execution.ClientEngine, srv *execution.ServerEngine) execution.Executor {
+func executorFor(server jupyterserver.Adapter, client *execution.ClientExecutor, srv *execution.ServerExecutor) execution.Executor {
 	return execution.Switch{
 		All: []execution.Executor{client, srv},
 		Pick: func(ctx context.Context) (execution.Executor, error) {

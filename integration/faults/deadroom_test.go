@@ -63,7 +63,7 @@ func TestDeadDocumentsRoomIsLeftToBeFreed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := room.Edit(ctx, insertMarkdown("two", "two", 1)); err != nil {
+	if _, err := room.Apply(ctx, insertMarkdown("two", "two", 1)); err != nil {
 		t.Fatal(err)
 	}
 	waitFile(ctx, t, srv, path, "one", "two")
@@ -86,7 +86,7 @@ func TestDeadDocumentsRoomIsLeftToBeFreed(t *testing.T) {
 	killed := time.Now()
 
 	// An edit made while the room is dead goes through once the sidecar is in a fresh room.
-	if _, err := room.Edit(ctx, insertMarkdown("three", "three", 2)); err != nil {
+	if _, err := room.Apply(ctx, insertMarkdown("three", "three", 2)); err != nil {
 		t.Fatalf("edit after the room died: %v", err)
 	}
 	want := []string{"one", "two", "three"}

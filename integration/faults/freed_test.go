@@ -70,7 +70,7 @@ func TestFreedRoomRejoinedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := room.Edit(ctx, insertMarkdown("three", "three", 2)); err != nil {
+	if _, err := room.Apply(ctx, insertMarkdown("three", "three", 2)); err != nil {
 		t.Fatal(err)
 	}
 	waitFile(ctx, t, srv, path, "one", "two", "three")
@@ -87,7 +87,7 @@ func TestFreedRoomRejoinedOnce(t *testing.T) {
 	}
 	proxy.Resume()
 
-	if _, err := room.Edit(ctx, insertMarkdown("four", "four", 3)); err != nil {
+	if _, err := room.Apply(ctx, insertMarkdown("four", "four", 3)); err != nil {
 		t.Fatalf("edit after the room came back: %v", err)
 	}
 	want := []string{"one", "two", "three", "four"}

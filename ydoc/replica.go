@@ -18,19 +18,19 @@ type EditResult struct {
 	Err     error
 }
 
-// Output is what the caller must do after a Session call.
+// Output is what the caller must do after a Replica call.
 type Output struct {
 	Frames   [][]byte     // send to the server, in order
 	Changes  []Change     // document changes to publish, in order
 	Done     []EditResult // edits now confirmed (Err nil) or failed
-	Synced   bool         // the session became synced in this call
+	Synced   bool         // the replica became synced in this call
 	Resynced bool         // a step 1 was sent to heal pending structs
 	// Saved: the server said it saved the document (its state hash changed, or dirty turned
 	// false). Everything it had received before is in the file.
 	Saved bool
 	// SaveNow: confirmed edits are piling up without a save; the caller should ask for one.
 	SaveNow bool
-	// Rescue reports what the session did with the replica the server lost (after a sync that
+	// Rescue reports what the replica did with the document the server lost (after a sync that
 	// followed ResetServerLost).
 	Rescue *RescueReport
 	// Strays counts cells into which typing that landed in a cell the rescue had replaced was
@@ -52,8 +52,8 @@ func (o *Output) merge(p Output) {
 	o.Strays += p.Strays
 }
 
-// ErrNotSynced is returned for calls that need a synced session.
-var ErrNotSynced = errors.New("ydoc: session not synced")
+// ErrNotSynced is returned for calls that need a synced replica.
+var ErrNotSynced = errors.New("ydoc: replica not synced")
 
 type pendingEdit struct {
 	id       uint64
@@ -72,14 +72,15 @@ type pendingEdit struct {
 	// confirmed with it. Only rescue edits (id 0) have them.
 	covers []*pendingEdit
 	rescue bool
-	marker uint64 // Session.markers when it was confirmed (unsaved edits)
+	marker uint64 // Replica.markers when it was confirmed (unsaved edits)
 }
 
-// Session is the Yjs sync protocol for one room, as a pure state machine in the style of etcd's
-// raft RawNode. It owns the room's replica (a Doc), the edits not yet confirmed, and what the
+// Replica is the sidecar's copy of one room's document and the Yjs sync protocol that keeps it
+// in step with the server's, as a pure state machine in the style of etcd's
+// raft RawNode. It owns the room's document (a Doc), the edits not yet confirmed, and what the
 // server is known to hold. Inputs are method calls — Connect for a fresh transport, Receive for
 // a server frame, Propose for a local edit, Withdraw, Tick for logical time,
-// Reset or ResetServerLost to rebuild the replica — and outputs are the Output each returns
+// Reset or ResetServerLost to rebuild the document — and outputs are the Output each returns
 // (frames to send, document changes, edit outcomes), for the caller to carry out. It starts no
 // goroutines, reads no clock and touches no socket; bridge.Room's goroutine drives it, and tests
 // drive it directly.
@@ -87,12 +88,12 @@ type pendingEdit struct {
 // Edits are values over the typed model (Edit: edit.go), not raw updates, so that after a reset
 // (a new server session, a conflict) the ones the server never acknowledged can be run again on
 // the fresh replica, by the rules each edit carries; every run's outcome is a fresh value the
-// session reports, never written into the proposer's memory. An edit is confirmed only when the
+// replica reports, never written into the proposer's memory. An edit is confirmed only when the
 // server is known to hold it: its inserted IDs are
 // covered by the server's state vector (learned from the server's step 1 and from the echo the
 // server broadcasts for every update, ours included) and its deletions by the delete sets the
 // server sends (each step 2 carries its full delete set; echoes carry the transaction's).
-type Session struct {
+type Replica struct {
 	kind Kind
 	log  zerolog.Logger
 	doc  *Doc
@@ -155,42 +156,42 @@ type Session struct {
 	pendingAsked string
 }
 
-// NewSession creates a session with a fresh, empty replica.
-func NewSession(kind Kind, clientID uint32, log zerolog.Logger) (*Session, error) {
+// NewReplica creates a replica with a fresh, empty document.
+func NewReplica(kind Kind, clientID uint32, log zerolog.Logger) (*Replica, error) {
 	doc, err := NewDoc(kind, clientID, log)
 	if err != nil {
 		return nil, err
 	}
-	return &Session{kind: kind, log: log, doc: doc, serverSV: StateVector{}, serverDeletes: IDSet{}}, nil
+	return &Replica{kind: kind, log: log, doc: doc, serverSV: StateVector{}, serverDeletes: IDSet{}}, nil
 }
 
 // Doc returns the replica. Callers must not keep it across Reset.
-func (s *Session) Doc() *Doc { return s.doc }
+func (s *Replica) Doc() *Doc { return s.doc }
 
 // Synced reports whether the replica has received the server's state since the last connect.
-func (s *Session) Synced() bool { return s.synced }
+func (s *Replica) Synced() bool { return s.synced }
 
 // Pending returns the number of edits not yet confirmed (queued, in flight or awaiting replay).
-func (s *Session) Pending() int { return len(s.queued) + len(s.inflight) + len(s.replay) }
+func (s *Replica) Pending() int { return len(s.queued) + len(s.inflight) + len(s.replay) }
 
 // InFlight returns the number of edits applied to the replica and sent, not yet confirmed.
-func (s *Session) InFlight() int { return len(s.inflight) }
+func (s *Replica) InFlight() int { return len(s.inflight) }
 
-// Connect starts the handshake on a fresh transport: it returns our sync step 1. The session is
+// Connect starts the handshake on a fresh transport: it returns our sync step 1. The replica is
 // not synced until the server's step 2 arrives.
-func (s *Session) Connect() Output {
+func (s *Replica) Connect() Output {
 	s.synced = false
 	return Output{Frames: [][]byte{EncodeSync(SyncStep1, s.doc.StateVector().Encode())}}
 }
 
 // Disconnected marks the transport gone. Edits in flight stay in the replica; the next
 // handshake delivers whatever the server lacks.
-func (s *Session) Disconnected() { s.synced = false }
+func (s *Replica) Disconnected() { s.synced = false }
 
 // Reset discards the replica (new server session, conflict, long absence, broken doc) and starts
 // a fresh one under a new client id. Unconfirmed edits, and confirmed ones not yet saved, are
 // checked against the server's state after the next sync and re-run if it does not have them.
-func (s *Session) Reset(clientID uint32) error {
+func (s *Replica) Reset(clientID uint32) error {
 	return s.reset(clientID, false)
 }
 
@@ -204,11 +205,11 @@ func (s *Session) Reset(clientID uint32) error {
 // other resets (a conflict, a broken replica) the server's document is the one it had, and an
 // item of ours it holds deleted was deleted by someone: re-running the edit would undo their
 // change.
-func (s *Session) ResetServerLost(clientID uint32) error {
+func (s *Replica) ResetServerLost(clientID uint32) error {
 	return s.reset(clientID, true)
 }
 
-func (s *Session) reset(clientID uint32, serverLost bool) error {
+func (s *Replica) reset(clientID uint32, serverLost bool) error {
 	if serverLost && s.everSynced && s.doc.Err() == nil {
 		snap, err := s.doc.Snapshot()
 		if err != nil {
@@ -222,7 +223,7 @@ func (s *Session) reset(clientID uint32, serverLost bool) error {
 	}
 	doc, err := NewDoc(s.kind, clientID, s.log)
 	if err != nil {
-		return fmt.Errorf("reset session: %w", err)
+		return fmt.Errorf("reset replica: %w", err)
 	}
 	// A rescue edit is not re-run (its merge belongs to the replica it was made on): the edits
 	// it brought back are, and the lost replica it restored is kept above.
@@ -255,12 +256,12 @@ func (s *Session) reset(clientID uint32, serverLost bool) error {
 // AdoptLost installs a replica the sidecar held before it restarted (its whole state, one Yjs
 // update, as a write-ahead log replays it) as the one the server lost: the next sync treats it
 // exactly as after ResetServerLost (RescueFrom, FileWins or NoRescue decide what becomes of it).
-// It must be called on a session that has not synced yet. An empty state installs nothing. An
+// It must be called on a replica that has not synced yet. An empty state installs nothing. An
 // invalid or incomplete state (structs whose dependencies it lacks) is refused and changes
 // nothing.
-func (s *Session) AdoptLost(state []byte) error {
+func (s *Replica) AdoptLost(state []byte) error {
 	if s.synced || s.everSynced {
-		return errors.New("adopt lost replica: the session has already synced")
+		return errors.New("adopt lost replica: the replica has already synced")
 	}
 	meta, err := ParseUpdate(state)
 	if err != nil {
@@ -294,7 +295,7 @@ func (s *Session) AdoptLost(state []byte) error {
 // LostState returns the encoded state of the replica the server lost while it waits for the next
 // sync (after ResetServerLost or AdoptLost), or nil when none waits: what a write-ahead log keeps
 // when the room cannot be rescued now.
-func (s *Session) LostState() []byte {
+func (s *Replica) LostState() []byte {
 	if s.lost == nil {
 		return nil
 	}
@@ -315,7 +316,7 @@ func (s *Session) LostState() []byte {
 // rescue_ids.go; RescueReport.Method says which way it went). The edits in flight or unsaved at
 // the loss are in that replica and are confirmed with the restore instead of being re-run. No
 // effect unless a lost replica is pending (after ResetServerLost or AdoptLost).
-func (s *Session) RescueFrom(file Snapshot) {
+func (s *Replica) RescueFrom(file Snapshot) {
 	if s.lost == nil {
 		return
 	}
@@ -331,7 +332,7 @@ func (s *Session) RescueFrom(file Snapshot) {
 // dropped (for the agents' notice). The edits in flight or unsaved at the loss are confirmed with
 // the merge, not re-run. A nil base (no saved version known) is NoRescue(reason): the file wins
 // outright and only the agents' own edits are re-run.
-func (s *Session) FileWins(base *Snapshot, file Snapshot, reason string) {
+func (s *Replica) FileWins(base *Snapshot, file Snapshot, reason string) {
 	if s.lost == nil {
 		return
 	}
@@ -346,24 +347,24 @@ func (s *Session) FileWins(base *Snapshot, file Snapshot, reason string) {
 // NoRescue says the lost replica cannot be brought back (the file could not be checked): after
 // the next sync only the agents' own edits are re-run, and the report lists what the replica held
 // that the room does not hold then.
-func (s *Session) NoRescue(reason string) {
+func (s *Replica) NoRescue(reason string) {
 	if s.lost == nil {
 		return
 	}
 	s.plan = rescuePlan{kind: planNone, reason: reason}
 }
 
-// KeepHistory makes the session feed h with every version of the replica's content from now on
+// KeepHistory makes the replica feed h with every version of the replica's content from now on
 // (and the current one), so that h can tell whether a file is one the replica held (see History,
-// RescueFrom, FileWins). h keeps what it recorded before, whether from another session or from
-// Apply (a replayed log; its own document is dropped then). h must be of the session's kind.
-func (s *Session) KeepHistory(h *History) error {
+// RescueFrom, FileWins). h keeps what it recorded before, whether from another replica or from
+// Apply (a replayed log; its own document is dropped then). h must be of the replica's kind.
+func (s *Replica) KeepHistory(h *History) error {
 	if h == nil {
 		s.history = nil
 		return nil
 	}
 	if h.kind != s.kind {
-		return fmt.Errorf("keep history: a %s history for a %s session", h.kind, s.kind)
+		return fmt.Errorf("keep history: a %s history for a %s replica", h.kind, s.kind)
 	}
 	h.doc = nil
 	h.bind()
@@ -378,7 +379,7 @@ func (s *Session) KeepHistory(h *History) error {
 // room (a write-ahead log replayed in the server's order; nil: none): what the rebuilt room was
 // loaded from is looked up there as well as in the replica's history (rescue_loaded.go). h's own
 // document is dropped; the rescue forgets h.
-func (s *Session) ServerHeld(h *History) {
+func (s *Replica) ServerHeld(h *History) {
 	if h != nil {
 		if h.kind != s.kind {
 			return
@@ -389,10 +390,10 @@ func (s *Session) ServerHeld(h *History) {
 }
 
 // History returns the history the session feeds (nil when none).
-func (s *Session) History() *History { return s.history }
+func (s *Replica) History() *History { return s.history }
 
 // observe feeds the history a change of the replica.
-func (s *Session) observe(c Change) {
+func (s *Replica) observe(c Change) {
 	if s.history != nil && !c.Empty() {
 		if s.markPending {
 			s.lostMark, s.markPending = s.history.Versions(), false
@@ -402,10 +403,10 @@ func (s *Session) observe(c Change) {
 }
 
 // Receive handles one sync frame from the server.
-func (s *Session) Receive(f Frame) (Output, error) {
+func (s *Replica) Receive(f Frame) (Output, error) {
 	var out Output
 	if f.Type != MsgSync {
-		return out, fmt.Errorf("session receive: not a sync frame (type %d)", f.Type)
+		return out, fmt.Errorf("replica receive: not a sync frame (type %d)", f.Type)
 	}
 	switch f.Sync {
 	case SyncStep1:
@@ -492,13 +493,13 @@ func (s *Session) Receive(f Frame) (Output, error) {
 			out.Resynced = true
 		}
 	default:
-		return out, fmt.Errorf("session receive: %w", malformed("sync subtype %d", f.Sync))
+		return out, fmt.Errorf("replica receive: %w", malformed("sync subtype %d", f.Sync))
 	}
 	return out, nil
 }
 
 // learn records what a server message shows the server holds.
-func (s *Session) learn(meta UpdateMeta) {
+func (s *Replica) learn(meta UpdateMeta) {
 	for _, r := range meta.Structs {
 		s.serverSV[r.Client] = max(s.serverSV[r.Client], r.Clock+r.Len)
 	}
@@ -506,7 +507,7 @@ func (s *Session) learn(meta UpdateMeta) {
 }
 
 // held reports whether the server holds everything an edit wrote.
-func (s *Session) held(e *pendingEdit) bool {
+func (s *Replica) held(e *pendingEdit) bool {
 	for _, r := range e.structs {
 		if !s.serverSV.Covers(r) {
 			return false
@@ -521,7 +522,7 @@ func (s *Session) held(e *pendingEdit) bool {
 }
 
 // confirm moves edits the server now holds out of flight.
-func (s *Session) confirm() []EditResult {
+func (s *Replica) confirm() []EditResult {
 	var done []EditResult
 	kept := s.inflight[:0]
 	for _, e := range s.inflight {
@@ -546,7 +547,7 @@ func (s *Session) confirm() []EditResult {
 // back (RescueFrom) or its edits are checked; edits from a discarded replica are confirmed if
 // the server has them (a room rebuilt from its store keeps old client ids) or run again (after a
 // lost server room, durable ones always run again); then queued edits run.
-func (s *Session) afterSync() Output {
+func (s *Replica) afterSync() Output {
 	var out Output
 	replay := s.replay
 	s.replay = nil
@@ -608,11 +609,11 @@ func (s *Session) afterSync() Output {
 // maxRescueWaits bounds how many times a sync is held for a replica to heal before a rescue.
 const maxRescueWaits = 3
 
-// unsavedSaveAt is how many confirmed edits may wait for a save before the session asks for one
+// unsavedSaveAt is how many confirmed edits may wait for a save before the replica asks for one
 // (and again at every further multiple): nothing is let go, the server is asked to save.
 const unsavedSaveAt = 256
 
-func (s *Session) keepUnsaved(e *pendingEdit) {
+func (s *Replica) keepUnsaved(e *pendingEdit) {
 	if !e.durable {
 		return
 	}
@@ -624,14 +625,14 @@ func (s *Session) keepUnsaved(e *pendingEdit) {
 	}
 }
 
-func (s *Session) takeWantSave() bool {
+func (s *Replica) takeWantSave() bool {
 	w := s.wantSave
 	s.wantSave = false
 	return w
 }
 
 // savedMarker reports a remote change that says the server saved the document.
-func (s *Session) savedMarker(c Change) bool {
+func (s *Replica) savedMarker(c Change) bool {
 	if c.Local {
 		return false
 	}
@@ -651,14 +652,14 @@ func (s *Session) savedMarker(c Change) bool {
 // LaggingSaveMarkers says the server marks the document saved after periodic saves that may have
 // started before the last change it received (jupyter-server-documents): a marker then proves
 // saved only the edits confirmed before the previous one (see markers).
-func (s *Session) LaggingSaveMarkers(on bool) { s.laggingMarkers = on }
+func (s *Replica) LaggingSaveMarkers(on bool) { s.laggingMarkers = on }
 
 // Unsaved returns how many confirmed edits wait for the server to save them.
-func (s *Session) Unsaved() int { return len(s.unsaved) }
+func (s *Replica) Unsaved() int { return len(s.unsaved) }
 
 // Propose submits an edit. It runs at once when synced, otherwise after the next sync. Durable
 // edits (Edit.Durable) are kept after confirmation until the server saved them (see unsaved).
-func (s *Session) Propose(id uint64, p Proposal) Output {
+func (s *Replica) Propose(id uint64, p Proposal) Output {
 	e := &pendingEdit{id: id, edit: p.Edit, durable: p.Edit.Durable(), since: p.Since, replayed: p.Replay}
 	if p.Prev != nil {
 		prev := p.Prev.clone()
@@ -671,7 +672,7 @@ func (s *Session) Propose(id uint64, p Proposal) Output {
 	return s.apply(e)
 }
 
-// result is the edit's outcome as the session reports it: a copy of its own.
+// result is the edit's outcome as the replica reports it: a copy of its own.
 func (e *pendingEdit) result(err error) EditResult {
 	r := EditResult{ID: e.id, Change: e.change, Err: err}
 	if e.outcome != nil {
@@ -682,7 +683,7 @@ func (e *pendingEdit) result(err error) EditResult {
 
 // Withdraw removes an edit that has not been applied yet. It reports false when the edit is
 // already in the replica (it will reach the server) or unknown.
-func (s *Session) Withdraw(id uint64) bool {
+func (s *Replica) Withdraw(id uint64) bool {
 	for i, e := range s.queued {
 		if e.id == id {
 			s.queued = append(s.queued[:i], s.queued[i+1:]...)
@@ -692,7 +693,7 @@ func (s *Session) Withdraw(id uint64) bool {
 	return false
 }
 
-func (s *Session) apply(e *pendingEdit) Output {
+func (s *Replica) apply(e *pendingEdit) Output {
 	var out Output
 	var oc Outcome
 	run := editRun{replay: e.replayed, prev: e.outcome, since: e.since}
@@ -716,8 +717,9 @@ func (s *Session) apply(e *pendingEdit) Output {
 	meta, perr := ParseUpdate(update)
 	out.Frames = append(out.Frames, EncodeSync(SyncUpdate, update))
 	if perr != nil {
-		// Our own engine produced something our parser rejects: a bug, not input. The update is
-		// in the replica and is sent, but without knowing what it holds it cannot be confirmed.
+		// y-crdt produced, for our own edit, something our parser rejects: a bug, not input. The
+		// update is in the replica and is sent, but without knowing what it holds it cannot be
+		// confirmed.
 		s.log.Error().Err(perr).Msg("local update does not parse")
 		out.Done = append(out.Done, e.result(fmt.Errorf("internal: the local update could not be tracked, so the server's acknowledgement cannot be checked: %w", perr)))
 		return out
@@ -744,7 +746,7 @@ func (s *Session) apply(e *pendingEdit) Output {
 }
 
 // Tick asks the server for anything we miss (a periodic step 1), healing lost messages.
-func (s *Session) Tick() Output {
+func (s *Replica) Tick() Output {
 	if !s.synced {
 		return Output{}
 	}
@@ -754,7 +756,7 @@ func (s *Session) Tick() Output {
 // Abort ends every pending edit (the room is closing or failed for good). notApplied are the
 // edits that never ran (nothing changed); unconfirmed were applied to a replica and may or may
 // not have reached the server.
-func (s *Session) Abort() (notApplied, unconfirmed []EditResult) {
+func (s *Replica) Abort() (notApplied, unconfirmed []EditResult) {
 	for _, e := range s.queued {
 		notApplied = append(notApplied, EditResult{ID: e.id})
 	}
@@ -773,6 +775,6 @@ func (s *Session) Abort() (notApplied, unconfirmed []EditResult) {
 }
 
 // Resync returns a sync step 1 whatever the state (to retry a handshake that did not complete).
-func (s *Session) Resync() Output {
+func (s *Replica) Resync() Output {
 	return Output{Frames: [][]byte{EncodeSync(SyncStep1, s.doc.StateVector().Encode())}}
 }

@@ -20,7 +20,7 @@ func restartServer(t *testing.T, file Notebook, agent *fakeConn, others ...*fake
 		c.srv = srv2
 		srv2.conns = append(srv2.conns, c)
 	}
-	if err := agent.sess.ResetServerLost(freshClientID()); err != nil {
+	if err := agent.replica.ResetServerLost(freshClientID()); err != nil {
 		t.Fatal(err)
 	}
 	return srv2
@@ -48,7 +48,7 @@ func countCells(t *testing.T, d *Doc, id string) int {
 
 // However many confirmed edits wait for a save, none is let go: the session asks for a save at
 // every unsavedSaveAt of them, and after a restart every one runs again.
-func TestSessionUnsavedEditsNotCapped(t *testing.T) {
+func TestReplicaUnsavedEditsNotCapped(t *testing.T) {
 	srv := newFakeServer(t, sessionNotebook())
 	a := srv.newClient("agent")
 	a.connect()
@@ -58,7 +58,7 @@ func TestSessionUnsavedEditsNotCapped(t *testing.T) {
 	for i := 1; i <= n; i++ {
 		id := uint64(i)
 		cellID := fmt.Sprintf("agent-%d", i)
-		out := a.sess.proposeDurable(id, func(tx *Txn, replaying bool) error {
+		out := a.replica.proposeDurable(id, func(tx *Txn, replaying bool) error {
 			calls[id]++
 			if replaying && tx.CellIndex(cellID) >= 0 {
 				return nil
@@ -69,14 +69,14 @@ func TestSessionUnsavedEditsNotCapped(t *testing.T) {
 		srv.flush() // the echo confirms it
 	}
 	asks := a.saveNow
-	if a.sess.Unsaved() != n {
-		t.Fatalf("%d confirmed edits kept for a save, want %d", a.sess.Unsaved(), n)
+	if a.replica.Unsaved() != n {
+		t.Fatalf("%d confirmed edits kept for a save, want %d", a.replica.Unsaved(), n)
 	}
 	if asks != 2 {
 		t.Errorf("asked for a save %d times, want 2 (at %d and %d)", asks, unsavedSaveAt, 2*unsavedSaveAt)
 	}
 	srv2 := restartServer(t, *sessionNotebook(), a)
-	a.sess.NoRescue("test: no file check")
+	a.replica.NoRescue("test: no file check")
 	a.connect()
 	srv2.flush()
 	for i := 1; i <= n; i++ {
@@ -91,7 +91,7 @@ func TestSessionUnsavedEditsNotCapped(t *testing.T) {
 // session brings the lost replica back as one merged edit: nothing lost, nothing doubled, the
 // newcomer's typing kept, the agent's edit functions not run again, its in-flight edit confirmed
 // with the rescue.
-func TestSessionRescueBringsBackLostReplica(t *testing.T) {
+func TestReplicaRescueBringsBackLostReplica(t *testing.T) {
 	file := *sessionNotebook()
 	srv := newFakeServer(t, &file)
 	a, h := srv.newClient("agent"), srv.newClient("human")
@@ -108,7 +108,7 @@ func TestSessionRescueBringsBackLostReplica(t *testing.T) {
 			return tx.InsertCells(1, []Cell{{ID: cellID, Source: "agent " + cellID}})
 		}
 	}
-	a.record(a.sess.proposeDurable(1, insert(1, "ag1")))
+	a.record(a.replica.proposeDurable(1, insert(1, "ag1")))
 	h.propose(100, func(tx *Txn, _ bool) error { return tx.SetSource(tx.CellIndex("c2"), "x = 1 # typed before") })
 	a.propose(2, func(tx *Txn, _ bool) error { return tx.MoveCells(tx.CellIndex("c3"), 1, 0) }) // plain edit, by index
 	srv.flush()
@@ -118,13 +118,13 @@ func TestSessionRescueBringsBackLostReplica(t *testing.T) {
 		}
 	}
 	// One more edit reaches the replica but not the server.
-	a.record(a.sess.proposeDurable(3, insert(3, "ag3")))
+	a.record(a.replica.proposeDurable(3, insert(3, "ag3")))
 	a.toServer = nil
-	lostView := readNotebook(t, a.sess.Doc())
+	lostView := readNotebook(t, a.replica.Doc())
 
 	srv2 := restartServer(t, file, a, h)
 	// The human reloads first (a fresh doc) and types in c0 before the agent is back.
-	h.sess, _ = NewSession(KindNotebook, freshClientID(), zerolog.Nop())
+	h.replica, _ = NewReplica(KindNotebook, freshClientID(), zerolog.Nop())
 	h.connect()
 	srv2.flush()
 	h.propose(101, func(tx *Txn, _ bool) error {
@@ -134,7 +134,7 @@ func TestSessionRescueBringsBackLostReplica(t *testing.T) {
 	})
 	srv2.flush()
 
-	a.sess.RescueFrom(Snapshot{Kind: KindNotebook, Notebook: file})
+	a.replica.RescueFrom(Snapshot{Kind: KindNotebook, Notebook: file})
 	a.connect()
 	srv2.flush()
 	report := a.rescue
@@ -165,32 +165,32 @@ func TestSessionRescueBringsBackLostReplica(t *testing.T) {
 	if r, ok := a.result(3); !ok || r.Err != nil {
 		t.Errorf("the in-flight edit was not confirmed with the rescue: %+v", a.done)
 	}
-	if a.sess.Pending() != 0 {
-		t.Errorf("%d edits pending", a.sess.Pending())
+	if a.replica.Pending() != 0 {
+		t.Errorf("%d edits pending", a.replica.Pending())
 	}
 	// The edits the rescue brought back are unsaved again: a second loss re-runs them.
-	if a.sess.Unsaved() != 2 {
-		t.Errorf("unsaved after the rescue: %d, want the two durable edits", a.sess.Unsaved())
+	if a.replica.Unsaved() != 2 {
+		t.Errorf("unsaved after the rescue: %d, want the two durable edits", a.replica.Unsaved())
 	}
 }
 
 // Without a rescue (the file changed outside Jupyter while the server was down) the file wins:
 // the agents' durable edits are re-run on it, a re-run that cannot apply is reported, and the
 // report lists what the lost replica held that the room does not.
-func TestSessionNoRescueReplaysAndReports(t *testing.T) {
+func TestReplicaNoRescueReplaysAndReports(t *testing.T) {
 	file := *sessionNotebook()
 	srv := newFakeServer(t, &file)
 	a, h := srv.newClient("agent"), srv.newClient("human")
 	a.connect()
 	h.connect()
 	srv.flush()
-	a.record(a.sess.proposeDurable(1, func(tx *Txn, replaying bool) error {
+	a.record(a.replica.proposeDurable(1, func(tx *Txn, replaying bool) error {
 		if replaying && tx.CellIndex("ag1") >= 0 {
 			return nil
 		}
 		return tx.InsertCells(0, []Cell{{ID: "ag1", Source: "agent"}})
 	}))
-	a.record(a.sess.proposeDurable(2, func(tx *Txn, _ bool) error {
+	a.record(a.replica.proposeDurable(2, func(tx *Txn, _ bool) error {
 		i := tx.CellIndex("c3")
 		if i < 0 {
 			return fmt.Errorf("no cell with id c3: %w", ErrCellNotFound)
@@ -204,7 +204,7 @@ func TestSessionNoRescueReplaysAndReports(t *testing.T) {
 	changed := *sessionNotebook()
 	changed.Cells = changed.Cells[:3]
 	srv2 := restartServer(t, changed, a)
-	a.sess.NoRescue("the file changed on disk since the server last saved it")
+	a.replica.NoRescue("the file changed on disk since the server last saved it")
 	a.connect()
 	srv2.flush()
 	report := a.rescue
@@ -239,13 +239,13 @@ func TestSessionNoRescueReplaysAndReports(t *testing.T) {
 
 // A second loss while the rescue edit is still in flight: the rescue is not re-run (its merge
 // belonged to a replica now gone); the replica it produced is the one brought back next time.
-func TestSessionRescueInterruptedByAnotherLoss(t *testing.T) {
+func TestReplicaRescueInterruptedByAnotherLoss(t *testing.T) {
 	file := *sessionNotebook()
 	srv := newFakeServer(t, &file)
 	a := srv.newClient("agent")
 	a.connect()
 	srv.flush()
-	a.record(a.sess.proposeDurable(1, func(tx *Txn, replaying bool) error {
+	a.record(a.replica.proposeDurable(1, func(tx *Txn, replaying bool) error {
 		if replaying && tx.CellIndex("ag1") >= 0 {
 			return nil
 		}
@@ -253,7 +253,7 @@ func TestSessionRescueInterruptedByAnotherLoss(t *testing.T) {
 	}))
 	srv.flush()
 	srv2 := restartServer(t, file, a)
-	a.sess.RescueFrom(Snapshot{Kind: KindNotebook, Notebook: file})
+	a.replica.RescueFrom(Snapshot{Kind: KindNotebook, Notebook: file})
 	a.connect()
 	// deliver only the server's step 1 and step 2 to the agent: the rescue is applied, never sent
 	a.deliverToServer()
@@ -262,11 +262,11 @@ func TestSessionRescueInterruptedByAnotherLoss(t *testing.T) {
 	for _, b := range frames {
 		a.receive(b)
 	}
-	if countCells(t, a.sess.Doc(), "ag1") != 1 {
+	if countCells(t, a.replica.Doc(), "ag1") != 1 {
 		t.Fatal("the rescue did not bring the cell back in the replica")
 	}
 	srv3 := restartServer(t, file, a)
-	a.sess.RescueFrom(Snapshot{Kind: KindNotebook, Notebook: file})
+	a.replica.RescueFrom(Snapshot{Kind: KindNotebook, Notebook: file})
 	a.connect()
 	srv3.flush()
 	_ = srv2
@@ -276,24 +276,24 @@ func TestSessionRescueInterruptedByAnotherLoss(t *testing.T) {
 	if r, ok := a.result(1); !ok || r.Err != nil {
 		t.Errorf("edit 1: %+v", a.done)
 	}
-	if a.sess.Pending() != 0 {
-		t.Errorf("%d pending", a.sess.Pending())
+	if a.replica.Pending() != 0 {
+		t.Errorf("%d pending", a.replica.Pending())
 	}
 }
 
 // Text documents: the same rescue, by character.
-func TestSessionRescueText(t *testing.T) {
+func TestReplicaRescueText(t *testing.T) {
 	mk := func(text string) *Doc {
 		d := newTestDoc(t, KindText)
 		transact(t, d, func(tx *Txn) error { return tx.SetText(text) })
 		return d
 	}
 	srv := &fakeServer{t: t, doc: mk("line one\nline two\n")}
-	sess, err := NewSession(KindText, freshClientID(), zerolog.Nop())
+	replica, err := NewReplica(KindText, freshClientID(), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &fakeConn{name: "agent", sess: sess, srv: srv}
+	a := &fakeConn{name: "agent", replica: replica, srv: srv}
 	srv.conns = []*fakeConn{a}
 	a.connect()
 	srv.flush()
@@ -302,12 +302,12 @@ func TestSessionRescueText(t *testing.T) {
 	srv2 := &fakeServer{t: t, doc: mk("line one\nline two\n")}
 	a.disconnect()
 	a.srv, srv2.conns = srv2, []*fakeConn{a}
-	if err := a.sess.ResetServerLost(freshClientID()); err != nil {
+	if err := a.replica.ResetServerLost(freshClientID()); err != nil {
 		t.Fatal(err)
 	}
 	// someone typed on the rebuilt text meanwhile
 	transact(t, srv2.doc, func(tx *Txn) error { return tx.InsertText(0, "# header\n") })
-	a.sess.RescueFrom(Snapshot{Kind: KindText, Text: "line one\nline two\n"})
+	a.replica.RescueFrom(Snapshot{Kind: KindText, Text: "line one\nline two\n"})
 	a.connect()
 	srv2.flush()
 	got, _ := srv2.doc.Text()
@@ -318,14 +318,14 @@ func TestSessionRescueText(t *testing.T) {
 
 // With lagging save markers (jupyter-server-documents' periodic saves), an edit is let go only at
 // the second marker after its confirmation: the first may come from a save that started before it.
-func TestSessionLaggingSaveMarkers(t *testing.T) {
+func TestReplicaLaggingSaveMarkers(t *testing.T) {
 	srv := newFakeServer(t, sessionNotebook())
 	a, b := srv.newClient("agent"), srv.newClient("server")
 	a.connect()
 	b.connect()
 	srv.flush()
-	a.sess.LaggingSaveMarkers(true)
-	a.record(a.sess.proposeDurable(1, func(tx *Txn, replaying bool) error {
+	a.replica.LaggingSaveMarkers(true)
+	a.record(a.replica.proposeDurable(1, func(tx *Txn, replaying bool) error {
 		if replaying && tx.CellIndex("ag") >= 0 {
 			return nil
 		}
@@ -339,11 +339,11 @@ func TestSessionLaggingSaveMarkers(t *testing.T) {
 		srv.flush()
 	}
 	mark()
-	if a.sess.Unsaved() != 1 {
-		t.Fatalf("let go at the first marker after it: %d unsaved", a.sess.Unsaved())
+	if a.replica.Unsaved() != 1 {
+		t.Fatalf("let go at the first marker after it: %d unsaved", a.replica.Unsaved())
 	}
 	mark()
-	if a.sess.Unsaved() != 0 {
-		t.Fatalf("kept after the second marker: %d unsaved", a.sess.Unsaved())
+	if a.replica.Unsaved() != 0 {
+		t.Fatalf("kept after the second marker: %d unsaved", a.replica.Unsaved())
 	}
 }

@@ -10,36 +10,36 @@ import (
 // The sidecar and the server die together: the replica's state comes back from the sidecar's log
 // (AdoptLost) into a fresh session, which brings it back to the rebuilt room at its first sync
 // exactly as after ResetServerLost.
-func TestSessionAdoptLostRestoresAfterSidecarRestart(t *testing.T) {
+func TestReplicaAdoptLostRestoresAfterSidecarRestart(t *testing.T) {
 	file := *sessionNotebook()
 	srv := newFakeServer(t, &file)
 	a := srv.newClient("agent")
 	a.connect()
 	srv.flush()
-	a.record(a.sess.proposeDurable(1, func(tx *Txn, _ bool) error {
+	a.record(a.replica.proposeDurable(1, func(tx *Txn, _ bool) error {
 		return tx.InsertCells(1, []Cell{{ID: "ag1", Source: "agent cell"}})
 	}))
 	srv.flush()
 	a.propose(2, func(tx *Txn, _ bool) error { return tx.SetSource(tx.CellIndex("c2"), "x = 2 # unsaved") })
 	srv.flush()
-	held := readNotebook(t, a.sess.Doc())
-	state := fullUpdate(t, a.sess.Doc())
+	held := readNotebook(t, a.replica.Doc())
+	state := fullUpdate(t, a.replica.Doc())
 
 	// Both processes die; the server rebuilds the room from the (older) file.
 	srv2 := newFakeServer(t, &file)
-	sess, err := NewSession(KindNotebook, freshClientID(), zerolog.Nop())
+	replica, err := NewReplica(KindNotebook, freshClientID(), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sess.AdoptLost(state); err != nil {
+	if err := replica.AdoptLost(state); err != nil {
 		t.Fatalf("AdoptLost: %v", err)
 	}
-	if got := sess.LostState(); len(got) == 0 {
+	if got := replica.LostState(); len(got) == 0 {
 		t.Fatal("LostState is empty after AdoptLost")
 	}
-	b := &fakeConn{name: "agent after restart", sess: sess, srv: srv2}
+	b := &fakeConn{name: "agent after restart", replica: replica, srv: srv2}
 	srv2.conns = []*fakeConn{b}
-	sess.RescueFrom(Snapshot{Kind: KindNotebook, Notebook: file})
+	replica.RescueFrom(Snapshot{Kind: KindNotebook, Notebook: file})
 	b.connect()
 	srv2.flush()
 	if b.rescue == nil || !b.rescue.Restored || !b.rescue.Lossless() {
@@ -47,17 +47,17 @@ func TestSessionAdoptLostRestoresAfterSidecarRestart(t *testing.T) {
 	}
 	compareNotebooks(t, held, readNotebook(t, srv2.doc), true)
 	srv2.requireConverged()
-	if sess.LostState() != nil {
+	if replica.LostState() != nil {
 		t.Error("the lost replica is still kept after the sync decided")
 	}
 }
 
 // AdoptLost refuses what it cannot use, and changes nothing then.
-func TestSessionAdoptLostRefuses(t *testing.T) {
+func TestReplicaAdoptLostRefuses(t *testing.T) {
 	nb, _ := loadNotebook(t, *sessionNotebook())
 	state := fullUpdate(t, nb)
-	newSess := func() *Session {
-		s, err := NewSession(KindNotebook, freshClientID(), zerolog.Nop())
+	newSess := func() *Replica {
+		s, err := NewReplica(KindNotebook, freshClientID(), zerolog.Nop())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,11 +82,11 @@ func TestSessionAdoptLostRefuses(t *testing.T) {
 	c := srv.newClient("c")
 	c.connect()
 	srv.flush()
-	if err := c.sess.AdoptLost(state); err == nil {
+	if err := c.replica.AdoptLost(state); err == nil {
 		t.Error("adopted after the session synced")
 	}
 	// A notebook's state for a text session.
-	ts, err := NewSession(KindText, freshClientID(), zerolog.Nop())
+	ts, err := NewReplica(KindText, freshClientID(), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func (s *fakeServer) catchUp(sv StateVector) {
 // fakeConn is one client's websocket: frames queued in each direction.
 type fakeConn struct {
 	name     string
-	sess     *Session
+	replica  *Replica
 	srv      *fakeServer
 	toServer [][]byte
 	toClient [][]byte
@@ -64,11 +64,11 @@ func newFakeServer(t *testing.T, nb *Notebook) *fakeServer {
 
 func (s *fakeServer) newClient(name string) *fakeConn {
 	s.t.Helper()
-	sess, err := NewSession(KindNotebook, freshClientID(), zerolog.Nop())
+	replica, err := NewReplica(KindNotebook, freshClientID(), zerolog.Nop())
 	if err != nil {
 		s.t.Fatalf("NewSession: %v", err)
 	}
-	c := &fakeConn{name: name, sess: sess, srv: s}
+	c := &fakeConn{name: name, replica: replica, srv: s}
 	s.conns = append(s.conns, c)
 	return c
 }
@@ -78,7 +78,7 @@ func (c *fakeConn) connect() {
 	c.open = true
 	c.toServer = nil
 	c.toClient = nil
-	c.record(c.sess.Connect())
+	c.record(c.replica.Connect())
 	c.toClient = append(c.toClient, EncodeSync(SyncStep1, c.srv.doc.StateVector().Encode()))
 }
 
@@ -86,7 +86,7 @@ func (c *fakeConn) disconnect() {
 	c.open = false
 	c.toServer = nil
 	c.toClient = nil
-	c.sess.Disconnected()
+	c.replica.Disconnected()
 }
 
 func (c *fakeConn) record(out Output) {
@@ -106,10 +106,12 @@ func (c *fakeConn) record(out Output) {
 	}
 }
 
-func (c *fakeConn) propose(id uint64, fn EditFunc) { c.record(c.sess.Propose(id, Proposal{Edit: fn})) }
+func (c *fakeConn) propose(id uint64, fn EditFunc) {
+	c.record(c.replica.Propose(id, Proposal{Edit: fn}))
+}
 
 // proposeDurable proposes a function as a durable edit.
-func (s *Session) proposeDurable(id uint64, fn func(*Txn, bool) error) Output {
+func (s *Replica) proposeDurable(id uint64, fn func(*Txn, bool) error) Output {
 	return s.Propose(id, Proposal{Edit: DurableFunc(fn)})
 }
 
@@ -158,11 +160,11 @@ func (s *fakeServer) receive(c *fakeConn, b []byte) {
 func (s *fakeServer) logPending(t *testing.T) {
 	t.Helper()
 	for _, c := range s.conns {
-		for _, e := range c.sess.inflight {
+		for _, e := range c.replica.inflight {
 			t.Logf("%s: edit %d in flight: structs %+v deletes %+v; server known to hold %v, deletes %v; server state %v",
-				c.name, e.id, e.structs, e.deletes, c.sess.serverSV, c.sess.serverDeletes, s.doc.StateVector())
+				c.name, e.id, e.structs, e.deletes, c.replica.serverSV, c.replica.serverDeletes, s.doc.StateVector())
 		}
-		t.Logf("%s: %d queued, %d awaiting replay", c.name, len(c.sess.queued), len(c.sess.replay))
+		t.Logf("%s: %d queued, %d awaiting replay", c.name, len(c.replica.queued), len(c.replica.replay))
 	}
 }
 
@@ -187,7 +189,7 @@ func (c *fakeConn) receive(b []byte) {
 	if err != nil {
 		c.srv.t.Fatalf("%s: bad frame: %v", c.name, err)
 	}
-	out, err := c.sess.Receive(f)
+	out, err := c.replica.Receive(f)
 	if err != nil {
 		c.srv.t.Fatalf("%s: Receive(%v): %v", c.name, f.Sync, err)
 	}
@@ -257,8 +259,8 @@ func (s *fakeServer) requireConverged() {
 	s.t.Helper()
 	want := readNotebook(s.t, s.doc)
 	for _, c := range s.conns {
-		compareNotebooks(s.t, want, readNotebook(s.t, c.sess.Doc()), true)
-		if c.sess.Doc().HasPending() {
+		compareNotebooks(s.t, want, readNotebook(s.t, c.replica.Doc()), true)
+		if c.replica.Doc().HasPending() {
 			s.t.Errorf("%s has pending structs", c.name)
 		}
 	}
@@ -280,14 +282,14 @@ func sessionNotebook() *Notebook {
 	return &nb
 }
 
-func TestSessionHandshake(t *testing.T) {
+func TestReplicaHandshake(t *testing.T) {
 	srv := newFakeServer(t, sessionNotebook())
 	a := srv.newClient("a")
 	b := srv.newClient("b")
-	if a.sess.Synced() || a.sess.Pending() != 0 || a.sess.Doc() == nil {
+	if a.replica.Synced() || a.replica.Pending() != 0 || a.replica.Doc() == nil {
 		t.Fatalf("fresh session state wrong")
 	}
-	if out := a.sess.Tick(); len(out.Frames) != 0 {
+	if out := a.replica.Tick(); len(out.Frames) != 0 {
 		t.Fatalf("Tick before sync sent frames")
 	}
 	a.connect()
@@ -300,8 +302,8 @@ func TestSessionHandshake(t *testing.T) {
 	}
 	srv.flush()
 	for _, c := range []*fakeConn{a, b} {
-		if !c.sess.Synced() || c.synced != 1 {
-			t.Fatalf("%s: synced=%v, Synced outputs %d", c.name, c.sess.Synced(), c.synced)
+		if !c.replica.Synced() || c.synced != 1 {
+			t.Fatalf("%s: synced=%v, Synced outputs %d", c.name, c.replica.Synced(), c.synced)
 		}
 		if len(c.changes) == 0 || len(c.changes[0].Inserted) != 4 {
 			t.Fatalf("%s: initial change %+v, want 4 inserted cells", c.name, c.changes)
@@ -309,7 +311,7 @@ func TestSessionHandshake(t *testing.T) {
 	}
 	srv.requireConverged()
 	// A periodic step 1 brings nothing new.
-	a.record(a.sess.Tick())
+	a.record(a.replica.Tick())
 	if len(a.toServer) != 1 {
 		t.Fatalf("Tick sent %d frames", len(a.toServer))
 	}
@@ -320,7 +322,7 @@ func TestSessionHandshake(t *testing.T) {
 	}
 }
 
-func TestSessionEditDoneOnlyAfterEcho(t *testing.T) {
+func TestReplicaEditDoneOnlyAfterEcho(t *testing.T) {
 	srv := newFakeServer(t, sessionNotebook())
 	a := srv.newClient("a")
 	b := srv.newClient("b")
@@ -331,8 +333,8 @@ func TestSessionEditDoneOnlyAfterEcho(t *testing.T) {
 
 	e := &countingEdit{fn: func(tx *Txn) error { return tx.SetSource(2, "x = 42") }}
 	a.propose(1, e.edit)
-	if len(a.toServer) != 1 || len(a.done) != 0 || a.sess.Pending() != 1 {
-		t.Fatalf("after Propose: %d frames, done %v, pending %d", len(a.toServer), a.doneIDs(), a.sess.Pending())
+	if len(a.toServer) != 1 || len(a.done) != 0 || a.replica.Pending() != 1 {
+		t.Fatalf("after Propose: %d frames, done %v, pending %d", len(a.toServer), a.doneIDs(), a.replica.Pending())
 	}
 	if len(a.changes) == 0 || !slices.Equal(a.changes[len(a.changes)-1].Cells[0].Fields, []string{"source"}) {
 		t.Fatalf("local change not reported: %+v", a.changes)
@@ -342,7 +344,7 @@ func TestSessionEditDoneOnlyAfterEcho(t *testing.T) {
 		t.Fatalf("server broadcast %d/%d frames, want the update to both clients", len(a.toClient), len(b.toClient))
 	}
 	// The server has the edit, but a has not heard back yet.
-	a.sess.Tick()
+	a.replica.Tick()
 	if len(a.done) != 0 {
 		t.Fatalf("edit reported done before the echo: %+v", a.done)
 	}
@@ -358,21 +360,21 @@ func TestSessionEditDoneOnlyAfterEcho(t *testing.T) {
 	if len(r.Change.Cells) != 1 || r.Change.Cells[0].ID != "c2" {
 		t.Fatalf("result change %+v", r.Change)
 	}
-	if a.sess.Pending() != 0 || len(e.calls) != 1 {
-		t.Fatalf("pending %d, calls %v", a.sess.Pending(), e.calls)
+	if a.replica.Pending() != 0 || len(e.calls) != 1 {
+		t.Fatalf("pending %d, calls %v", a.replica.Pending(), e.calls)
 	}
 	srv.requireConverged()
 }
 
-func TestSessionQueuedBeforeSync(t *testing.T) {
+func TestReplicaQueuedBeforeSync(t *testing.T) {
 	srv := newFakeServer(t, sessionNotebook())
 	a := srv.newClient("a")
 	e := &countingEdit{fn: func(tx *Txn) error {
 		return tx.InsertCells(tx.NumCells(), []Cell{{ID: "queued", Source: "q"}})
 	}}
 	a.propose(1, e.edit)
-	if len(e.calls) != 0 || a.sess.Pending() != 1 {
-		t.Fatalf("edit ran before sync: calls %v pending %d", e.calls, a.sess.Pending())
+	if len(e.calls) != 0 || a.replica.Pending() != 1 {
+		t.Fatalf("edit ran before sync: calls %v pending %d", e.calls, a.replica.Pending())
 	}
 	a.connect()
 	// Deliver the server's step 1 alone: not synced yet, the edit still waits.
@@ -380,12 +382,12 @@ func TestSessionQueuedBeforeSync(t *testing.T) {
 	first := a.toClient[0]
 	a.toClient = a.toClient[1:]
 	a.receive(first)
-	if a.sess.Synced() || len(e.calls) != 0 {
+	if a.replica.Synced() || len(e.calls) != 0 {
 		t.Fatalf("edit ran on the server's step 1")
 	}
 	a.deliverToClient() // the step 2
-	if !a.sess.Synced() || len(e.calls) != 1 || e.calls[0] {
-		t.Fatalf("after step 2: synced %v calls %v", a.sess.Synced(), e.calls)
+	if !a.replica.Synced() || len(e.calls) != 1 || e.calls[0] {
+		t.Fatalf("after step 2: synced %v calls %v", a.replica.Synced(), e.calls)
 	}
 	if len(a.done) != 0 {
 		t.Fatalf("queued edit done before the echo")
@@ -400,21 +402,21 @@ func TestSessionQueuedBeforeSync(t *testing.T) {
 	srv.requireConverged()
 }
 
-func TestSessionWithdraw(t *testing.T) {
+func TestReplicaWithdraw(t *testing.T) {
 	srv := newFakeServer(t, sessionNotebook())
 	a := srv.newClient("a")
 	e1 := &countingEdit{fn: func(tx *Txn) error { return tx.SetSource(0, "one") }}
 	e2 := &countingEdit{fn: func(tx *Txn) error { return tx.SetSource(2, "two") }}
 	a.propose(1, e1.edit)
 	a.propose(2, e2.edit)
-	if !a.sess.Withdraw(1) {
+	if !a.replica.Withdraw(1) {
 		t.Fatalf("Withdraw of a queued edit failed")
 	}
-	if a.sess.Withdraw(1) || a.sess.Withdraw(99) {
+	if a.replica.Withdraw(1) || a.replica.Withdraw(99) {
 		t.Fatalf("Withdraw of a withdrawn or unknown edit succeeded")
 	}
-	if a.sess.Pending() != 1 {
-		t.Fatalf("pending %d, want 1", a.sess.Pending())
+	if a.replica.Pending() != 1 {
+		t.Fatalf("pending %d, want 1", a.replica.Pending())
 	}
 	a.connect()
 	srv.flush()
@@ -429,14 +431,14 @@ func TestSessionWithdraw(t *testing.T) {
 	}
 	// An edit already in the replica cannot be withdrawn.
 	a.propose(3, func(tx *Txn, _ bool) error { return tx.SetSource(0, "three") })
-	if a.sess.Withdraw(3) {
+	if a.replica.Withdraw(3) {
 		t.Fatalf("Withdraw of an applied edit succeeded")
 	}
 	srv.flush()
 	srv.requireConverged()
 }
 
-func TestSessionResetServerHoldsEdit(t *testing.T) {
+func TestReplicaResetServerHoldsEdit(t *testing.T) {
 	tests := []struct {
 		name string
 		fn   func(*Txn) error
@@ -457,11 +459,11 @@ func TestSessionResetServerHoldsEdit(t *testing.T) {
 			a.toClient = nil // the echo is lost
 			want := readNotebook(t, srv.doc)
 			a.disconnect()
-			if err := a.sess.Reset(freshClientID()); err != nil {
+			if err := a.replica.Reset(freshClientID()); err != nil {
 				t.Fatal(err)
 			}
-			if a.sess.Synced() || a.sess.Pending() != 1 {
-				t.Fatalf("after Reset: synced %v pending %d", a.sess.Synced(), a.sess.Pending())
+			if a.replica.Synced() || a.replica.Pending() != 1 {
+				t.Fatalf("after Reset: synced %v pending %d", a.replica.Synced(), a.replica.Pending())
 			}
 			a.connect()
 			srv.flush()
@@ -472,8 +474,8 @@ func TestSessionResetServerHoldsEdit(t *testing.T) {
 			if len(e.calls) != 1 {
 				t.Fatalf("EditFunc ran %d times (%v), want once", len(e.calls), e.calls)
 			}
-			if a.sess.Pending() != 0 {
-				t.Fatalf("pending %d", a.sess.Pending())
+			if a.replica.Pending() != 0 {
+				t.Fatalf("pending %d", a.replica.Pending())
 			}
 			compareNotebooks(t, want, readNotebook(t, srv.doc), true)
 			srv.requireConverged()
@@ -481,7 +483,7 @@ func TestSessionResetServerHoldsEdit(t *testing.T) {
 	}
 }
 
-func TestSessionResetServerLostEdit(t *testing.T) {
+func TestReplicaResetServerLostEdit(t *testing.T) {
 	tests := []struct {
 		name  string
 		fn    func(*Txn) error
@@ -507,7 +509,7 @@ func TestSessionResetServerLostEdit(t *testing.T) {
 			e := &countingEdit{fn: tc.fn}
 			a.propose(1, e.edit)
 			a.disconnect() // the update never reaches the server
-			if err := a.sess.Reset(freshClientID()); err != nil {
+			if err := a.replica.Reset(freshClientID()); err != nil {
 				t.Fatal(err)
 			}
 			a.connect()
@@ -525,7 +527,7 @@ func TestSessionResetServerLostEdit(t *testing.T) {
 	}
 }
 
-func TestSessionReplayFailure(t *testing.T) {
+func TestReplicaReplayFailure(t *testing.T) {
 	srv := newFakeServer(t, sessionNotebook())
 	a := srv.newClient("a")
 	b := srv.newClient("b")
@@ -542,21 +544,21 @@ func TestSessionReplayFailure(t *testing.T) {
 	a.disconnect() // lost
 	b.propose(2, func(tx *Txn, _ bool) error { return tx.DeleteCells(3, 1) })
 	srv.flush()
-	a.sess.Reset(freshClientID())
+	a.replica.Reset(freshClientID())
 	a.connect()
 	srv.flush()
 	r, ok := a.result(1)
 	if !ok || !errors.Is(r.Err, ErrCellNotFound) {
 		t.Fatalf("replay of an edit whose cell is gone: %+v (found %v)", r, ok)
 	}
-	if a.sess.Pending() != 0 {
-		t.Fatalf("pending %d", a.sess.Pending())
+	if a.replica.Pending() != 0 {
+		t.Fatalf("pending %d", a.replica.Pending())
 	}
 }
 
-// TestSessionDeleteConfirmedByStep2: a delete-only edit whose echo was lost is confirmed by
+// TestReplicaDeleteConfirmedByStep2: a delete-only edit whose echo was lost is confirmed by
 // the delete set of the server's next step 2.
-func TestSessionDeleteConfirmedByStep2(t *testing.T) {
+func TestReplicaDeleteConfirmedByStep2(t *testing.T) {
 	srv := newFakeServer(t, sessionNotebook())
 	a := srv.newClient("a")
 	a.connect()
@@ -572,7 +574,7 @@ func TestSessionDeleteConfirmedByStep2(t *testing.T) {
 	if len(a.done) != 0 {
 		t.Fatalf("done without any server message")
 	}
-	a.record(a.sess.Tick())
+	a.record(a.replica.Tick())
 	srv.flush()
 	if r, ok := a.result(1); !ok || r.Err != nil {
 		t.Fatalf("delete-only edit not confirmed by step 2: %+v", a.done)
@@ -583,8 +585,8 @@ func TestSessionDeleteConfirmedByStep2(t *testing.T) {
 	srv.requireConverged()
 }
 
-// TestSessionReconnectDeliversInflight: edits in the replica reach the server on reconnect.
-func TestSessionReconnectDeliversInflight(t *testing.T) {
+// TestReplicaReconnectDeliversInflight: edits in the replica reach the server on reconnect.
+func TestReplicaReconnectDeliversInflight(t *testing.T) {
 	srv := newFakeServer(t, sessionNotebook())
 	a := srv.newClient("a")
 	a.connect()
@@ -593,8 +595,8 @@ func TestSessionReconnectDeliversInflight(t *testing.T) {
 	a.propose(2, func(tx *Txn, _ bool) error { return tx.DeleteCells(3, 1) })
 	a.disconnect()
 	a.propose(3, func(tx *Txn, _ bool) error { return tx.SetSource(0, "queued while offline") })
-	if a.sess.Pending() != 3 {
-		t.Fatalf("pending %d", a.sess.Pending())
+	if a.replica.Pending() != 3 {
+		t.Fatalf("pending %d", a.replica.Pending())
 	}
 	a.connect()
 	srv.flush()
@@ -613,7 +615,7 @@ func TestSessionReconnectDeliversInflight(t *testing.T) {
 	srv.requireConverged()
 }
 
-func TestSessionConcurrentEditsConverge(t *testing.T) {
+func TestReplicaConcurrentEditsConverge(t *testing.T) {
 	srv := newFakeServer(t, sessionNotebook())
 	a := srv.newClient("a")
 	b := srv.newClient("b")
@@ -639,8 +641,8 @@ func TestSessionConcurrentEditsConverge(t *testing.T) {
 				t.Errorf("%s: edit %d failed: %v", c.name, r.ID, r.Err)
 			}
 		}
-		if c.sess.Pending() != 0 {
-			t.Errorf("%s: %d edits pending", c.name, c.sess.Pending())
+		if c.replica.Pending() != 0 {
+			t.Errorf("%s: %d edits pending", c.name, c.replica.Pending())
 		}
 	}
 	nb := readNotebook(t, srv.doc)
@@ -658,8 +660,8 @@ func mustSource(tx *Txn, i int) string {
 	return c.Source
 }
 
-// TestSessionRandomConcurrency drives two sessions with random edits and random delivery.
-func TestSessionRandomConcurrency(t *testing.T) {
+// TestReplicaRandomConcurrency drives two sessions with random edits and random delivery.
+func TestReplicaRandomConcurrency(t *testing.T) {
 	for seed := int64(1); seed <= 4; seed++ {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewSource(seed))
@@ -704,8 +706,8 @@ func TestSessionRandomConcurrency(t *testing.T) {
 			srv.flush()
 			srv.requireConverged()
 			for _, c := range clients {
-				if c.sess.Pending() != 0 || len(c.done) != proposed[c] {
-					t.Errorf("%s: pending %d, done %d of %d", c.name, c.sess.Pending(), len(c.done), proposed[c])
+				if c.replica.Pending() != 0 || len(c.done) != proposed[c] {
+					t.Errorf("%s: pending %d, done %d of %d", c.name, c.replica.Pending(), len(c.done), proposed[c])
 					srv.logPending(t)
 				}
 			}
@@ -713,7 +715,7 @@ func TestSessionRandomConcurrency(t *testing.T) {
 	}
 }
 
-func TestSessionOutOfOrderResync(t *testing.T) {
+func TestReplicaOutOfOrderResync(t *testing.T) {
 	srv := newFakeServer(t, sessionNotebook())
 	a := srv.newClient("a")
 	b := srv.newClient("b")
@@ -730,7 +732,7 @@ func TestSessionOutOfOrderResync(t *testing.T) {
 	second := a.toClient[1]
 	a.toClient = a.toClient[:1]
 	f, _ := DecodeFrame(second)
-	out, err := a.sess.Receive(f)
+	out, err := a.replica.Receive(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -745,12 +747,12 @@ func TestSessionOutOfOrderResync(t *testing.T) {
 	srv.requireConverged()
 }
 
-func TestSessionReceiveErrors(t *testing.T) {
+func TestReplicaReceiveErrors(t *testing.T) {
 	srv := newFakeServer(t, sessionNotebook())
 	a := srv.newClient("a")
 	a.connect()
 	srv.flush()
-	before := readNotebook(t, a.sess.Doc())
+	before := readNotebook(t, a.replica.Doc())
 	tests := []struct {
 		name string
 		f    Frame
@@ -762,17 +764,17 @@ func TestSessionReceiveErrors(t *testing.T) {
 		{"unknown subtype", Frame{Type: MsgSync, Sync: 9, Payload: []byte{0, 0}}},
 	}
 	for _, tc := range tests {
-		if _, err := a.sess.Receive(tc.f); err == nil {
+		if _, err := a.replica.Receive(tc.f); err == nil {
 			t.Errorf("%s: Receive succeeded", tc.name)
 		}
 	}
-	compareNotebooks(t, before, readNotebook(t, a.sess.Doc()), true)
-	if !a.sess.Synced() {
+	compareNotebooks(t, before, readNotebook(t, a.replica.Doc()), true)
+	if !a.replica.Synced() {
 		t.Errorf("errors unsynced the session")
 	}
 }
 
-func TestSessionFailedAndNoopEdits(t *testing.T) {
+func TestReplicaFailedAndNoopEdits(t *testing.T) {
 	srv := newFakeServer(t, sessionNotebook())
 	a := srv.newClient("a")
 	a.connect()
@@ -801,23 +803,23 @@ func TestSessionFailedAndNoopEdits(t *testing.T) {
 	}
 	srv.flush()
 	srv.requireConverged()
-	if a.sess.Pending() != 0 {
-		t.Fatalf("pending %d", a.sess.Pending())
+	if a.replica.Pending() != 0 {
+		t.Fatalf("pending %d", a.replica.Pending())
 	}
 }
 
-func TestSessionAbort(t *testing.T) {
+func TestReplicaAbort(t *testing.T) {
 	srv := newFakeServer(t, sessionNotebook())
 	a := srv.newClient("a")
 	a.connect()
 	srv.flush()
 	a.propose(1, func(tx *Txn, _ bool) error { return tx.SetSource(0, "x") }) // in flight
 	a.disconnect()
-	a.sess.Reset(freshClientID())                                             // now awaiting replay
+	a.replica.Reset(freshClientID())                                          // now awaiting replay
 	a.propose(2, func(tx *Txn, _ bool) error { return tx.SetSource(0, "y") }) // queued
-	notApplied, unconfirmed := a.sess.Abort()
-	if a.sess.Pending() != 0 {
-		t.Fatalf("pending %d after Abort", a.sess.Pending())
+	notApplied, unconfirmed := a.replica.Abort()
+	if a.replica.Pending() != 0 {
+		t.Fatalf("pending %d after Abort", a.replica.Pending())
 	}
 	if len(notApplied) != 1 || notApplied[0].ID != 2 {
 		t.Errorf("not applied = %+v, want edit 2 (queued)", notApplied)
@@ -828,7 +830,7 @@ func TestSessionAbort(t *testing.T) {
 }
 
 // A pending set that cannot be healed is asked about once, not on every frame.
-func TestSessionPendingStep1NotRepeated(t *testing.T) {
+func TestReplicaPendingStep1NotRepeated(t *testing.T) {
 	srv := newFakeServer(t, sessionNotebook())
 	a := srv.newClient("a")
 	a.connect()
@@ -841,7 +843,7 @@ func TestSessionPendingStep1NotRepeated(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := a.sess.Receive(f)
+		out, err := a.replica.Receive(f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -880,10 +882,10 @@ func TestIDSetAddAllMatchesAdd(t *testing.T) {
 }
 
 func TestNewSessionErrors(t *testing.T) {
-	if _, err := NewSession(KindNotebook, 0, zerolog.Nop()); err == nil {
+	if _, err := NewReplica(KindNotebook, 0, zerolog.Nop()); err == nil {
 		t.Error("NewSession with client 0 succeeded")
 	}
-	s, err := NewSession(KindText, freshClientID(), zerolog.Nop())
+	s, err := NewReplica(KindText, freshClientID(), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -951,13 +953,13 @@ func runChaos(t *testing.T, seed int64, steps int) {
 			}
 		case r < 18:
 			c.disconnect()
-			if err := c.sess.Reset(freshClientID()); err != nil {
+			if err := c.replica.Reset(freshClientID()); err != nil {
 				t.Fatal(err)
 			}
 			c.connect()
 		case r < 19:
 			if c.open {
-				c.record(c.sess.Tick())
+				c.record(c.replica.Tick())
 			}
 		default:
 			if !c.open {
@@ -973,19 +975,19 @@ func runChaos(t *testing.T, seed int64, steps int) {
 	srv.flush()
 	// One periodic step 1 each heals anything a lost echo left unconfirmed.
 	for _, c := range clients {
-		c.record(c.sess.Tick())
+		c.record(c.replica.Tick())
 	}
 	srv.flush()
 	srv.requireConverged()
 	for _, c := range clients {
-		if c.sess.Pending() != 0 || len(c.done) != proposed[c] {
-			t.Errorf("seed %d: %s: pending %d, done %d of %d", seed, c.name, c.sess.Pending(), len(c.done), proposed[c])
+		if c.replica.Pending() != 0 || len(c.done) != proposed[c] {
+			t.Errorf("seed %d: %s: pending %d, done %d of %d", seed, c.name, c.replica.Pending(), len(c.done), proposed[c])
 			srv.logPending(t)
 		}
 	}
 }
 
-func TestSessionChaos(t *testing.T) {
+func TestReplicaChaos(t *testing.T) {
 	for seed := int64(1); seed <= 4; seed++ {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { runChaos(t, seed, 150) })
 	}
@@ -994,7 +996,7 @@ func TestSessionChaos(t *testing.T) {
 // A server that dies after confirming an edit but before saving it comes back with the file's
 // older content: a durable edit is re-run then, unless a save marker came first. Someone else's
 // later change does not cancel the re-run: the reloaded file holds none of it either.
-func TestSessionDurableEditsSurviveUnsavedRestart(t *testing.T) {
+func TestReplicaDurableEditsSurviveUnsavedRestart(t *testing.T) {
 	insert := func(tx *Txn, replaying bool) error {
 		if replaying && tx.CellIndex("agent") >= 0 {
 			return nil
@@ -1031,13 +1033,13 @@ func TestSessionDurableEditsSurviveUnsavedRestart(t *testing.T) {
 			b.connect()
 			srv.flush()
 			calls := 0
-			a.record(a.sess.proposeDurable(1, func(tx *Txn, replaying bool) error { calls++; return insert(tx, replaying) }))
+			a.record(a.replica.proposeDurable(1, func(tx *Txn, replaying bool) error { calls++; return insert(tx, replaying) }))
 			srv.flush()
 			if r, ok := a.result(1); !ok || r.Err != nil {
 				t.Fatalf("edit not confirmed: %+v", a.done)
 			}
-			if a.sess.Unsaved() != 1 {
-				t.Fatalf("confirmed durable edit not kept for a save: %d", a.sess.Unsaved())
+			if a.replica.Unsaved() != 1 {
+				t.Fatalf("confirmed durable edit not kept for a save: %d", a.replica.Unsaved())
 			}
 			tc.between(srv, a, b)
 
@@ -1045,7 +1047,7 @@ func TestSessionDurableEditsSurviveUnsavedRestart(t *testing.T) {
 			srv2 := newFakeServer(t, sessionNotebook())
 			a.srv, srv2.conns = srv2, []*fakeConn{a}
 			a.disconnect()
-			if err := a.sess.ResetServerLost(freshClientID()); err != nil {
+			if err := a.replica.ResetServerLost(freshClientID()); err != nil {
 				t.Fatal(err)
 			}
 			a.connect()
@@ -1054,8 +1056,8 @@ func TestSessionDurableEditsSurviveUnsavedRestart(t *testing.T) {
 			if has != tc.wantReplay || (calls == 2) != tc.wantReplay {
 				t.Errorf("after the restart: cell present %v, EditFunc ran %d times; want re-run %v", has, calls, tc.wantReplay)
 			}
-			if a.sess.Pending() != 0 {
-				t.Errorf("%d edits still pending", a.sess.Pending())
+			if a.replica.Pending() != 0 {
+				t.Errorf("%d edits still pending", a.replica.Pending())
 			}
 		})
 	}
@@ -1066,8 +1068,8 @@ func TestSessionDurableEditsSurviveUnsavedRestart(t *testing.T) {
 	srv.flush()
 	a.propose(1, func(tx *Txn, r bool) error { return insert(tx, r) })
 	srv.flush()
-	if a.sess.Unsaved() != 0 {
-		t.Errorf("a plain edit was kept: %d", a.sess.Unsaved())
+	if a.replica.Unsaved() != 0 {
+		t.Errorf("a plain edit was kept: %d", a.replica.Unsaved())
 	}
 }
 
@@ -1075,14 +1077,14 @@ func TestSessionDurableEditsSurviveUnsavedRestart(t *testing.T) {
 // older file over it, deleting them: after ResetServerLost the durable edit runs again. After a
 // plain reset (conflict, broken replica) the same deleted items mean someone deleted the cell,
 // and re-running would undo that.
-func TestSessionDurableRerunOnlyForLostServer(t *testing.T) {
+func TestReplicaDurableRerunOnlyForLostServer(t *testing.T) {
 	for _, lost := range []bool{true, false} {
 		srv := newFakeServer(t, sessionNotebook())
 		a, b := srv.newClient("agent"), srv.newClient("other")
 		a.connect()
 		b.connect()
 		srv.flush()
-		a.record(a.sess.proposeDurable(1, func(tx *Txn, replaying bool) error {
+		a.record(a.replica.proposeDurable(1, func(tx *Txn, replaying bool) error {
 			if replaying && tx.CellIndex("agent") >= 0 {
 				return nil
 			}
@@ -1093,9 +1095,9 @@ func TestSessionDurableRerunOnlyForLostServer(t *testing.T) {
 		a.disconnect()
 		b.propose(2, func(tx *Txn, _ bool) error { return tx.DeleteCells(tx.CellIndex("agent"), 1) })
 		srv.flush()
-		reset := a.sess.Reset
+		reset := a.replica.Reset
 		if lost {
-			reset = a.sess.ResetServerLost
+			reset = a.replica.ResetServerLost
 		}
 		if err := reset(freshClientID()); err != nil {
 			t.Fatal(err)

@@ -4,7 +4,7 @@ import (
 	"fmt"
 )
 
-// The session's side of the crash rescue: after the sync with a room the server rebuilt, the
+// The replica's side of the crash rescue: after the sync with a room the server rebuilt, the
 // replica it lost is brought back (RescueFrom), merged under the file (FileWins), or given up
 // (NoRescue), as the caller decided before the sync.
 
@@ -30,7 +30,7 @@ type rescuePlan struct {
 // rescue brings the lost replica back onto the room as one edit: by id where the rebuilt room
 // allows it (rescueByID), by content otherwise (rescueByContent). ok is false when it could not
 // (then out.Rescue.Reason says why; a partial change may have been sent).
-func (s *Session) rescue(lost *lostReplica, plan rescuePlan, covered []*pendingEdit) (Output, bool) {
+func (s *Replica) rescue(lost *lostReplica, plan rescuePlan, covered []*pendingEdit) (Output, bool) {
 	why := s.reconsider(lost, &plan)
 	report := &RescueReport{FileWins: plan.kind == planFileWins, Reconsidered: why}
 	if report.FileWins {
@@ -88,8 +88,8 @@ func (s *Session) rescue(lost *lostReplica, plan rescuePlan, covered []*pendingE
 
 // byIDObstacle says why the lost replica cannot be applied to the room by its ids ("" when it
 // can): an id both hold with different content, or items whose dependencies do not fit (tried
-// on a scratch copy of the room, which also keeps an engine failure away from the replica).
-func (s *Session) byIDObstacle(lost *lostReplica) (string, map[uint64]bool) {
+// on a scratch copy of the room, which also keeps a y-crdt failure away from the replica).
+func (s *Replica) byIDObstacle(lost *lostReplica) (string, map[uint64]bool) {
 	c, err := idConflicts(s.doc, lost.doc)
 	if err != nil {
 		return "the ids could not be compared: " + err.Error(), nil
@@ -104,7 +104,7 @@ func (s *Session) byIDObstacle(lost *lostReplica) (string, map[uint64]bool) {
 // of the lost replica's lineage the rebuild cannot have made: ids of an old client other than 0
 // (a deterministic rebuild writes as client 0 alone; any other old client's items were merged in
 // by a peer, and may themselves differ from the lost replica's once mixed into other content).
-func (s *Session) holdsStaleMerge(lost *lostReplica, collided map[uint64]bool) bool {
+func (s *Replica) holdsStaleMerge(lost *lostReplica, collided map[uint64]bool) bool {
 	if len(collided) == 0 {
 		return false
 	}
@@ -118,7 +118,7 @@ func (s *Session) holdsStaleMerge(lost *lostReplica, collided map[uint64]bool) b
 }
 
 // scratchObstacle tries the lost replica's items on a scratch copy of the room.
-func (s *Session) scratchObstacle(lost *lostReplica) string {
+func (s *Replica) scratchObstacle(lost *lostReplica) string {
 	room, err := s.doc.EncodeStateAsUpdate(nil)
 	if err != nil {
 		return "the rebuilt room could not be copied: " + err.Error()
@@ -148,7 +148,7 @@ func (s *Session) scratchObstacle(lost *lostReplica) string {
 // then edits the room to the three-way merge of base, the lost replica and the room's own
 // content, which only touches what the rebuilt room changed since (or, for FileWins, what the
 // file changed).
-func (s *Session) rescueByID(lost *lostReplica, plan rescuePlan, report *RescueReport, covered []*pendingEdit) (Output, bool) {
+func (s *Replica) rescueByID(lost *lostReplica, plan rescuePlan, report *RescueReport, covered []*pendingEdit) (Output, bool) {
 	var out Output
 	var structs, deletes []IDRange
 	svBefore := s.doc.StateVector()
@@ -287,7 +287,7 @@ func (s *Session) rescueByID(lost *lostReplica, plan rescuePlan, report *RescueR
 
 // rescueByContent edits the room to the three-way merge of base, the lost replica and the room
 // (RestoreNotebook, RestoreText): the content comes back under new ids.
-func (s *Session) rescueByContent(lost *lostReplica, plan rescuePlan, report *RescueReport, covered []*pendingEdit) (Output, bool) {
+func (s *Replica) rescueByContent(lost *lostReplica, plan rescuePlan, report *RescueReport, covered []*pendingEdit) (Output, bool) {
 	var out Output
 	var merge MergeStats
 	fn := func(tx *Txn) error {
@@ -363,7 +363,7 @@ func (s *Session) rescueByContent(lost *lostReplica, plan rescuePlan, report *Re
 // trackRestore records a restore that went through: as one edit in flight, confirmed when the
 // server holds everything it wrote (with it, the edits it brought back), or at once when it
 // wrote nothing.
-func (s *Session) trackRestore(out *Output, report *RescueReport, structs, deletes []IDRange, covered []*pendingEdit) {
+func (s *Replica) trackRestore(out *Output, report *RescueReport, structs, deletes []IDRange, covered []*pendingEdit) {
 	report.Restored = true
 	report.Changed = len(structs)+len(deletes) > 0
 	if !report.Changed { // the room already holds it all
@@ -663,7 +663,7 @@ func canonicalOrSelf(nb Notebook) Notebook {
 // old copy of the lost room (a JupyterLab tab reconnecting with its document): such a merge
 // brings items of the lost replica's lineage — ids below its state vector — that the room does
 // not hold, and under ids the rebuild reused it mixes them into other content (#621). The
-// session then edits the room back to what it held just before (heal).
+// replica then edits the room back to what it held just before (heal).
 type staleGuard struct {
 	lostSV StateVector
 }
@@ -679,7 +679,7 @@ func (g *staleGuard) brings(m UpdateMeta, roomSV StateVector) bool {
 }
 
 // heal edits the room back to pre, the content it held before a peer merged an old copy.
-func (s *Session) heal(pre Snapshot) Output {
+func (s *Replica) heal(pre Snapshot) Output {
 	var out Output
 	report := &RescueReport{StaleMerge: true, Method: RestoredByContent}
 	out.Rescue = report
