@@ -408,7 +408,7 @@ func (h *harness) round(ctx context.Context, r int, kind faultKind, rng *rand.Ra
 	}
 	downFor := time.Duration(100+rng.IntN(900)) * time.Millisecond                   // kill: down before restarting
 	stallFor := jupyterTimeout + time.Duration(1500+rng.IntN(2000))*time.Millisecond // past the REST timeout, mostly past the call timeout too
-	outside := kind == faultKill && rng.IntN(4) == 0 // the notebook changed outside Jupyter while the server is down
+	outside := kind == faultKill && rng.IntN(4) == 0                                 // the notebook changed outside Jupyter while the server is down
 	latency := time.Duration(0)
 	if rng.IntN(4) == 0 {
 		latency = time.Duration(2+rng.IntN(20)) * time.Millisecond
