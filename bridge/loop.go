@@ -178,6 +178,8 @@ func (l *roomLoop) receive(in inbound) error {
 
 // handle carries out a session output.
 func (l *roomLoop) handle(out ydoc.Output) {
+	logged := l.logLocal(out) // the log has every update before the replica's next one
+	defer l.afterOutput()
 	for _, f := range out.Frames {
 		l.send(f)
 	}
@@ -188,6 +190,7 @@ func (l *roomLoop) handle(out ydoc.Output) {
 			l.r.prep.loaderWrote(now)
 		}
 		authors := l.authorsOf(c)
+		l.watchChange(c, now)
 		seq := l.hist.record(c, authors, now, !l.ready && !c.Local)
 		if c.EditID != 0 {
 			l.versions[c.EditID] = seq
@@ -200,8 +203,15 @@ func (l *roomLoop) handle(out ydoc.Output) {
 		l.r.emit(Event{Path: l.r.opts.Path, Kind: EventChanged, Time: now, Change: c, Authors: authors, Version: l.hist.versionAt(seq)})
 	}
 	l.noteChanges(out, now) // before the sync below marks the replica ready: a load is no change
+	if out.Saved {
+		l.logSaved(logged)
+		h, _ := l.sess.Doc().State()["hash"].(string)
+		l.watchSaved(h, now)
+	}
 	if out.Rescue != nil {
 		l.onRescue(out.Rescue, now)
+	} else if out.Synced && l.walPending() {
+		l.walDecided("nothing to rescue") // the lost replica had never synced
 	}
 	for _, d := range out.Done {
 		if !l.finishEdit(d) && d.Err != nil && out.Rescue == nil { // a rescue report lists its failures
@@ -218,6 +228,8 @@ func (l *roomLoop) handle(out ydoc.Output) {
 			l.r.prep.loaderWrote(now)
 		}
 		l.ready = true
+		h, _ := l.sess.Doc().State()["hash"].(string)
+		l.outside = outsideWatch{hash: h}
 		if l.snaps != nil {
 			if err := l.snaps.observe(l.sess.Doc(), ydoc.Change{}, l.hist.version(), nil, now, true); err != nil {
 				l.log.Warn().Err(err).Msg("could not record the joined version")
@@ -279,6 +291,7 @@ func (l *roomLoop) send(f []byte) {
 	if l.link == nil {
 		return
 	}
+	l.link.countSent(f)
 	l.outbox = append(l.outbox, f)
 }
 
@@ -309,6 +322,7 @@ func (l *roomLoop) tick(now time.Time) error {
 	}
 	l.measure(now)
 	l.saveTick(now)
+	l.expireFresh(now)
 	if l.link != nil && !l.resyncAskedAt.IsZero() && now.Sub(l.resyncAskedAt) >= 2*l.r.opts.HandshakeTimeout {
 		// A server answers every step 1 with a step 2: one that no longer does serves nobody
 		// (a jupyter-server-documents room that lost its message task) though the socket lives.
@@ -342,6 +356,7 @@ func (l *roomLoop) endLink(last [][]byte, graceful bool) {
 		l.link.close()
 	}
 	l.link = nil
+	l.releaseFresh(nil)
 	l.held = nil
 	l.outbox = nil
 	l.sess.Disconnected()
@@ -379,14 +394,15 @@ func (l *roomLoop) requestResetServerLost(reason string) {
 // after the next sync; views wait for it.
 func (l *roomLoop) reset() error {
 	id := l.r.opts.NewClientID()
-	reset := l.sess.Reset
-	if l.serverLost {
+	reset, lost := l.sess.Reset, l.serverLost
+	if lost {
 		reset = l.sess.ResetServerLost
 	}
 	l.serverLost = false
 	if err := reset(id); err != nil {
 		return err
 	}
+	l.walReset(l.needReset, lost)
 	if bye := l.aw.Goodbye(); bye != nil {
 		l.send(ydoc.EncodeAwarenessFrame(bye)) // the old client id (and its cursor) goes now
 	}
@@ -410,6 +426,9 @@ const maxDeferred = 1024
 // whenReady runs a read now if the replica holds the server's state, or after the next sync.
 func (l *roomLoop) whenReady(rc *readCall) {
 	if l.ready {
+		if rc.fresh && l.freshen(rc) {
+			return
+		}
 		rc.run(l, nil)
 		return
 	}
@@ -444,6 +463,7 @@ func (l *roomLoop) stop(err error) {
 		rc.run(l, cause)
 	}
 	l.deferred = nil
+	l.releaseFresh(cause)
 	if l.link != nil {
 		last := append(l.outbox, ydoc.EncodeAwarenessFrame(l.aw.ClearLocal(l.r.opts.Now())))
 		l.link.closeGracefully(last, 2*time.Second)

@@ -25,8 +25,12 @@ type ManagerOptions struct {
 	Room RoomOptions
 	// IdleTimeout closes rooms nobody used for this long (10 min; negative: never).
 	IdleTimeout time.Duration
-	// JoinTimeout bounds how long Open waits for a new room's first sync (30s).
+	// JoinTimeout bounds how long Open waits to join a room: its turn (firstJoin), the file's
+	// check and the room's first sync (20s: far below the 60 s after which MCP clients give up).
 	JoinTimeout time.Duration
+	// FirstReadWait is how long a first read of a notebook whose room is not readable yet waits
+	// for it before it answers from the file (OpenForRead; 150ms; negative: it always waits).
+	FirstReadWait time.Duration
 	// GlobalAwareness joins JupyterLab:globalAwareness, where JupyterLab's collaborators panel
 	// looks: the agent is listed with the document it works on.
 	GlobalAwareness bool
@@ -36,6 +40,10 @@ type ManagerOptions struct {
 	// Now is the clock of idle closing, and of every room whose Room.Now is not set (time.Now
 	// by default).
 	Now func() time.Time
+	// Journal keeps the write-ahead log of every document room (journal.go); nil: none. When Run
+	// starts, the documents whose logs hold work the server may not have saved (the sidecar
+	// stopped or died with it) are opened and rescued.
+	Journal Journal
 }
 
 // GlobalAwarenessRoom is the id of JupyterLab's awareness-only room.
@@ -72,6 +80,9 @@ type Manager struct {
 	warm   atomic.Bool
 	first  chan struct{}
 	global *Room // the global awareness room, when joined
+	// globalNamed is closed once global is first set (Run starts joining the room).
+	globalNamed     chan struct{}
+	globalNamedOnce sync.Once
 	// forkBases holds, for each fork this sidecar created, the document's state vector at the
 	// time: a merge is refused when the document no longer contains it (it was rebuilt).
 	forkBases map[string]ydoc.StateVector
@@ -80,6 +91,7 @@ type Manager struct {
 
 	saves   *Saves      // the rooms' save requests: bounded and counted
 	notices noticeBoard // what agents must be told (rescue.go)
+	refused refusals    // notebooks whose join failed after a first read from the file (firstread.go)
 }
 
 type roomKey struct {
@@ -100,7 +112,10 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 		return nil, fmt.Errorf("manager: rooms: %w", err)
 	}
 	if opts.JoinTimeout <= 0 {
-		opts.JoinTimeout = 30 * time.Second
+		opts.JoinTimeout = 20 * time.Second
+	}
+	if opts.FirstReadWait == 0 {
+		opts.FirstReadWait = 150 * time.Millisecond
 	}
 	if opts.SaveConcurrency <= 0 {
 		opts.SaveConcurrency = 4
@@ -113,7 +128,56 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 	}
 	life, finish := context.WithCancel(context.Background())
 	return &Manager{opts: opts, log: opts.Logger, hub: newHub(), rooms: map[roomKey]*Room{}, life: life, finish: finish,
-		first: make(chan struct{}, 1), saves: NewSaves(opts.SaveConcurrency)}, nil
+		first: make(chan struct{}, 1), saves: NewSaves(opts.SaveConcurrency), globalNamed: make(chan struct{})}, nil
+}
+
+// JournalStats counts what the rooms' write-ahead log did (zero without one).
+func (m *Manager) JournalStats() (JournalStats, bool) {
+	if m.opts.Journal == nil {
+		return JournalStats{}, false
+	}
+	return m.opts.Journal.Stats(), true
+}
+
+// recover opens the rooms of the documents whose logs hold work the server may not have saved:
+// each adopts what its log holds and rescues it at its first sync (journal.go). A document the
+// server cannot serve yet (it is starting) is tried again, with backoff, until the manager
+// stops; one that is gone keeps its log, and its room says so.
+func (m *Manager) recover() {
+	docs, err := m.opts.Journal.AtRisk()
+	if err != nil {
+		m.log.Error().Err(err).Msg("could not list the journals holding unsaved work")
+		return
+	}
+	for _, d := range docs {
+		m.log.Info().Str(logfield.Path, d.Path).Str(logfield.Kind, d.Kind.String()).Int64("bytes", d.Bytes).
+			Msg("the journal holds work the server may not have saved: opening the document to rescue it")
+	}
+	bo := newBackoff(time.Second, 30*time.Second)
+	for len(docs) > 0 && m.life.Err() == nil {
+		var again []JournalDoc
+		for _, d := range docs {
+			ctx, cancel := context.WithTimeout(m.life, m.opts.JoinTimeout)
+			_, err := m.open(ctx, d.Path, d.Kind, m.prefetchFile, true)
+			cancel()
+			switch {
+			case err == nil:
+			case isPermanent(err) || IsNotFound(err):
+				m.log.Error().Err(err).Str(logfield.Path, d.Path).Msg("a document with unsaved work in the journal cannot be opened: the journal keeps it")
+				m.notices.add(Notice{Time: m.opts.Now(), Path: d.Path, Kind: "rescue_kept", DocKind: d.Kind.String(),
+					Message: fmt.Sprintf("the sidecar restarted with changes to %s that the server may not have saved, but the document cannot be opened (%v): they stay in the sidecar's journal and are brought back when it can be", d.Path, err)})
+			default:
+				again = append(again, d)
+			}
+		}
+		docs = again
+		if len(docs) > 0 {
+			select {
+			case <-m.life.Done():
+			case <-time.After(bo.Next()):
+			}
+		}
+	}
 }
 
 // SaveStats counts the save requests the rooms made (saveguard.go).
@@ -145,6 +209,13 @@ func (m *Manager) Run(ctx context.Context) error {
 	if m.opts.GlobalAwareness {
 		m.startGlobal()
 	}
+	if m.opts.Journal != nil {
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			m.recover()
+		}()
+	}
 
 	period := 30 * time.Second
 	if m.opts.IdleTimeout > 0 && m.opts.IdleTimeout/4 < period {
@@ -170,6 +241,14 @@ func (m *Manager) Subscribe(buffer int) *Subscription { return m.hub.subscribe(b
 // Open returns the live room for a document, joining it if needed, once its replica is in sync.
 // Errors name what is wrong: no such file, a directory, the wrong kind of document.
 func (m *Manager) Open(ctx context.Context, path string, kind ydoc.Kind) (*Room, error) {
+	return m.open(ctx, path, kind, m.prefetchFile, false)
+}
+
+// open is Open. prefetch gives a room it starts the file its load wait compares, read beside the
+// join (prefetchFile; OpenForRead hands its own read over instead). recovering: a room opened to
+// rescue what the journal holds, not for an agent (it does not become the agent's current
+// document).
+func (m *Manager) open(ctx context.Context, path string, kind ydoc.Kind, prefetch func(*Room), recovering bool) (*Room, error) {
 	path, err := CleanPath(path)
 	if err != nil {
 		return nil, err
@@ -187,9 +266,11 @@ func (m *Manager) Open(ctx context.Context, path string, kind ydoc.Kind) (*Room,
 	} else {
 		m.misses.Add(1)
 	}
+	wctx, cancel := context.WithTimeout(ctx, m.opts.JoinTimeout)
+	defer cancel()
 	release := func() {}
 	if room == nil && !m.warm.Load() {
-		if release, err = m.firstJoin(ctx); err != nil {
+		if release, err = m.firstJoin(wctx); err != nil {
 			return nil, err
 		}
 		defer release()
@@ -198,24 +279,25 @@ func (m *Manager) Open(ctx context.Context, path string, kind ydoc.Kind) (*Room,
 		}
 	}
 	if room == nil {
-		if err := m.checkFile(ctx, path, kind); err != nil {
+		if err := m.checkFile(wctx, path, kind); err != nil {
 			return nil, err
 		}
 		if room, err = m.start(key); err != nil {
 			return nil, err
 		}
+		prefetch(room) // the load wait's file, read while the server loads the room
 	}
-	wctx, cancel := context.WithTimeout(ctx, m.opts.JoinTimeout)
-	defer cancel()
 	if err := room.WaitSynced(wctx); err != nil {
 		if errors.Is(err, ErrRoomClosed) && m.life.Err() == nil && ctx.Err() == nil {
 			release()
-			return m.Open(ctx, path, kind) // closed as idle while we joined it: start afresh
+			return m.open(ctx, path, kind, prefetch, recovering) // closed as idle while we joined it: start afresh
 		}
 		return nil, fmt.Errorf("join %s: %w", path, err)
 	}
 	m.warm.Store(true)
-	m.touch(CurrentString(path, kind))
+	if !recovering {
+		m.touch(CurrentString(path, kind))
+	}
 	if id := room.Info().FileID; id != "" {
 		m.rememberFileID(path, kind, id)
 	}
@@ -235,7 +317,7 @@ func (m *Manager) firstJoin(ctx context.Context) (release func(), err error) {
 	select {
 	case m.first <- struct{}{}:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("wait for the first join: %w", ctx.Err())
+		return nil, fmt.Errorf("waiting for the first room of this server to be joined (joins take turns until one has synced): %w", ctx.Err())
 	case <-m.life.Done():
 		return nil, ErrManagerStopped
 	}
@@ -352,9 +434,11 @@ func (m *Manager) start(key roomKey) (*Room, error) {
 	opts.OnEvent = m.onRoomEvent
 	opts.Saves = m.saves
 	opts.Presence = m.presence
+	opts.Journal = m.opts.Journal
 	if key.fork != "" {
 		opts.Fork, opts.ForkAlive = key.fork, m.forkAlive(key)
 		opts.HistoryDir = "" // forks live in server memory: their history would outlive them
+		opts.Journal = nil
 	}
 	room, err := NewRoom(opts)
 	if err != nil {
@@ -474,7 +558,9 @@ func (m *Manager) closeIdle() {
 		}
 	}
 	for key, r := range m.rooms {
-		if r.LastUsed().Before(cutoff) && r.hub.count() == 0 && !hasForks[key] {
+		// A room holding work the server may not have saved stays: closing it would leave that
+		// work to the journal alone.
+		if r.LastUsed().Before(cutoff) && r.hub.count() == 0 && !hasForks[key] && !r.AtRisk() {
 			delete(m.rooms, key) // out of the table first: a concurrent Open starts a fresh room
 			idle = append(idle, r)
 		}
@@ -508,6 +594,7 @@ func (m *Manager) startGlobal() {
 			m.mu.Lock()
 			m.global, m.shown = room, ""
 			m.mu.Unlock()
+			m.globalNamedOnce.Do(func() { close(m.globalNamed) })
 			m.wg.Add(1)
 			go func() { // room.Run below serves it
 				defer m.wg.Done()
@@ -755,6 +842,35 @@ func (m *Manager) GlobalPeers(ctx context.Context) ([]PeerView, error) {
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	return g.Peers(wctx)
+}
+
+// SyncedGlobalPeers waits (as long as ctx allows) until the global awareness room is in sync
+// with the server and returns its collaborators. joined is false, with no error, when the
+// sidecar is not in that room (GlobalAwareness off). Complete at the sync only on engines that
+// send a room's awareness states to a joining client before the sync completes
+// (jupyter-server-documents); elsewhere a collaborator appears at their next renewal (GlobalWarm).
+func (m *Manager) SyncedGlobalPeers(ctx context.Context) (peers []PeerView, joined bool, err error) {
+	if !m.opts.GlobalAwareness {
+		return nil, false, nil
+	}
+	select { // Run names the room at its start
+	case <-m.globalNamed:
+	case <-m.life.Done():
+		return nil, true, errors.New("the manager is closed")
+	case <-ctx.Done():
+		return nil, true, fmt.Errorf("the global awareness room is not joined yet: %w", ctx.Err())
+	}
+	m.mu.Lock()
+	g := m.global
+	m.mu.Unlock()
+	if err := g.WaitSynced(ctx); err != nil {
+		return nil, true, fmt.Errorf("global awareness: %w", err)
+	}
+	if st := g.Info().Status; st != StatusSynced {
+		return nil, true, fmt.Errorf("global awareness is %s, not in sync", st)
+	}
+	peers, err = g.Peers(ctx)
+	return peers, true, err
 }
 
 // Close leaves every room and stops the manager; Open fails afterwards.

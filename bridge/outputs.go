@@ -24,7 +24,7 @@ import (
 //     every cell is in: nothing in the document marks the load as unfinished (the server's
 //     DocumentRoom._document_progressively_loaded is not published). What shows it is the
 //     loader: the server builds the document under client id 0, so updates from client 0 after
-//     the replica synced are the load going on. A read then waits (bounded by LoadWait) until
+//     the replica synced are the load going on. A read then waits (at most LoadWait) until
 //     the replica holds what the file holds — every cell of the file, with outputs where the
 //     file has them (the server does not save while it loads: the file is the load's source).
 
@@ -44,8 +44,9 @@ const (
 	outputCacheBytes = 64 << 20
 	// outputRetry is how long a failed fetch is shown as unavailable before it is tried again.
 	outputRetry = 10 * time.Second
-	// defaultLoadWait bounds how long a read waits for a progressive load.
-	defaultLoadWait = 60 * time.Second
+	// defaultLoadWait bounds how long a read waits for a progressive load: far below the 60 s
+	// after which MCP clients give up on a call.
+	defaultLoadWait = 10 * time.Second
 	// fetchParallel bounds the placeholders fetched at once.
 	fetchParallel = 4
 )
@@ -60,8 +61,11 @@ type readPrep struct {
 	bytes        int
 	resets       int // the room's resets when the cache was filled: a new server document empties it
 
-	loadingSince time.Time      // the loader wrote after the sync (zero: no load going on)
-	expected     *ydoc.Notebook // the file, for the load going on
+	loadingSince time.Time     // the loader wrote after the sync (zero: no load going on)
+	loaderAt     time.Time     // when the loader last wrote
+	expected     []fileCell    // the file, for the load going on
+	prefetch     chan struct{} // closed when the file read beside the first join is in (firstread.go)
+	prefetched   []fileCell    // that read, for the first load check (nil: none, or used)
 }
 
 type fetchedOutput struct {
@@ -108,6 +112,14 @@ func (p *readPrep) loaderWrote(now time.Time) {
 	if p.loadingSince.IsZero() {
 		p.loadingSince, p.expected = now, nil
 	}
+	p.loaderAt = now
+}
+
+// loaderActive returns when the loader last wrote.
+func (p *readPrep) loaderActive() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.loaderAt
 }
 
 func (p *readPrep) loading() (time.Time, bool) {
@@ -197,7 +209,9 @@ func (r *Room) prepareRead(ctx context.Context) error {
 }
 
 // awaitLoad waits while the server's loader is still writing the document, until the replica
-// holds what the file holds, at most LoadWait after the load was seen.
+// holds what the file holds. Each read waits at most LoadWait, then fails saying what it waited
+// for, unless the loader has written nothing for that long: it is done, and the replica, not the
+// file, is the document (someone changed it while it loaded).
 func (r *Room) awaitLoad(ctx context.Context) error {
 	since, loading := r.prep.loading()
 	if !loading {
@@ -205,7 +219,8 @@ func (r *Room) awaitLoad(ctx context.Context) error {
 	}
 	sub := r.Subscribe(64)
 	defer sub.Close()
-	deadline := time.NewTimer(time.Until(since.Add(r.loadWait())))
+	wait := r.loadWait()
+	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	for waited := false; ; waited = true {
 		exp, err := r.expectedFile(ctx)
@@ -217,14 +232,18 @@ func (r *Room) awaitLoad(ctx context.Context) error {
 			r.prep.loaded()
 			return nil
 		}
-		missing := 0
+		var m fileMatch
 		if err := r.readRaw(ctx, false, func(d *ydoc.Doc, _ History) error {
-			missing = missingFromFile(d, exp)
+			if n := d.NumCells(); n < len(exp) { // cheap: the cells are still coming
+				m = fileMatch{cells: len(exp), lacking: len(exp) - n}
+				return nil
+			}
+			m = matchFile(d, exp)
 			return nil
 		}); err != nil {
 			return err
 		}
-		if missing == 0 {
+		if m.missing() == 0 {
 			if waited {
 				r.log.Info().Dur("waited", time.Since(since)).Msg("a read waited for the server's progressive load of the notebook")
 			}
@@ -233,14 +252,45 @@ func (r *Room) awaitLoad(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the server is still loading %s (%d cells or outputs to come): %w", r.opts.Path, missing, ctx.Err())
+			return fmt.Errorf("waiting for the server to finish loading %s (%s): %w", r.opts.Path, m, ctx.Err())
 		case <-deadline.C:
-			r.log.Warn().Int("missing", missing).Dur("waited", time.Since(since)).Msg("the server's progressive load did not bring everything the file holds: reading what arrived")
-			r.prep.loaded()
-			return nil
+			if quiet := time.Since(r.prep.loaderActive()); quiet >= wait {
+				r.log.Warn().Str("missing", m.String()).Dur("loader_quiet", quiet).
+					Msg("the server's load stopped short of what the file holds (the document changed while it loaded): reading what the room holds")
+				r.prep.loaded()
+				return nil
+			}
+			return fmt.Errorf("the server is still loading %s into its room: waited %s, and %s (read it again in a moment)",
+				r.opts.Path, wait.Round(time.Millisecond), m)
 		case _, ok := <-sub.C:
 			if !ok {
 				return r.stoppedErr()
+			}
+			// The loader writes a cell or an output a transaction: look again once the updates
+			// of the moment are in, not after each (every look reads the whole replica).
+			if err := drainFor(ctx, sub, loadLookEvery); err != nil {
+				return r.stoppedErr()
+			}
+		}
+	}
+}
+
+// loadLookEvery is how often a read waiting for a load looks at the replica again.
+const loadLookEvery = 20 * time.Millisecond
+
+// drainFor consumes a subscription's events for d (they only say "look again").
+func drainFor(ctx context.Context, sub *Subscription, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return nil // the caller's loop reports it
+		case _, ok := <-sub.C:
+			if !ok {
+				return ErrRoomClosed
 			}
 		}
 	}
@@ -254,58 +304,147 @@ func (r *Room) loadWait() time.Duration {
 }
 
 // expectedFile returns the file the load going on comes from (read once per load).
-func (r *Room) expectedFile(ctx context.Context) (*ydoc.Notebook, error) {
+func (r *Room) expectedFile(ctx context.Context) ([]fileCell, error) {
 	r.prep.mu.Lock()
 	exp := r.prep.expected
 	r.prep.mu.Unlock()
 	if exp != nil {
 		return exp, nil
 	}
-	fs, ok := r.opts.Jupyter.(NotebookFileServer)
-	if !ok {
-		return nil, fmt.Errorf("the server cannot read notebook files")
+	exp, err := r.prep.takePrefetched(ctx)
+	if exp == nil && err == nil {
+		exp, err = readFileCells(ctx, r.opts.Jupyter, r.opts.Path)
 	}
-	nb, err := fs.NotebookFile(ctx, r.opts.Path)
 	if err != nil {
 		return nil, err
 	}
 	r.prep.mu.Lock()
 	if !r.prep.loadingSince.IsZero() {
-		r.prep.expected = &nb
+		r.prep.expected = exp
 	}
 	r.prep.mu.Unlock()
-	return &nb, nil
+	return exp, nil
 }
 
-// missingFromFile counts the file's cells the replica lacks, and its code cells with outputs
-// whose outputs the replica lacks. Cells are matched by id, or by position for files without
-// cell ids (nbformat < 4.5: the loader gives them new ids).
-func missingFromFile(d *ydoc.Doc, file *ydoc.Notebook) int {
-	cells, err := d.Cells(nil)
-	if err != nil {
-		return 0
-	}
-	have := make(map[string]ydoc.Cell, len(cells))
-	for _, c := range cells {
-		have[c.ID] = c
-	}
-	missing := 0
-	for i, fc := range file.Cells {
-		c, ok := have[fc.ID]
-		if fc.ID == "" {
-			ok = i < len(cells)
-			if ok {
-				c = cells[i]
+// fileCell is what the load wait compares of a file's cell.
+type fileCell struct {
+	id      string // "" where the room will not share it (firstread.go)
+	code    bool
+	outputs int
+}
+
+// readFileCells reads what the load wait compares of a notebook file: the file as it is on disk
+// (the cheaper read: the server neither upgrades nor validates it, and only each cell's id, type
+// and number of outputs are decoded), or for files that are not nbformat 4 (nbformat 3) the
+// notebook as the server upgrades it.
+func readFileCells(ctx context.Context, j Jupyter, path string) ([]fileCell, error) {
+	if ts, ok := j.(NotebookTextServer); ok {
+		b, err := ts.NotebookText(ctx, path)
+		if err != nil {
+			return nil, err
+		}
+		var f struct {
+			NBFormat json.Number `json:"nbformat"`
+			Cells    []struct {
+				ID      any        `json:"id"`
+				Type    any        `json:"cell_type"`
+				Outputs []struct{} `json:"outputs"`
+			} `json:"cells"`
+		}
+		if err := json.Unmarshal(b, &f); err == nil && f.NBFormat.String() == "4" {
+			cells := make([]fileCell, len(f.Cells))
+			seen := make(map[string]bool, len(cells))
+			for i, c := range f.Cells {
+				id, _ := c.ID.(string)
+				if seen[id] {
+					id = ""
+				}
+				seen[id] = id != ""
+				cells[i] = fileCell{id: id, code: c.Type == ydoc.CellCode, outputs: len(c.Outputs)}
 			}
-		}
-		switch {
-		case !ok:
-			missing++
-		case fc.Type == ydoc.CellCode && len(fc.Outputs) > 0 && len(c.Outputs) == 0:
-			missing++
+			return cells, nil
 		}
 	}
-	return missing
+	fs, ok := j.(NotebookFileServer)
+	if !ok {
+		return nil, fmt.Errorf("the server cannot read notebook files")
+	}
+	nb, err := fs.NotebookFile(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	cells := make([]fileCell, len(nb.Cells))
+	for i, c := range nb.Cells {
+		cells[i] = fileCell{id: c.ID, code: c.Type == ydoc.CellCode, outputs: len(c.Outputs)}
+	}
+	return cells, nil
+}
+
+// fileMatch is how much of a notebook file a replica holds.
+type fileMatch struct {
+	cells   int // the file's cells
+	lacking int // of them, the replica lacks
+	outputs int // code cells the replica holds without the outputs the file gives them
+}
+
+func (m fileMatch) missing() int { return m.lacking + m.outputs }
+
+func (m fileMatch) String() string {
+	return fmt.Sprintf("%d of the file's %d cells, and the outputs of %d more, have not arrived", m.lacking, m.cells, m.outputs)
+}
+
+// matchFile tells which of a notebook file's cells the replica lacks, and which of its code cells
+// with outputs the replica holds without them.
+//
+// A cell's id names it only where the file and the room got it from the same place. jupyter-server
+// gives the cells of an nbformat v3 file, and the cells of a v4.5 file that have no id or an id an
+// earlier cell has, new random ids on every read (nbformat's upgrade and its validator's repairs),
+// so the file read here and the one the server loaded the room from disagree; cells of nbformat
+// 4.0–4.4 files have no id at all (the room gives them new ones). So a file cell whose id the
+// replica holds is that cell, and the others are matched in order with the replica's cells no
+// file id named: the server loads a notebook cell after cell in the file's order, its outputs last.
+func matchFile(d *ydoc.Doc, file []fileCell) fileMatch {
+	m := fileMatch{cells: len(file)}
+	ids, outs := d.CellIDs(), d.OutputCounts()
+	if len(ids) != len(outs) {
+		return fileMatch{cells: len(file), lacking: len(file)}
+	}
+	byID := make(map[string]int, len(ids))
+	for i, id := range ids {
+		if _, dup := byID[id]; !dup && id != "" {
+			byID[id] = i
+		}
+	}
+	named := make([]bool, len(ids))
+	pair := make([]int, len(file)) // the replica's cell of each file cell, -1 for none yet
+	for i, fc := range file {
+		pair[i] = -1
+		if j, ok := byID[fc.id]; ok && fc.id != "" && !named[j] {
+			pair[i], named[j] = j, true
+		}
+	}
+	next := 0 // the replica's next cell no file id named
+	for i := range file {
+		if pair[i] >= 0 {
+			continue
+		}
+		for next < len(ids) && named[next] {
+			next++
+		}
+		if next < len(ids) {
+			pair[i] = next
+			next++
+		}
+	}
+	for i, fc := range file {
+		switch j := pair[i]; {
+		case j < 0:
+			m.lacking++
+		case fc.code && fc.outputs > 0 && outs[j] == 0:
+			m.outputs++
+		}
+	}
+	return m
 }
 
 // fetchPlaceholders fetches what the document's placeholders stand for and the cache lacks.

@@ -3,6 +3,7 @@ package bridge
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -96,7 +97,7 @@ func TestOnlyLoaderAndMissingFromFile(t *testing.T) {
 		{ID: "a", Type: ydoc.CellCode, Source: "1", Outputs: out},
 		{ID: "b", Type: ydoc.CellMarkdown, Source: "b"},
 	}}
-	if n := missingFromFile(d, file); n != 2 {
+	if n := matchFile(d, shape(file)).missing(); n != 2 {
 		t.Errorf("empty replica: %d missing, want 2", n)
 	}
 	if _, _, err := d.Transact(func(tx *ydoc.Txn) error {
@@ -104,18 +105,61 @@ func TestOnlyLoaderAndMissingFromFile(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if n := missingFromFile(d, file); n != 1 {
+	if n := matchFile(d, shape(file)).missing(); n != 1 {
 		t.Errorf("outputs still to come: %d missing, want 1", n)
 	}
 	if _, _, err := d.Transact(func(tx *ydoc.Txn) error { return tx.AppendOutput(0, out[0]) }); err != nil {
 		t.Fatal(err)
 	}
-	if n := missingFromFile(d, file); n != 0 {
+	if n := matchFile(d, shape(file)).missing(); n != 0 {
 		t.Errorf("all there: %d missing", n)
 	}
 	// A file without cell ids (nbformat < 4.5) is matched by position.
 	noIDs := &ydoc.Notebook{Cells: []ydoc.Cell{{Type: ydoc.CellCode, Outputs: out}, {Type: ydoc.CellMarkdown}, {Type: ydoc.CellMarkdown}}}
-	if n := missingFromFile(d, noIDs); n != 1 {
+	if n := matchFile(d, shape(noIDs)).missing(); n != 1 {
 		t.Errorf("by position: %d missing, want 1", n)
+	}
+	// Ids the server made up for this read of the file (nbformat v3, v4.5 cells without an id or
+	// with another cell's): no cell of the replica has them, and the cells are there.
+	random := &ydoc.Notebook{Cells: []ydoc.Cell{{ID: "r1", Type: ydoc.CellCode, Outputs: out}, {ID: "r2", Type: ydoc.CellMarkdown}}}
+	if m := matchFile(d, shape(random)); m.missing() != 0 {
+		t.Errorf("new random ids: %v", m)
+	}
+	// Some ids kept, the rest made up: the kept ones match theirs, the others the rest in order.
+	mixed := &ydoc.Notebook{Cells: []ydoc.Cell{{ID: "x", Type: ydoc.CellCode, Outputs: out}, {ID: "b", Type: ydoc.CellMarkdown}, {ID: "y", Type: ydoc.CellRaw}}}
+	if m := matchFile(d, shape(mixed)); m.lacking != 1 || m.outputs != 0 || m.cells != 3 {
+		t.Errorf("mixed ids: %+v, want one cell lacking", m)
+	}
+	if s := matchFile(d, shape(mixed)).String(); !strings.Contains(s, "1 of the file's 3 cells") {
+		t.Errorf("what is missing: %q", s)
+	}
+}
+
+// shape is what the load wait compares of a notebook (readFileCells).
+func shape(nb *ydoc.Notebook) []fileCell {
+	out := make([]fileCell, len(nb.Cells))
+	for i, c := range nb.Cells {
+		out[i] = fileCell{id: c.ID, code: c.Type == ydoc.CellCode, outputs: len(c.Outputs)}
+	}
+	return out
+}
+
+// A refusal is remembered for refusalMemory, per path.
+func TestRefusalsAreRemembered(t *testing.T) {
+	var f refusals
+	now := time.Unix(1000, 0)
+	if f.recent("a.ipynb", now) {
+		t.Error("a refusal before any")
+	}
+	f.add("a.ipynb", now)
+	if !f.recent("a.ipynb", now.Add(refusalMemory-time.Second)) || f.recent("b.ipynb", now) {
+		t.Error("the refusal of a.ipynb is not remembered, or is b.ipynb's")
+	}
+	if f.recent("a.ipynb", now.Add(refusalMemory)) {
+		t.Error("a refusal remembered past refusalMemory")
+	}
+	f.add("b.ipynb", now.Add(2*refusalMemory))
+	if len(f.at) != 1 {
+		t.Errorf("old refusals kept: %v", f.at)
 	}
 }

@@ -168,7 +168,7 @@ func (r *Room) SetFields(ctx context.Context, fields map[string]any) error {
 // SetCursors moves the agent's cursors (an empty list removes them). Positions become relative
 // positions, so they follow concurrent edits.
 func (r *Room) SetCursors(ctx context.Context, cursors []CursorSpec) error {
-	return r.whenReady(ctx, func(l *roomLoop) error {
+	return r.whenReady(ctx, false, func(l *roomLoop) error {
 		d := l.sess.Doc()
 		var out []jsonCursor
 		for i, c := range cursors {

@@ -58,11 +58,16 @@ func call[T any](ctx context.Context, r *Room, fn func(*roomLoop) (T, error)) (T
 // whenReady is call for requests that need the replica to hold the server's state: fn runs
 // after the first sync (and again after a reset). The caller may give up until fn starts —
 // then fn never runs, so it may write the caller's variables — and waits for it once it has.
-func (r *Room) whenReady(ctx context.Context, fn func(*roomLoop) error) error {
-	rc := &readCall{fn: fn, errc: make(chan error, 1)}
+//
+// A fresh request first asks the server for what the replica lacks and runs once the answer is in
+// (fresh.go).
+func (r *Room) whenReady(ctx context.Context, fresh bool, fn func(*roomLoop) error) error {
+	rc := &readCall{fn: fn, fresh: fresh, errc: make(chan error, 1)}
 	if err := r.do(ctx, func(l *roomLoop) { l.whenReady(rc) }); err != nil {
 		return err
 	}
+	bound := time.NewTimer(r.opts.ReadyWait)
+	defer bound.Stop()
 	select {
 	case err := <-rc.errc:
 		return err
@@ -78,7 +83,23 @@ func (r *Room) whenReady(ctx context.Context, fn func(*roomLoop) error) error {
 			return ctx.Err() // it will not run: nothing touches the caller's variables later
 		}
 		return <-rc.errc // already running on the room goroutine: wait for it (callbacks are short)
+	case <-bound.C:
+		if rc.state.CompareAndSwap(readPending, readCancelled) {
+			return r.notReadyErr()
+		}
+		return <-rc.errc
 	}
+}
+
+// notReadyErr says why a request gave up waiting for the replica to be in sync.
+func (r *Room) notReadyErr() error {
+	info := r.Info()
+	why := string(info.Status)
+	if info.Err != "" {
+		why += ": " + info.Err
+	}
+	return fmt.Errorf("room %s is not in sync with the server (%s): waited %s for it to sync; try again in a moment",
+		r.opts.Path, why, r.opts.ReadyWait)
 }
 
 // View runs fn on the replica in the room goroutine, once the replica holds the server's state
@@ -94,7 +115,8 @@ func (r *Room) View(ctx context.Context, fn func(*ydoc.Doc) error) error {
 // Edit's with the CRDT engine locked for all rooms: it must be short and must not call any
 // Room or Manager method, or it deadlocks. A panic in fn is returned as an error.
 //
-// A read shows the document as it is meant to be: it waits while the server is still loading a
+// A read shows the document as it is meant to be: what the server held when the read began
+// (fresh.go, unless NoFreshReads); it waits while the server is still loading a
 // notebook progressively, and shows the outputs an outputs service's placeholders stand for
 // (outputs.go).
 func (r *Room) Read(ctx context.Context, fn func(*ydoc.Doc, History) error) error {
@@ -108,7 +130,7 @@ func (r *Room) Read(ctx context.Context, fn func(*ydoc.Doc, History) error) erro
 // readRaw runs a read on the room goroutine once the replica is ready; resolve shows the
 // outputs placeholders stand for.
 func (r *Room) readRaw(ctx context.Context, resolve bool, fn func(*ydoc.Doc, History) error) error {
-	return r.whenReady(ctx, func(l *roomLoop) error {
+	return r.whenReady(ctx, resolve && !r.opts.NoFreshReads, func(l *roomLoop) error {
 		d := l.sess.Doc()
 		if f := l.r.prep.filter(); resolve && f != nil {
 			d.SetOutputFilter(f)
@@ -122,6 +144,7 @@ func (r *Room) readRaw(ctx context.Context, resolve bool, fn func(*ydoc.Doc, His
 // the caller may cancel it until it starts.
 type readCall struct {
 	fn    func(*roomLoop) error
+	fresh bool // wait for the server's answer to a sync step 1 first (fresh.go)
 	state atomic.Int32
 	errc  chan error
 }

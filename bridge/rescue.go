@@ -12,12 +12,23 @@ import (
 
 // The crash rescue. When jupyter-server loses a room (it restarted: a new session id, or it
 // closed our session with 1003), it rebuilds the room from the file, without whatever it had not
-// saved. The replica still holds all of that, so after the reconnect the room is brought back to
-// it (ydoc.Session.ResetServerLost, RescueFrom) — but only when the file holds exactly what the
-// server last said it saved: the file's hash, read before joining the rebuilt room, equals the
-// last hash the server published in the room's state (or the one read when the room was first
-// joined). A file changed outside Jupyter wins: then only the agents' own edits are re-run, and a
-// Notice says what was not restored and why.
+// saved. The replica still holds all of it (ydoc.Session.ResetServerLost); after the sidecar
+// itself restarted, its journal does (journal.go, Session.AdoptLost). What becomes of it is
+// decided by the file's content, read before joining the rebuilt room, against the versions the
+// replica held (ydoc.History, fed by the session and by the journal's replay):
+//
+//   - the replica held exactly this content, or the server did (its states replayed from the
+//     journal in the order it broadcast them: heldByServer): the file is a save of the server
+//     (reported or not, whole) — the room is restored to the replica, by the original item ids
+//     where the rebuild allows it (RescueFrom);
+//   - it never held it: the file was changed outside Jupyter — the file wins, and the replica's
+//     changes since the last save are merged under it three-way (FileWins), every agent told
+//     what was dropped (a Notice);
+//   - the file could not be read: only the agents' own edits are re-run (NoRescue), and the lost
+//     replica stays in the journal.
+//
+// The same on every engine: no file hash is needed (jupyter-server-documents publishes none, and
+// jupyter-collaboration none for a save a keystroke cancelled mid-write).
 
 // FileReader reads a document's file as jupyter-server has it, with the hash the server
 // publishes in a room's state after saving it (the contents API's hash of the file). A Jupyter
@@ -40,7 +51,7 @@ type Notice struct {
 	Seq     uint64             `json:"-"`
 	Time    time.Time          `json:"time"`
 	Path    string             `json:"path"`
-	Kind    string             `json:"kind"` // rescued, not_restored, reapply_failed; withdrawn, unconfirmed; restarted, lost, replaced
+	Kind    string             `json:"kind"` // rescued, not_restored, file_wins, rescue_kept, outside_change, reapply_failed; withdrawn, unconfirmed; restarted, lost, replaced
 	Message string             `json:"message"`
 	Details []string           `json:"details,omitempty"`
 	Rescue  *ydoc.RescueReport `json:"-"`
@@ -101,40 +112,45 @@ func (l *roomLoop) fileReader() FileReader {
 	return fr
 }
 
-// decideRescue tells the session, right after ResetServerLost, whether the lost replica can be
-// brought back: the file read before joining must hold the server's last save.
+// decideRescue tells the session, right after ResetServerLost (or with an adopted replica),
+// what to do with the lost replica: by the file's content, read before joining (see above).
 func (l *roomLoop) decideRescue(file *FileContent, ferr error) {
-	known := l.fileHash
+	l.adoptPending = false
+	h := l.sess.History()
+	decision := ""
 	switch {
 	case l.fileReader() == nil:
-		l.sess.NoRescue("the server offers no file hash, so the file cannot be checked")
+		decision = "no file reader"
+		l.sess.NoRescue("the server does not give the file's content, so it cannot be compared with the replica")
 	case ferr != nil:
+		decision = "file unreadable"
 		l.sess.NoRescue("the file could not be read: " + ferr.Error())
 	case file == nil || file.Doc == nil:
+		decision = "file not read"
 		l.sess.NoRescue("the file was not read")
-	case known == "":
-		l.sess.NoRescue("the server had not reported saving the document, so whether the file changed cannot be checked")
-	case file.Hash != known && l.guard.unverified:
-		// A save asked for just before the loss may have written the file (jupyter-collaboration
-		// publishes no hash for a save a change cancelled mid-write) and its hash could not be
-		// read any more: the file is taken as that save.
-		l.log.Info().Msg("the file differs from the last hash known, but a save asked for just before the loss was not verified: taking the file as that save")
+	case h == nil:
+		decision = "no history"
+		l.sess.NoRescue("the replica's history is not kept, so the file cannot be compared with it")
+	case h.Held(*file.Doc):
+		decision = "restore"
 		l.sess.RescueFrom(*file.Doc)
-	case file.Hash != known:
-		l.sess.NoRescue("the file changed since the sidecar last saw it saved (changed outside Jupyter, or saved by the server while the sidecar was away): the file's content wins")
+	case l.serverHeld:
+		decision = "restore (a state the server held)"
+		l.sess.RescueFrom(*file.Doc)
 	default:
-		l.sess.RescueFrom(*file.Doc)
-	}
-	l.guard.unverified = false
-	if file != nil && ferr == nil {
-		l.fileHash = file.Hash
+		decision = "file wins"
+		l.sess.FileWins(h.LastSaved(), *file.Doc, "the file holds content the replica never held: it was changed outside Jupyter (or while the sidecar was away), so the file's content wins, merged with the replica's changes since the last save")
 	}
 	got := ""
 	if file != nil {
 		got = file.Hash
 	}
-	l.log.Info().Bool("file_read", file != nil && ferr == nil).Str(logfield.FileHash, short(got)).Str("last_saved_hash", short(known)).
-		Msg("the server lost the room: deciding how to bring back the replica")
+	versions := 0
+	if h != nil {
+		versions = h.Versions()
+	}
+	l.log.Info().Str("decision", decision).Bool("file_read", file != nil && ferr == nil).Str(logfield.FileHash, short(got)).
+		Int("versions_held", versions).Msg("the server lost the room: deciding by the file's content how to bring back the replica")
 }
 
 func short(h string) string {
@@ -150,20 +166,24 @@ func (l *roomLoop) workAtRisk() bool {
 	return !l.guard.unsavedSince.IsZero() || l.sess.Unsaved() > 0 || l.sess.Pending() > 0
 }
 
-// noteSavedHash takes the hash the server published with a save marker as the file's.
-func (l *roomLoop) noteSavedHash() {
-	h, _ := l.sess.Doc().State()["hash"].(string)
-	l.fileHash = h // "" when a reload from disk cleared it: unknown
-}
-
 // onRescue reports what the session did with a lost replica.
 func (l *roomLoop) onRescue(rep *ydoc.RescueReport, now time.Time) {
+	outcome := "restored"
+	if !rep.Restored {
+		outcome = "not restored: " + rep.Reason
+	}
+	l.walDecided(outcome)
 	l.r.mu.Lock()
 	l.r.info.LastRescue, l.r.info.LastRescueAt = rep, now
 	l.r.mu.Unlock()
 	ev := l.log.Info()
 	kind := "rescued"
-	if !rep.Restored || !rep.Lossless() {
+	switch {
+	case rep.FileWins:
+		// The file was changed outside: every agent hears it, whatever was dropped.
+		ev = l.log.Warn()
+		kind = "file_wins"
+	case !rep.Restored || !rep.Lossless():
 		ev = l.log.Warn()
 		kind = "not_restored"
 	}
@@ -171,7 +191,7 @@ func (l *roomLoop) onRescue(rep *ydoc.RescueReport, now time.Time) {
 		Int("deleted", rep.Stats.Deleted).Int("moved", rep.Stats.Moved).Int("changed", rep.Stats.Changed).
 		Int("conflicts", rep.Conflicts).Int("replayed", rep.Replayed).Int("failed", rep.Failed).
 		Strs("not_restored", rep.NotRestored).Msg(rep.Summary())
-	if rep.Restored && !rep.Changed && rep.Lossless() {
+	if rep.Restored && !rep.Changed && rep.Lossless() && !rep.FileWins {
 		return // nothing was missing: nothing to tell
 	}
 	details := append([]string(nil), rep.NotRestored...)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,16 +93,36 @@ type RoomOptions struct {
 	// set, keeps them on disk across restarts.
 	HistoryBudget int
 	HistoryDir    string
+	// HistoryLegacyDir is where an older layout kept histories (the state directory itself,
+	// before it was divided per server): read when HistoryDir holds none of the document.
+	HistoryLegacyDir string
+	// Journal keeps the write-ahead log of the document's replica (journal.go); nil: none.
+	// Document rooms only (not forks, not awareness-only rooms).
+	Journal Journal
 	// LoadWait bounds how long a read waits for the server to finish loading a notebook it
-	// streams in progressively (jupyter-collaboration 5.0; outputs.go) (60s).
+	// streams in progressively (jupyter-collaboration 5.0; outputs.go) (10s).
 	LoadWait time.Duration
-	// SaveInterval: while the document holds changes the server has not saved, ask it to save
-	// (Jupyter's RAW save message) once the oldest is this old, and then at most this often
-	// (saveguard.go). 0 leaves saving to the server: for engines without a save message, or that
-	// save by themselves. Saves (shared by a manager's rooms) bounds the requests in flight at
-	// once across rooms; nil: no bound. A request unanswered after SaveTimeout (30s) is given up.
+	// NoFreshReads lets a read show what the replica holds without asking the server first
+	// for what it lacks (fresh.go): one round trip less, but an edit on its way is not shown.
+	NoFreshReads bool
+	// ReadyWait bounds how long a read waits for the replica to be in sync with the server (after
+	// a reconnect) before it fails saying so (20s).
+	ReadyWait time.Duration
+	// Saves of the document by the server (saveguard.go): they keep the file on disk current;
+	// the journal, not the file, is what keeps the work safe. While the document holds changes
+	// the server has not saved, the room asks for a save (Jupyter's RAW save message) once the
+	// changes paused for AutosaveWait (2s) without the server saving by itself (its own autosave
+	// comes a second after the last change: jupyter-collaboration's document_save_delay), or,
+	// for a document that never pauses, once its oldest unsaved change is SaveInterval old. One
+	// request at a time, the next no sooner than SaveSpacing (1s) or five times the last save's
+	// duration after it. SaveInterval 0 leaves saving to the server: for engines without a save
+	// message, or that save by themselves. Saves (shared by a manager's rooms) bounds the
+	// requests in flight at once across rooms; nil: no bound. A request unanswered after
+	// SaveTimeout (30s) is given up.
 	SaveInterval time.Duration
 	SaveTimeout  time.Duration
+	SaveSpacing  time.Duration
+	AutosaveWait time.Duration
 	Saves        *Saves
 
 	MinBackoff       time.Duration // first reconnect delay (250ms)
@@ -151,6 +172,9 @@ func (o *RoomOptions) defaults() error {
 	def(&o.WriteTimeout, 10*time.Second)
 	def(&o.TickInterval, time.Second)
 	def(&o.SaveTimeout, 30*time.Second)
+	def(&o.SaveSpacing, time.Second)
+	def(&o.AutosaveWait, 2*time.Second)
+	def(&o.ReadyWait, 20*time.Second)
 	if err := checkPingInterval(o.Jupyter, o.PingInterval); err != nil {
 		return fmt.Errorf("room %s: %w", o.Path, err)
 	}
@@ -233,6 +257,11 @@ type RoomInfo struct {
 	LastSaveStatus string
 	SavesAsked     int
 	UnsavedSince   time.Time
+	// LastSaveTook is how long the last answered save request took; SaveSpacing the least time
+	// the room lets pass after a save before asking for the next (five times that, at least
+	// RoomOptions.SaveSpacing).
+	LastSaveTook time.Duration
+	SaveSpacing  time.Duration
 	// LastRescue says what happened the last time the server lost the room (rescue.go).
 	LastRescue   *ydoc.RescueReport
 	LastRescueAt time.Time
@@ -269,6 +298,8 @@ type Room struct {
 
 	mu       sync.Mutex
 	info     RoomInfo
+	wal      DocLog    // the document's log while the room holds it (journal.go)
+	atRisk   bool      // the replica holds work the server may not have saved (journal.go)
 	sizes    RoomSizes // recorded by the loop (measure)
 	err      error     // set when the room failed or closed
 	cancel   context.CancelFunc
@@ -408,6 +439,7 @@ func (r *Room) Run(ctx context.Context) error {
 		close(saved)
 	}
 	l.life = ctx
+	l.openWAL(ctx)
 	err = l.run(ctx)
 	if ctx.Err() != nil && !isPermanent(err) {
 		err = nil
@@ -416,6 +448,10 @@ func (r *Room) Run(ctx context.Context) error {
 	l.stopSaving()
 	cancel() // helpers end with the room
 	l.helpers.Wait()
+	if err != nil && l.walPending() {
+		l.lostKept(err)
+	}
+	l.closeWAL()
 	if l.saveCh != nil {
 		l.queueSave()
 		close(l.saveCh)
@@ -472,6 +508,7 @@ type roomLoop struct {
 	saveSeq    uint64
 	ready      bool        // the replica holds the server's state
 	deferred   []*readCall // reads waiting for ready
+	fresh      []freshRead // reads waiting for the server's answer to their step 1 (fresh.go)
 	needReset  string      // non-empty: rebuild the replica before the next connect
 	serverLost bool        // the pending reset is for a room the server lost (it restarted)
 	awayFrom   time.Time   // when the last connection dropped (zero while connected)
@@ -501,8 +538,16 @@ type roomLoop struct {
 	sizedAt   time.Time     // when it was
 	sizeCost  time.Duration // how long the last measurement took
 
-	guard    saveGuard // saves of the document by the server (saveguard.go)
-	fileHash string    // the file's hash as last known (rescue.go); "" unknown
+	guard   saveGuard    // saves of the document by the server (saveguard.go)
+	wal     walState     // the document's write-ahead log (journal.go)
+	outside outsideWatch // reloads of the file over unsaved work (outside.go)
+	// adoptPending: a replica held before the sidecar restarted waits to be adopted as lost
+	// (journal.go): the first connection replays its journal, reads the file before joining and
+	// decides its rescue; replay is the replayed journal until it is adopted.
+	adoptPending bool
+	replay       *replayed
+	riskShown    bool // what AtRisk says
+	serverHeld   bool // the file read before this connection is a state the server went through (journal.go)
 
 	// life is Run's context; helpers are the short-lived goroutines the loop starts (a hash read),
 	// waited for before Run returns.
@@ -532,7 +577,13 @@ func newRoomLoop(r *Room) (*roomLoop, error) {
 		l.snaps = newSnapshotStore(r.opts.Kind, r.opts.HistoryBudget)
 		if r.opts.HistoryDir != "" {
 			l.snapFile = snapshotPath(r.opts.HistoryDir, r.opts.Path, r.opts.Kind)
-			loaded, err := loadSnapshots(l.snapFile, r.opts.Path, r.opts.Kind, r.opts.HistoryBudget)
+			from := l.snapFile
+			if legacy := r.opts.HistoryLegacyDir; legacy != "" {
+				if _, err := os.Stat(from); errors.Is(err, os.ErrNotExist) {
+					from = snapshotPath(legacy, r.opts.Path, r.opts.Kind) // saved to the new place from now on
+				}
+			}
+			loaded, err := loadSnapshots(from, r.opts.Path, r.opts.Kind, r.opts.HistoryBudget)
 			if err != nil {
 				r.log.Warn().Err(err).Msg("saved history not loaded; starting a new one")
 			} else {
@@ -550,25 +601,46 @@ func newRoomLoop(r *Room) (*roomLoop, error) {
 	return l, nil
 }
 
+// dialed is what dial brings back.
+type dialed struct {
+	ds   DocSession
+	conn Conn
+	err  error
+	// The file as the server has it (content and hash), when read; ferr why it was not.
+	file *FileContent
+	ferr error
+	// replay: the journal of a replica held before the sidecar restarted, replayed (journal.go).
+	replay *replayed
+	// serverHeld: the file is a state the server went through, as the journal shows (only
+	// checked after a loss; journal.go heldByServer).
+	serverHeld bool
+}
+
 // dial opens the document session and the websocket on a helper goroutine, serving requests
 // meanwhile: the room goroutine never blocks on the network, so callers can always withdraw.
-func (l *roomLoop) dial(ctx context.Context) (DocSession, Conn, *FileContent, error, error) {
-	type dialed struct {
-		ds   DocSession
-		conn Conn
-		err  error
-		file *FileContent
-		ferr error
-	}
+func (l *roomLoop) dial(ctx context.Context) dialed {
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	resc := make(chan dialed, 1)
 	format, docType := l.format()
 	// What to read of the file (rescue.go): its content when the server may have lost the room
-	// (a 1003 close, or a new session id), so a rescue can be checked and merged; its hash when
-	// none is known yet. Read before joining: the room may be rebuilt by our join.
-	reader, lostPending, prevSession, hashKnown := l.fileReader(), l.serverLost, l.ds.SessionID, l.fileHash != ""
-	kind, path := l.r.opts.Kind, l.r.opts.Path
+	// (a 1003 close, or a new session id) or a replica adopted from the journal waits, so that
+	// the rescue can be decided by it — read before joining: the room may be rebuilt by our
+	// join; and, alongside the first join, the file as the room is first joined (the last save
+	// known, until the server reports one).
+	reader, lostPending, prevSession := l.fileReader(), l.serverLost || l.adoptPending, l.ds.SessionID
+	noteFile := l.sess.History() == nil || l.sess.History().LastSaved() == nil
+	replayLineage, lostLineage := uint64(0), l.wal.lineage
+	if l.wal.lost != 0 {
+		lostLineage = l.wal.lost // resets since the loss started lineages of their own
+	}
+	if l.adoptPending {
+		lostLineage = l.wal.adopted
+		if l.replay == nil {
+			replayLineage = l.wal.adopted
+		}
+	}
+	kind, path, wal := l.r.opts.Kind, l.r.opts.Path, l.wal.log
 	go func() {
 		if id := l.r.opts.Fork; id != "" {
 			if alive := l.r.opts.ForkAlive; alive != nil {
@@ -598,28 +670,43 @@ func (l *roomLoop) dial(ctx context.Context) (DocSession, Conn, *FileContent, er
 			return
 		}
 		var d dialed
+		if replayLineage != 0 { // off the room goroutine: a long log takes a while
+			d.replay = replayJournal(dctx, wal, replayLineage, kind, ydoc.MatchOptions{IgnoreOutputs: ds.Engine.OutputPlaceholders}, l.log)
+		}
 		read := func() {
-			lost := lostPending || (prevSession != "" && ds.SessionID != prevSession)
-			fc, ferr := reader.ReadFile(dctx, path, kind, lost)
+			fc, ferr := reader.ReadFile(dctx, path, kind, true)
 			if ferr != nil {
 				d.ferr = fmt.Errorf("read %s: %w", path, ferr)
 			} else {
 				d.file = &fc
 			}
 		}
-		var hashRead sync.WaitGroup
+		var fileRead sync.WaitGroup
 		switch {
 		case reader == nil:
 		case lostPending || (prevSession != "" && ds.SessionID != prevSession):
 			read() // before joining: our join may rebuild the room from the file
-		case !hashKnown:
-			hashRead.Add(1) // the file's hash as the room is first joined, alongside the join
-			go func() { defer hashRead.Done(); read() }()
+			if d.file != nil && d.file.Doc != nil && wal != nil && lostLineage != 0 {
+				fileRead.Add(1) // alongside the join
+				file := *d.file.Doc
+				go func() {
+					defer fileRead.Done()
+					held, err := heldByServer(dctx, wal, lostLineage, file, ydoc.MatchOptions{IgnoreOutputs: ds.Engine.OutputPlaceholders}, l.log)
+					if err != nil {
+						l.log.Debug().Err(err).Msg("could not replay the journal in the server's order")
+					}
+					d.serverHeld = held
+				}()
+			}
+		case noteFile:
+			fileRead.Add(1) // the file as the room is first joined, alongside the join
+			go func() { defer fileRead.Done(); read() }()
 		}
 		conn, err := l.r.opts.Jupyter.DialRoom(dctx, ds.RoomID, ds.SessionID)
-		hashRead.Wait()
+		fileRead.Wait()
 		if err != nil {
-			resc <- dialed{err: fmt.Errorf("join room %s: %w", ds.RoomID, err)}
+			d.err = fmt.Errorf("join room %s: %w", ds.RoomID, err)
+			resc <- d
 			return
 		}
 		d.ds, d.conn = ds, conn
@@ -628,7 +715,10 @@ func (l *roomLoop) dial(ctx context.Context) (DocSession, Conn, *FileContent, er
 	for {
 		select {
 		case d := <-resc:
-			return d.ds, d.conn, d.file, d.ferr, d.err
+			if d.replay != nil {
+				l.replay = d.replay // kept for the connection that uses it
+			}
+			return d
 		case fn := <-l.r.reqs:
 			fn(l)
 		case <-ctx.Done():
@@ -636,7 +726,7 @@ func (l *roomLoop) dial(ctx context.Context) (DocSession, Conn, *FileContent, er
 			if d := <-resc; d.conn != nil {
 				_ = d.conn.Close()
 			}
-			return DocSession{}, nil, nil, nil, ctx.Err()
+			return dialed{err: ctx.Err()}
 		}
 	}
 }
@@ -716,10 +806,16 @@ func (l *roomLoop) wait(ctx context.Context, d time.Duration) error {
 }
 
 func (l *roomLoop) connectAndServe(ctx context.Context) error {
-	ds, conn, file, ferr, err := l.dial(ctx)
-	if err != nil {
-		return err
+	d := l.dial(ctx)
+	if d.err != nil {
+		return d.err
 	}
+	ds, conn, file, ferr := d.ds, d.conn, d.file, d.ferr
+	l.serverHeld = d.serverHeld
+	if l.replay != nil {
+		l.adoptReplayed()
+	}
+	l.keepHistory(ds.Engine)
 	now := l.r.opts.Now()
 	switch {
 	case l.ds.SessionID != "" && ds.SessionID != l.ds.SessionID:
@@ -738,8 +834,11 @@ func (l *roomLoop) connectAndServe(ctx context.Context) error {
 		if lost {
 			l.decideRescue(file, ferr)
 		}
-	} else if file != nil && l.fileHash == "" {
-		l.fileHash = file.Hash // the file as the room was (first) joined
+	} else if l.adoptPending {
+		l.decideRescue(file, ferr)
+	}
+	if h := l.sess.History(); h != nil && file != nil && ferr == nil && h.LastSaved() == nil && file.Doc != nil {
+		h.NoteSaved(*file.Doc) // the file as the room was (first) joined: the last save known
 	}
 	l.ds = ds
 	l.r.prep.engineChanged(ds.Engine, ds.FileID)

@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"context"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -11,21 +10,28 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
-// The save guard: jupyter-collaboration saves a document only after a second without any change
-// (document_save_delay), and every change restarts that wait, so a document that keeps changing
-// (a cell streaming output, a human typing, an agent editing) stays in the server's memory only,
-// and a crash loses all of it. While a room holds changes the server has not saved, the room asks
-// for a save (Jupyter's RAW save message) before the oldest of them is RoomOptions.SaveInterval
-// old, then about once per interval while changes keep coming: at most one request in flight
-// per room, none while nothing changed, and across rooms at most Saves' concurrency at once,
-// granted in the order asked.
+// Saves that adapt. A save by jupyter-server rewrites the whole document (Y→JSON, validation,
+// dump) on the server's one event loop: every other room of that server, every human typing in
+// another notebook, waits meanwhile, and the wait grows with the notebook, not with the change.
+// What reached the sidecar is safe in its journal (journal.go) whatever happens to the server,
+// so a save is only a convenience for the file on disk, and the room asks for as few as keep the
+// file reasonably current:
+//
+//   - never while the server's own autosave is pending: jupyter-collaboration saves by itself a
+//     second after the last change (document_save_delay), so the room waits until the changes
+//     paused for RoomOptions.AutosaveWait (2 s) and asks only if no save was reported by then
+//     (autosave off for every client, or a save a keystroke cancelled before it published);
+//   - a document that never pauses (a cell streaming output, a busy agent) postpones that
+//     autosave for ever: it is asked once its oldest unsaved change is RoomOptions.SaveInterval
+//     old, so the file lags behind by at most about that much;
+//   - one request in flight per room, and the next no sooner than five times the last save's
+//     duration (as jupyter-server-documents spaces its own saves) or RoomOptions.SaveSpacing
+//     (1 s) after it ended; across rooms at most Saves' concurrency at once, granted in the
+//     order asked.
 //
 // A save is known to have happened when the server says so in the room's state (a new hash, or
 // dirty turning false), not when it answers the request: jupyter-collaboration answers "success"
-// also when a change arriving meanwhile cancelled the save. Such a cancelled save may still have
-// written the file (the write itself is shielded from the cancellation) without publishing its
-// hash, and while other clients keep typing most saves end that way; so after each answer the
-// room reads the file's hash (rescue.go needs the file's latest hash, not the last published).
+// also when a change arriving meanwhile cancelled the save.
 //
 // The guard is a room capability: an engine whose rooms have no save message (or save by
 // themselves) runs its rooms with SaveInterval 0.
@@ -39,6 +45,11 @@ type SaveStats struct {
 	TimedOut     int64 `json:"timed_out"`    // no answer within RoomOptions.SaveTimeout
 	Disconnected int64 `json:"disconnected"` // the connection dropped before the answer
 	Marked       int64 `json:"marked"`       // saves the servers reported in the rooms' state (theirs and ours)
+	// Took: the answered requests' total time (request to answer, seconds), their number, and
+	// the longest.
+	TookSeconds    float64 `json:"took_seconds"`
+	Timed          int64   `json:"timed"`
+	MaxTookSeconds float64 `json:"max_took_seconds"`
 }
 
 // Saves is shared by a manager's rooms: it bounds how many save requests are in flight at once
@@ -51,6 +62,23 @@ type Saves struct {
 	queue []chan struct{}
 
 	asked, success, skipped, failed, timedOut, disconnected, marked atomic.Int64
+
+	tookMu    sync.Mutex
+	tookSum   time.Duration
+	tookCount int64
+	tookMax   time.Duration
+}
+
+// took records how long an answered save took.
+func (s *Saves) took(d time.Duration) {
+	if s == nil {
+		return
+	}
+	s.tookMu.Lock()
+	defer s.tookMu.Unlock()
+	s.tookSum += d
+	s.tookCount++
+	s.tookMax = max(s.tookMax, d)
 }
 
 // NewSaves returns a limiter for at most concurrency save requests at once (1 when less).
@@ -142,9 +170,12 @@ func (s *Saves) Stats() SaveStats {
 	if s == nil {
 		return SaveStats{}
 	}
+	s.tookMu.Lock()
+	defer s.tookMu.Unlock()
 	return SaveStats{
 		Asked: s.asked.Load(), Success: s.success.Load(), Skipped: s.skipped.Load(), Failed: s.failed.Load(),
 		TimedOut: s.timedOut.Load(), Disconnected: s.disconnected.Load(), Marked: s.marked.Load(),
+		TookSeconds: s.tookSum.Seconds(), Timed: s.tookCount, MaxTookSeconds: s.tookMax.Seconds(),
 	}
 }
 
@@ -155,18 +186,12 @@ type saveGuard struct {
 	inflight     uint64        // our save request waiting for its answer (0: none)
 	sentAt       time.Time
 	lastAsked    time.Time
-	unsavedSince time.Time // the oldest change the server has not saved (zero: none)
-	lastChange   time.Time // the latest change to the content
-	soon         bool      // ask without waiting for the interval (the session's unsaved bound)
-	markedAt     time.Time // the server last reported a save in the room's state
-	// hashGen counts hashes the server published; a hash read started before one of them is
-	// older than it and is dropped. hashReading: a read is under way.
-	hashGen     uint64
-	hashReading bool
-	// unverified: a save was asked for whose effect on the file is not known yet (no hash
-	// published or read since): if the server dies now, a file that differs from the last known
-	// hash was most likely written by that save (rescue.go).
-	unverified bool
+	unsavedSince time.Time     // the oldest change the server has not saved (zero: none)
+	lastChange   time.Time     // the latest change to the content
+	soon         bool          // ask without waiting for the interval (the session's unsaved bound)
+	markedAt     time.Time     // the server last reported a save in the room's state
+	lastTook     time.Duration // how long the last answered save took (request to answer)
+	lastEnded    time.Time     // when it was answered
 }
 
 // guarded reports whether this room asks for saves: not when the agent asked for no autosave,
@@ -197,13 +222,9 @@ func (l *roomLoop) noteChanges(out ydoc.Output, now time.Time) {
 		if l.sess.InFlight() > 0 {
 			l.guard.unsavedSince = now
 		}
-		l.noteSavedHash()
-		l.guard.hashGen++
 		l.guard.markedAt = now
-		if l.guard.inflight == 0 {
-			l.guard.unverified = false
-		}
-		l.log.Debug().Str(logfield.FileHash, short(l.fileHash)).Msg("the server saved the document")
+		h, _ := l.sess.Doc().State()["hash"].(string)
+		l.log.Debug().Str(logfield.FileHash, short(h)).Msg("the server saved the document")
 		l.r.mu.Lock()
 		l.r.info.LastSaved = now
 		l.r.mu.Unlock()
@@ -220,23 +241,30 @@ func contentChanged(c ydoc.Change) bool {
 	return len(c.Inserted) > 0 || len(c.Deleted) > 0 || c.Moved || len(c.Cells) > 0 || c.Meta || c.Text
 }
 
-// maybeSave asks for a slot when a save is due.
+// maybeSave asks for a slot when a save is due (see above).
 func (l *roomLoop) maybeSave(now time.Time) {
 	g := &l.guard
 	if !l.guarded() || l.link == nil || !l.sess.Synced() || g.inflight != 0 || g.waiting || g.unsavedSince.IsZero() {
 		return
 	}
-	due := g.unsavedSince
-	if g.lastAsked.After(due) {
-		due = g.lastAsked
+	if now.Sub(g.lastEnded) < l.saveSpacing() {
+		return
 	}
-	// Checked every tick: ask on the last tick before the interval is over, so that no change
-	// waits longer than the interval for its save.
-	if !g.soon && now.Sub(due) < l.r.opts.SaveInterval-l.r.opts.TickInterval {
+	// Checked every tick. The server's autosave gets its whole wait; a lagging file is asked for
+	// on the last tick before the interval is over.
+	paused := now.Sub(g.lastChange) >= l.r.opts.AutosaveWait
+	lagging := now.Sub(g.unsavedSince) >= l.r.opts.SaveInterval-l.r.opts.TickInterval
+	if !g.soon && !paused && !lagging {
 		return
 	}
 	g.waiting = true
 	l.r.opts.Saves.request(g.grant)
+}
+
+// saveSpacing is the least time between the end of a save and the next request: five times
+// what the last one took, at least SaveSpacing.
+func (l *roomLoop) saveSpacing() time.Duration {
+	return max(l.r.opts.SaveSpacing, 5*l.guard.lastTook)
 }
 
 // granted sends the save request with the slot just granted, or gives the slot back when the
@@ -250,7 +278,6 @@ func (l *roomLoop) granted(now time.Time) {
 	}
 	l.saveSeq++
 	g.inflight, g.sentAt, g.lastAsked, g.soon = l.saveSeq, now, now, false
-	g.unverified = true
 	l.r.opts.Saves.count("asked")
 	l.log.Debug().Uint64("save", g.inflight).Msg("asking the server to save")
 	l.send(ydoc.EncodeSaveRequest(g.inflight))
@@ -272,11 +299,12 @@ func (l *roomLoop) saveAnswered(outcome string) {
 	g.inflight = 0
 	l.r.opts.Saves.count(outcome)
 	l.r.opts.Saves.release()
-	switch {
-	case outcome == "failed":
-		g.unverified = false // the server could not save: nothing written
-	case (outcome == "success" || outcome == "skipped") && !g.markedAt.After(sentAt):
-		l.readHashAfterSave(sentAt)
+	if outcome == "success" || outcome == "failed" || outcome == "timeout" {
+		now := l.r.opts.Now()
+		g.lastTook, g.lastEnded = now.Sub(sentAt), now
+		l.r.opts.Saves.took(g.lastTook)
+	} else {
+		g.lastEnded = l.r.opts.Now()
 	}
 	if outcome != "success" {
 		l.log.Info().Str(logfield.Outcome, outcome).Msg("save request not done")
@@ -285,6 +313,8 @@ func (l *roomLoop) saveAnswered(outcome string) {
 	}
 	l.r.mu.Lock()
 	l.r.info.LastSaveStatus = outcome
+	l.r.info.LastSaveTook = g.lastTook
+	l.r.info.SaveSpacing = l.saveSpacing()
 	l.r.mu.Unlock()
 }
 
@@ -307,62 +337,6 @@ func (l *roomLoop) stopSaving() {
 		l.r.opts.Saves.cancel(l.guard.grant)
 	}
 }
-
-// readHashAfterSave reads the file's hash after a save request was answered without the server
-// publishing a hash (see above), on a goroutine the room owns. A new hash means the file was
-// written after the request was sent: the changes made before it are in it.
-func (l *roomLoop) readHashAfterSave(sentAt time.Time) {
-	reader := l.fileReader()
-	if reader == nil || l.guard.hashReading || l.life == nil {
-		return
-	}
-	l.guard.hashReading = true
-	gen, path, kind, ctx := l.guard.hashGen, l.r.opts.Path, l.r.opts.Kind, l.life
-	l.helpers.Add(1)
-	go func() {
-		defer l.helpers.Done()
-		rctx, cancel := context.WithTimeout(ctx, l.r.opts.SaveTimeout)
-		fc, err := reader.ReadFile(rctx, path, kind, false)
-		cancel()
-		_ = l.r.do(ctx, func(l *roomLoop) {
-			l.guard.hashReading = false
-			if err != nil {
-				l.log.Debug().Err(err).Msg("could not read the file's hash after a save")
-				return
-			}
-			if gen != l.guard.hashGen {
-				return // a published hash came meanwhile: it is at least as new
-			}
-			if fc.Hash == emptyFileHash {
-				// Caught mid-write (the server truncated the file and has not written it yet): no
-				// document is empty, so this is not what the save wrote. Taking it as the saved
-				// hash would make the next rescue think the file changed behind our back.
-				l.log.Debug().Msg("read the file's hash after a save while the server was writing it (empty): ignored")
-				return
-			}
-			if l.guard.inflight == 0 {
-				l.guard.unverified = false
-			}
-			if fc.Hash == l.fileHash {
-				return // nothing was written
-			}
-			l.fileHash = fc.Hash
-			l.log.Debug().Str(logfield.FileHash, short(fc.Hash)).Msg("the file was written by a save the server did not report")
-			// Every change made before the request is in the file.
-			g := &l.guard
-			if !g.unsavedSince.IsZero() && g.unsavedSince.Before(sentAt) {
-				g.unsavedSince = time.Time{}
-				if g.lastChange.After(sentAt) || l.sess.InFlight() > 0 {
-					g.unsavedSince = sentAt
-				}
-				l.publishSaveInfo()
-			}
-		})
-	}()
-}
-
-// emptyFileHash is jupyter-server's hash (sha256, hex) of a file with no bytes.
-const emptyFileHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 func (l *roomLoop) publishSaveInfo() {
 	l.r.mu.Lock()

@@ -247,17 +247,27 @@ func (x *ClientEngine) RunCode(ctx context.Context, path, code, kernelName strin
 		return CellRun{}, "", err
 	}
 	defer func() { k.unlock(x.now()) }()
-	m := newMachine(machineConfig{Scratch: true, Code: code, Heartbeat: x.opts.Heartbeat})
-	run := x.drive(ctx, m, &runIO{k: k})
-	if m.sendErr != nil {
-		return CellRun{}, note, m.sendErr
+	run, err := x.runScratch(ctx, k, code, false)
+	if err != nil {
+		return CellRun{}, note, err
 	}
-	run.Index = 0
 	restarted := k.restartedNote()
 	if restarted != "" {
 		x.kernelNotice(path, bridge.NoticeNotice, "restarted", k.session.KernelID, restarted)
 	}
 	return run, joinNotes(note, restarted), nil
+}
+
+// runScratch runs scratch code on a held kernel's channel (no room, no history, no count);
+// repliesElsewhere as in machineConfig. The error is only that the request could not be sent.
+func (x *ClientEngine) runScratch(ctx context.Context, k *nbKernel, code string, repliesElsewhere bool) (CellRun, error) {
+	m := newMachine(machineConfig{Scratch: true, Code: code, Heartbeat: x.opts.Heartbeat, RepliesElsewhere: repliesElsewhere})
+	run := x.drive(ctx, m, &runIO{k: k})
+	if m.sendErr != nil {
+		return CellRun{}, m.sendErr
+	}
+	run.Index = 0
+	return run, nil
 }
 
 // runIO is what the driver of one run works with.

@@ -65,19 +65,28 @@ type follower struct {
 	started  time.Time
 	cancel   <-chan struct{}
 
-	preds       map[string]bool // cells queued before ours, still running
-	countBefore *int            // the cell's count when it was sent
-	skipCounts  int             // counts written by an earlier run of the same cell
-	sawRunning  bool            // the server marked the cell running after our request
-	counted     bool            // the server wrote the count of our run
-	begun       bool            // ours is the cell the kernel runs
-	idleAt      time.Time       // when the cell was seen idle without its count
-	gone        bool            // the cell was deleted
-	kernelGone  bool            // the server says the kernel is gone
-	notBusy     int             // heartbeats in a row the kernel was not busy while our cell ran
-	repairedAt  time.Time       // when the kernel was attached to the room again after the server lost the run
-	lostNote    string          // why the run ends without a result, when the sidecar knows
-	abandoned   bool            // the run is lost and the server did not end it
+	preds map[string]bool // cells queued before ours, still running
+	// maybePreds are other cells whose execution state changed in events that came before the
+	// one with our cell's running mark: the server marks cells running as it queues them and
+	// the room delivers its changes in order, so those queued before ours show up here even when
+	// the replica had not seen them yet when ours was sent. refresh keeps the ones running.
+	maybePreds map[string]bool
+	// ownMark: the event with the server's running mark of our cell (or a later change of its
+	// state) has been seen, so every cell queued before it is known.
+	ownMark     bool
+	sub         *bridge.Subscription
+	countBefore *int      // the cell's count when it was sent
+	skipCounts  int       // counts written by an earlier run of the same cell
+	sawRunning  bool      // the server marked the cell running after our request
+	counted     bool      // the server wrote the count of our run
+	begun       bool      // ours is the cell the kernel runs
+	idleAt      time.Time // when the cell was seen idle without its count
+	gone        bool      // the cell was deleted
+	kernelGone  bool      // the server says the kernel is gone
+	notBusy     int       // heartbeats in a row the kernel was not busy while our cell ran
+	repairedAt  time.Time // when the kernel was attached to the room again after the server lost the run
+	lostNote    string    // why the run ends without a result, when the sidecar knows
+	abandoned   bool      // the run is lost and the server did not end it
 	last        cellNow
 
 	cancelled  bool
@@ -85,6 +94,10 @@ type follower struct {
 	nextInt    time.Time
 	lastCheck  time.Time
 }
+
+// noteCancelWaits is a cancelled cell's note while the server has not begun it: the kernel is
+// interrupted only once it runs our cell, never a cell queued before it on the server.
+const noteCancelWaits = "cancelling: the kernel will be interrupted once the cells queued before this one on the server have ended (interrupting now would stop someone else's cell)"
 
 // maxInterrupts bounds the interrupts sent for one cancelled run (an interrupt that reaches
 // the kernel between two statements of ours, or before the kernel began the cell, is lost).
@@ -94,6 +107,7 @@ func (f *follower) run(sub *bridge.Subscription) CellRun {
 	x := f.x
 	tick := time.NewTicker(min(x.opts.Heartbeat, time.Second))
 	defer tick.Stop()
+	f.sub = sub
 	events := sub.C
 	f.refresh()
 	for {
@@ -106,6 +120,10 @@ func (f *follower) run(sub *bridge.Subscription) CellRun {
 		case <-f.cancel:
 			f.cancel = nil
 			f.cancelled = true
+			if !f.begun {
+				// Said in the job, so that get_execution shows why the run goes on for now.
+				f.cj.job.Update(func(s *JobState) { s.Cells[f.cell].Note = noteCancelWaits })
+			}
 		case <-tick.C:
 			f.refresh()
 			f.checkKernel()
@@ -128,9 +146,23 @@ func (f *follower) event(e bridge.Event) {
 		if slices.Contains(e.Change.Deleted, f.id) {
 			look = true
 		}
+		// Other cells' state changes first: within one change their order against ours is not
+		// known, and taking them as queued before ours only delays an interrupt.
+		for _, c := range e.Change.Cells {
+			if c.ID != f.id && !f.ownMark && stateChanged(c) {
+				if f.maybePreds == nil {
+					f.maybePreds = map[string]bool{}
+				}
+				f.maybePreds[c.ID] = true
+				look = true
+			}
+		}
 		for _, c := range e.Change.Cells {
 			if c.ID == f.id {
 				look = true
+				if stateChanged(c) {
+					f.ownMark = true
+				}
 				if slices.Contains(c.Fields, "execution_count") || slices.Contains(c.Fields, "*") {
 					if f.skipCounts > 0 {
 						f.skipCounts--
@@ -180,6 +212,12 @@ func (f *follower) refresh() {
 	for _, b := range c.busy {
 		busy[b] = true
 	}
+	for p := range f.maybePreds {
+		if busy[p] {
+			f.preds[p] = true
+		}
+		delete(f.maybePreds, p)
+	}
 	for p := range f.preds {
 		if !busy[p] {
 			delete(f.preds, p)
@@ -196,7 +234,12 @@ func (f *follower) refresh() {
 	if !f.sawRunning {
 		return // the cell still shows its previous run: the server's reset has not arrived
 	}
-	if len(f.preds) == 0 || len(c.outputs) > 0 {
+	// Ours is the cell the kernel runs once nothing queued before it still runs — known only
+	// after the event with its running mark (the replica may hold marks whose events have not
+	// been taken yet: a cell queued before ours among them) — or once it has output. Without
+	// the events (some were dropped) the replica's view is all there is.
+	known := f.ownMark || f.sub == nil || f.sub.Dropped() > 0
+	if known && len(f.preds) == 0 || len(c.outputs) > 0 {
 		f.begun = true
 	}
 	outs := humanOutputs(c.outputs)
@@ -293,6 +336,11 @@ func (f *follower) decide() (CellRun, bool) {
 		cancel()
 	}
 	return CellRun{}, false
+}
+
+// stateChanged reports a change of a cell's execution state (or of the whole cell).
+func stateChanged(c ydoc.CellChange) bool {
+	return slices.Contains(c.Fields, "execution_state") || slices.Contains(c.Fields, "*")
 }
 
 func sameCount(a, b *int) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }

@@ -37,6 +37,9 @@ type KernelSession struct {
 	KernelID   string
 	KernelName string
 	State      string // the kernel's execution_state (idle, busy, starting, dead, ...)
+	// Type is the session's type: "notebook", or "console" for a JupyterLab console (which has
+	// no document).
+	Type string
 }
 
 // KernelChannel runs code in one kernel. Execute may be called concurrently.

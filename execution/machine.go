@@ -86,6 +86,12 @@ type machineConfig struct {
 	ReplyGrace  time.Duration // how long a reply waits for its idle status, and idle for its reply (3s)
 	LostGrace   time.Duration // after a restart, how long ours may still begin once the new kernel answered (1s)
 	MaxPending  int           // output operations kept for the room before one rewrite replaces them (256)
+	// RepliesElsewhere: the kernel channel may hand our shell replies to another client
+	// (jupyter-server-documents' kernel websockets share one ZMQ identity, and the kernel
+	// answers the newest). The kernel's idle status for our request then says it finished:
+	// with no reply by ReplyGrace after it, the outcome is read from the outputs (an error
+	// output or none), which all came on iopub.
+	RepliesElsewhere bool
 }
 
 type phase int
@@ -592,6 +598,14 @@ func (m *machine) advance(now time.Time) {
 	if m.phase == phaseRunning {
 		switch {
 		case !m.idleAt.IsZero() && m.reply == nil && !now.Before(m.idleAt.Add(m.cfg.ReplyGrace)):
+			if m.cfg.RepliesElsewhere {
+				m.status = CellOK
+				if m.model.hasError() {
+					m.status = CellError
+				}
+				m.endKernel(now, "")
+				return
+			}
 			m.endKernel(now, "the kernel went idle without replying (it was restarted or interrupted)")
 			return
 		case !m.replyAt.IsZero() && m.idleAt.IsZero() && !now.Before(m.replyAt.Add(m.cfg.ReplyGrace)):

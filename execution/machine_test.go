@@ -1011,6 +1011,31 @@ func TestMachineScratch(t *testing.T) {
 		}
 		mustNote(t, run.Note, "restarted or died")
 	})
+	// On jupyter-server-documents the reply can go to a kernel websocket opened after ours; the
+	// idle status says the kernel finished, the outputs say how.
+	t.Run("reply elsewhere", func(t *testing.T) {
+		for _, tc := range []struct {
+			elsewhere bool
+			outs      []KernelMsg
+			want      CellStatus
+		}{
+			{true, []KernelMsg{stream("hi\n")}, CellOK},
+			{true, []KernelMsg{iopub("error", map[string]any{"ename": "ZeroDivisionError", "evalue": "x", "traceback": []any{}})}, CellError},
+			{false, []KernelMsg{stream("hi\n")}, CellAborted}, // elsewhere, idle without a reply is a restart or an interrupt
+		} {
+			h := newMH(t, machineConfig{Scratch: true, Code: "x", RepliesElsewhere: tc.elsewhere, ReplyGrace: 3 * time.Second})
+			h.m.start(h.now)
+			h.m.sent(h.now, nil)
+			h.msgs(append(append([]KernelMsg{status("busy")}, tc.outs...), status("idle"))...)
+			none[cellFinished](h, "before the reply's grace")
+			h.after(3 * time.Second)
+			grab[abandonRequest](h)
+			run := h.result()
+			if run.Status != tc.want || (tc.elsewhere && run.Note != "") {
+				t.Errorf("elsewhere=%v: result %+v, want %s", tc.elsewhere, run, tc.want)
+			}
+		}
+	})
 	t.Run("not sent", func(t *testing.T) {
 		h := newMH(t, machineConfig{Scratch: true, Code: "x"})
 		h.m.start(h.now)

@@ -50,17 +50,22 @@ type KernelMsg struct {
 	Content json.RawMessage
 }
 
+// hasError reports whether an error output is among the outputs.
+func (m *outputModel) hasError() bool {
+	for _, o := range m.outputs {
+		if o["output_type"] == "error" {
+			return true
+		}
+	}
+	return false
+}
+
 // errorFromReply adds the error a failed execute_reply describes when iopub never delivered it
 // (right after a kernel restart the server's iopub link may not be up yet), so the cell shows
 // why it failed instead of nothing.
 func (m *outputModel) errorFromReply(reply map[string]any) []outputOp {
-	if reply["status"] != "error" {
+	if reply["status"] != "error" || m.hasError() {
 		return nil
-	}
-	for _, o := range m.outputs {
-		if o["output_type"] == "error" {
-			return nil
-		}
 	}
 	content, err := json.Marshal(map[string]any{"ename": reply["ename"], "evalue": reply["evalue"], "traceback": reply["traceback"]})
 	if err != nil {

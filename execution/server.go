@@ -32,6 +32,10 @@ type ServerKernels interface {
 	// AttachSession makes the server attach the session's kernel to its notebook's room again
 	// (a room the server freed and loaded again has no kernel).
 	AttachSession(ctx context.Context, s KernelSession) error
+	// ConnectScratch opens a kernel channel of the sidecar's own, for scratch code (on
+	// jupyter-server-documents a v1 kernel websocket; see scratch_server.go for what opening
+	// one does to the others).
+	ConnectScratch(ctx context.Context, kernelID string) (KernelChannel, error)
 }
 
 // CellSource is a cell to run on the server and the source it must have when it runs.
@@ -49,8 +53,6 @@ var (
 	ErrPredecessorTimeout = errors.New("execution: the server timed out waiting for the previous request")
 	// ErrRoomWithoutKernel: the notebook's room on the server has no kernel attached.
 	ErrRoomWithoutKernel = errors.New("execution: the notebook's room on the server has no kernel attached")
-	// ErrScratchUnsupported: the engine cannot run code outside the notebook's cells.
-	ErrScratchUnsupported = errors.New("execution: scratch code is not supported on this engine")
 )
 
 // ServerOptions configure a ServerEngine. Zero values get defaults.
@@ -69,8 +71,6 @@ type ServerOptions struct {
 	SendRetries int
 	// KeepJobs bounds the finished jobs kept for polling (200).
 	KeepJobs int
-	// ScratchRefusal is the reason RunCode gives (wrapped in ErrScratchUnsupported).
-	ScratchRefusal string
 	// Now is the clock (time.Now).
 	Now func() time.Time
 }
@@ -100,6 +100,9 @@ type ServerEngine struct {
 	*jobBook // the jobs kept for polling, the goroutines Close waits for, life
 	opts     ServerOptions
 	log      zerolog.Logger
+	// scratch drives scratch code (RunCode; scratch_server.go) on a channel ServerEngine opens:
+	// only its run machinery is used, never its jobs or its Run.
+	scratch *ClientEngine
 
 	mu        sync.Mutex
 	notebooks map[string]*nbServer
@@ -138,9 +141,22 @@ func NewServerEngine(opts ServerOptions) (*ServerEngine, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	scratch, err := NewClientEngine(ClientOptions{Manager: opts.Manager, Kernels: scratchKernels{opts.Kernels},
+		Logger: opts.Logger, Heartbeat: opts.Heartbeat, Now: opts.Now})
+	if err != nil {
+		return nil, err
+	}
 	return &ServerEngine{jobBook: newJobBook(opts.KeepJobs, opts.Now), opts: opts,
 		log:       opts.Logger.With().Str(logfield.Component, "executor").Str("executor", "server").Logger(),
-		notebooks: map[string]*nbServer{}}, nil
+		notebooks: map[string]*nbServer{}, scratch: scratch}, nil
+}
+
+// scratchKernels is the Kernels of ServerEngine's scratch driver: the server's kernel control,
+// and its scratch channels.
+type scratchKernels struct{ ServerKernels }
+
+func (k scratchKernels) Connect(ctx context.Context, id string) (KernelChannel, error) {
+	return k.ConnectScratch(ctx, id)
 }
 
 // Run waits until ctx ends, then stops following every job.
@@ -154,7 +170,10 @@ func (x *ServerEngine) Run(ctx context.Context) error {
 }
 
 // Close stops following every job (the server goes on running what it was given) and waits.
-func (x *ServerEngine) Close() { x.jobBook.close() }
+func (x *ServerEngine) Close() {
+	x.jobBook.close() // scratch runs are tracked here: none is left
+	x.scratch.Close()
+}
 
 func (x *ServerEngine) now() time.Time { return x.opts.Now() }
 
@@ -187,15 +206,6 @@ func (x *ServerEngine) Restart(ctx context.Context, path string) (KernelSession,
 		return s, fmt.Errorf("the kernel restarted, but attaching it to the notebook's room again failed (runs may hang until it is): %w", err)
 	}
 	return s, nil
-}
-
-// RunCode is refused: the server runs code only as cells of a document.
-func (x *ServerEngine) RunCode(context.Context, string, string, string) (CellRun, string, error) {
-	reason := x.opts.ScratchRefusal
-	if reason == "" {
-		reason = "the server runs code only as cells of a notebook"
-	}
-	return CellRun{}, "", fmt.Errorf("%w: %s", ErrScratchUnsupported, reason)
 }
 
 // notebook returns the notebook's place, held for the caller (who releases it).

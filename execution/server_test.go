@@ -34,10 +34,35 @@ type docKernels struct {
 	refuse   []error // returned by the next ExecuteCells calls, in order
 	queued   chan string
 	sessions int
+	ours     string // the cell the test cancels: its own running mark is no one else's
+	console  bool   // a console session uses the kernel too
+
+	// scratch is the kernel ConnectScratch connects to (a fake kernel that runs scripts).
+	scratch   *bridgetest.Kernels
+	scratchID string
 }
 
 func newDocKernels(srv *bridgetest.Server) *docKernels {
-	return &docKernels{srv: srv, path: execPath, state: "idle", queued: make(chan string, 16)}
+	return &docKernels{srv: srv, path: execPath, state: "idle", queued: make(chan string, 16), scratch: bridgetest.NewKernels()}
+}
+
+// ConnectScratch connects to a fake kernel of its own (started at the first call): scratch
+// code runs there, the document's cells run through ExecuteCells.
+func (k *docKernels) ConnectScratch(ctx context.Context, _ string) (execution.KernelChannel, error) {
+	k.log("connect scratch")
+	k.mu.Lock()
+	id := k.scratchID
+	k.mu.Unlock()
+	if id == "" {
+		s, err := k.scratch.StartSession(ctx, "scratch-kernel", "")
+		if err != nil {
+			return nil, err
+		}
+		k.mu.Lock()
+		k.scratchID, id = s.KernelID, s.KernelID
+		k.mu.Unlock()
+	}
+	return k.scratch.Connect(ctx, id)
 }
 
 func (k *docKernels) log(s string) {
@@ -70,7 +95,11 @@ func (k *docKernels) Sessions(context.Context) ([]execution.KernelSession, error
 	if k.sessions == 0 {
 		return nil, nil
 	}
-	return []execution.KernelSession{{ID: "s1", Path: k.path, KernelID: "k1", KernelName: "python3", State: k.state}}, nil
+	out := []execution.KernelSession{{ID: "s1", Path: k.path, KernelID: "k1", KernelName: "python3", State: k.state, Type: "notebook"}}
+	if k.console {
+		out = append(out, execution.KernelSession{ID: "s2", Path: "console-1-x", KernelID: "k1", KernelName: "python3", State: k.state, Type: "console"})
+	}
+	return out, nil
 }
 
 func (k *docKernels) StartSession(_ context.Context, path, _ string) (execution.KernelSession, error) {
@@ -87,8 +116,20 @@ func (k *docKernels) KernelState(context.Context, string) (string, error) {
 	return k.state, nil
 }
 
-func (k *docKernels) Interrupt(context.Context, string) error { k.log("interrupt"); return nil }
-func (k *docKernels) Restart(context.Context, string) error   { k.log("restart"); return nil }
+// Interrupt records the interrupt and which other cells the server's document shows running at
+// that moment: an interrupt sent while someone else's cell runs would stop their cell.
+func (k *docKernels) Interrupt(context.Context, string) error {
+	k.log("interrupt")
+	if nb, err := k.srv.Notebook(k.path); err == nil {
+		for _, c := range nb.Cells {
+			if c.ExecutionState == "running" && c.ID != k.ours {
+				k.log("interrupt while " + c.ID + " ran")
+			}
+		}
+	}
+	return nil
+}
+func (k *docKernels) Restart(context.Context, string) error { k.log("restart"); return nil }
 
 func (k *docKernels) AttachSession(context.Context, execution.KernelSession) error {
 	k.log("attach")
@@ -171,6 +212,7 @@ func stream(text string) map[string]any {
 func intp(n int) *int { return &n }
 
 type serverEnv struct {
+	m   *bridge.Manager
 	srv *bridgetest.Server
 	sub *bridge.Subscription // the manager's events, from the start
 	k   *docKernels
@@ -194,13 +236,18 @@ func (e *serverEnv) notices() []string {
 
 func newServerEnv(t *testing.T, cells ...ydoc.Cell) *serverEnv {
 	t.Helper()
+	return newServerEnvWith(t, nil, cells...)
+}
+
+func newServerEnvWith(t *testing.T, manager func(*bridge.ManagerOptions), cells ...ydoc.Cell) *serverEnv {
+	t.Helper()
 	srv := bridgetest.New(oneNotebook(cells...)...)
-	m := newManager(t, srv, nil)
+	m := newManager(t, srv, manager)
 	k := newDocKernels(srv)
 	sub := m.Subscribe(4096)
 	t.Cleanup(sub.Close)
 	x, err := execution.NewServerEngine(execution.ServerOptions{Manager: m, Kernels: k, Logger: zerolog.Nop(),
-		Heartbeat: heartbeat, EndGrace: 100 * time.Millisecond, ScratchRefusal: "no scratch here"})
+		Heartbeat: heartbeat, EndGrace: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +255,7 @@ func newServerEnv(t *testing.T, cells ...ydoc.Cell) *serverEnv {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = x.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return &serverEnv{srv: srv, sub: sub, k: k, x: x}
+	return &serverEnv{srv: srv, sub: sub, k: k, x: x, m: m}
 }
 
 func (e *serverEnv) start(t *testing.T, ids []string, opts execution.RunOptions) *execution.Job {
@@ -295,7 +342,8 @@ func TestServerEngineSendsAgainAfterA409AndAttachesAFreedRoom(t *testing.T) {
 // human's cell the server runs first, nothing is interrupted.
 func TestServerEngineCancelInterruptsOnlyOurRun(t *testing.T) {
 	e := newServerEnv(t, codeCell("human", "sleep"), codeCell("ours", "loop"), codeCell("after", "1"))
-	_, err := e.x.Start(ctxT(t), execPath, []string{"human"}, execution.RunOptions{}) // an earlier job on the notebook
+	e.k.ours = "ours"
+	first, err := e.x.Start(ctxT(t), execPath, []string{"human"}, execution.RunOptions{}) // an earlier job on the notebook
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,25 +351,24 @@ func TestServerEngineCancelInterruptsOnlyOurRun(t *testing.T) {
 	e.k.setState("busy")
 	j := e.start(t, []string{"ours", "after"}, execution.RunOptions{})
 	// The first job holds the notebook: ours waits in the engine, and is cancelled there.
-	time.Sleep(10 * heartbeat)
 	if _, err := e.x.Cancel(ctxT(t), j.ID); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(10 * heartbeat)
-	if n := e.k.called("interrupt"); n != 0 {
-		t.Fatalf("%d interrupts while our cell waited behind another run", n)
-	}
 	e.k.write(t, "human", nil, intp(1))
+	waitJob(t, first)
 	v := waitJob(t, j)
 	if v.Status != execution.JobCancelled || v.Cells[0].Status != execution.CellCancelled || v.Cells[1].Status != execution.CellCancelled {
 		t.Errorf("cancelled before it was sent: %+v", v)
 	}
-	if e.k.called("execute ours") != 0 {
-		t.Errorf("a cancelled job's cell was sent: %v", e.k.calls)
+	if e.k.called("execute ours") != 0 || e.k.called("interrupt") != 0 {
+		t.Errorf("a job cancelled while it waited was sent or interrupted: %v", e.k.calls)
 	}
 
 	// Sent and queued behind a cell the server runs for someone else (marked running in the
-	// document): no interrupt until that cell ends, then ours is interrupted.
+	// document): no interrupt until that cell ends, then ours is interrupted. The server's
+	// running mark of the other cell reaches the sidecar only after ours was sent (held back
+	// here), as it can when the server queued the other cell just before ours.
+	e.srv.HoldEchoes()
 	if err := e.srv.EditDoc(execPath, func(tx *ydoc.Txn) error { return tx.SetExecutionState(tx.CellIndex("human"), "running") }); err != nil {
 		t.Fatal(err)
 	}
@@ -329,12 +376,17 @@ func TestServerEngineCancelInterruptsOnlyOurRun(t *testing.T) {
 	if id := e.k.next(t); id != "ours" {
 		t.Fatalf("sent %s", id)
 	}
+	e.srv.ReleaseEchoes()
 	if _, err := e.x.Cancel(ctxT(t), j.ID); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(10 * heartbeat)
-	if n := e.k.called("interrupt"); n != 0 {
-		t.Fatalf("%d interrupts while the kernel ran someone else's cell", n)
+	// The engine has taken the cancel and decided to wait (it says so in the job) before the
+	// other cell ends.
+	eventually(t, "the cancel to wait for the cell queued before ours", func() bool {
+		return strings.HasPrefix(j.View().Cells[0].Note, "cancelling") || e.k.called("interrupt") > 0
+	})
+	if n := e.k.called("interrupt while human ran"); n != 0 {
+		t.Fatalf("%d interrupts while the kernel ran someone else's cell: %v", n, e.k.calls)
 	}
 	e.k.write(t, "human", nil, intp(2))
 	eventually(t, "an interrupt once our cell runs", func() bool { return e.k.called("interrupt") > 0 })
@@ -342,6 +394,9 @@ func TestServerEngineCancelInterruptsOnlyOurRun(t *testing.T) {
 	v = waitJob(t, j)
 	if v.Status != execution.JobCancelled || v.Cells[0].Status != execution.CellCancelled {
 		t.Errorf("cancelled while running: %+v", v)
+	}
+	if n := e.k.called("interrupt while human ran"); n != 0 {
+		t.Fatalf("%d interrupts while the kernel ran someone else's cell: %v", n, e.k.calls)
 	}
 }
 
@@ -376,8 +431,8 @@ func TestServerEngineLostRuns(t *testing.T) {
 	}
 }
 
-// An empty cell is cleared, not sent; a deleted cell ends its run; scratch code and forks are
-// refused with the reason.
+// An empty cell is cleared, not sent; a deleted cell ends its run; scratch code (without
+// global awareness) and forks are refused with the reason.
 func TestServerEngineEmptyDeletedScratch(t *testing.T) {
 	e := newServerEnv(t, staleCell("empty", "  "), codeCell("a", "1"), textCell("md", ydoc.CellMarkdown, "# x"))
 	v := waitJob(t, e.start(t, []string{"empty", "md"}, execution.RunOptions{}))
@@ -397,7 +452,9 @@ func TestServerEngineEmptyDeletedScratch(t *testing.T) {
 	if c := v.Cells[0]; c.Status != execution.CellAborted || c.Index != -1 || !strings.Contains(c.Note, "deleted") {
 		t.Errorf("deleted while running: %+v", v)
 	}
-	if _, _, err := e.x.RunCode(ctxT(t), execPath, "1", ""); !errors.Is(err, execution.ErrScratchUnsupported) || !strings.Contains(err.Error(), "no scratch here") {
+	// Without global awareness the sidecar cannot tell whether a tab holds the kernel.
+	if _, _, err := e.x.RunCode(ctxT(t), execPath, "1", ""); !errors.Is(err, execution.ErrScratchRefused) || !strings.Contains(err.Error(), "global awareness") ||
+		!strings.Contains(err.Error(), "execute_notebook_cell") || e.k.called("connect scratch") != 0 {
 		t.Errorf("RunCode: %v", err)
 	}
 	if _, err := e.x.Start(ctxT(t), execPath, []string{"a"}, execution.RunOptions{ForkID: "f"}); err == nil {

@@ -5,14 +5,19 @@ package integration
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/journalstore"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/journal"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -111,3 +116,146 @@ func processCPU(b *testing.B, pid int) time.Duration {
 	stime, _ := strconv.ParseInt(fields[12], 10, 64)
 	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
 }
+
+// BenchmarkSaveStall is the probe of issue 26's point 1: what the sidecar's saves cost everyone
+// else on the server. One jupyter-server (a fresh one per setting), one sidecar (with its write-ahead log on disk, as cmd
+// wires it), a 20-cell notebook edited every 50 ms beside a 2,000-cell notebook (~1.4 MB) that 3
+// agents edit without pause, for JCM_SAVE_PROBE_DURATION (60s) per setting: saves off
+// (--save-interval 0), the default (60s: saves only when the server's own autosave did not come,
+// or once a minute for a document that never pauses, spaced by five times a save's duration),
+// and 5s (the file at most 5 s behind), then off again (the machine's drift). Reported: the small room's edit latency (p50, p99, max:
+// an edit returns once the server confirmed it), the busy room's edits, the save requests and the
+// saves the server wrote.
+func BenchmarkSaveStall(b *testing.B) {
+	dur := 60 * time.Second
+	if v := os.Getenv("JCM_SAVE_PROBE_DURATION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		dur = d
+	}
+	ctx := ctxT(b, 60*time.Minute)
+	small, big := generatedNotebook(20, 600), generatedNotebook(2000, 600)
+	b.Logf("notebooks: small %d kB, big %d kB", len(small)/1000, len(big)/1000)
+	type result struct {
+		label          string
+		p50, p99, maxL time.Duration
+		edits, busy    int
+		saves          int
+		stats          bridge.SaveStats
+	}
+	var results []result
+	for _, setting := range []struct {
+		label    string
+		interval time.Duration
+	}{{"off", 0}, {"default-60s", 60 * time.Second}, {"5s", 5 * time.Second}, {"off-again", 0}} {
+		// A fresh server per setting: nothing of the one before (rooms it still holds, its
+		// memory) weighs on the next.
+		srv, err := StartJupyter(ctx, ServerOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		smallName, bigName := "probe-small.ipynb", "probe-big.ipynb"
+		if err := srv.WriteFile(smallName, small); err != nil {
+			b.Fatal(err)
+		}
+		if err := srv.WriteFile(bigName, big); err != nil {
+			b.Fatal(err)
+		}
+		store, err := journal.Open(journal.Options{Dir: b.TempDir(), Logger: testLogger(b)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		sc := newSidecar(b, srv, func(o *bridge.ManagerOptions) {
+			o.Room.SaveInterval = setting.interval
+			o.Journal = journalstore.New(store)
+		})
+		smallRoom, err := sc.manager.Open(ctx, smallName, ydoc.KindNotebook)
+		if err != nil {
+			b.Fatal(err)
+		}
+		bigRoom, err := sc.manager.Open(ctx, bigName, ydoc.KindNotebook)
+		if err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(3 * time.Second) // joins settled, the server's first saves done
+		savesBefore := strings.Count(srv.Log(), "Saving file:")
+		before := sc.manager.SaveStats()
+		pctx, stop := context.WithTimeout(ctx, dur)
+		var wg sync.WaitGroup
+		var busy atomic.Int64
+		for a := range 3 { // three agents on the big notebook, without pause
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rng := rand.New(rand.NewPCG(uint64(a), 26))
+				for i := 0; pctx.Err() == nil; i++ {
+					cell := rng.IntN(2000)
+					_, err := bigRoom.Edit(pctx, func(tx *ydoc.Txn, _ bool) error {
+						c, err := tx.Cell(cell)
+						if err != nil {
+							return err
+						}
+						return tx.SetSource(cell, c.Source+fmt.Sprintf("# agent %d edit %d\n", a, i))
+					})
+					if err == nil {
+						busy.Add(1)
+					}
+				}
+			}()
+		}
+		var lat []time.Duration
+		for i := 0; pctx.Err() == nil; i++ { // the small notebook, every 50 ms
+			start := time.Now()
+			_, err := smallRoom.Edit(pctx, func(tx *ydoc.Txn, _ bool) error {
+				c, err := tx.Cell(i % 20)
+				if err != nil {
+					return err
+				}
+				return tx.SetSource(i%20, c.Source+"x")
+			})
+			if err == nil {
+				lat = append(lat, time.Since(start))
+			}
+			select {
+			case <-pctx.Done():
+			case <-time.After(50*time.Millisecond - min(time.Since(start), 50*time.Millisecond)):
+			}
+		}
+		wg.Wait()
+		stop()
+		st := sc.manager.SaveStats()
+		st.Asked -= before.Asked
+		st.Marked -= before.Marked
+		st.Timed -= before.Timed
+		st.TookSeconds -= before.TookSeconds
+		slices.Sort(lat)
+		pct := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))] }
+		r := result{label: setting.label, p50: pct(0.5), p99: pct(0.99), maxL: pct(1), edits: len(lat), busy: int(busy.Load()),
+			saves: strings.Count(srv.Log(), "Saving file:") - savesBefore, stats: st}
+		results = append(results, r)
+		b.ReportMetric(float64(r.p50.Microseconds())/1000, "small-p50-ms-"+r.label)
+		b.ReportMetric(float64(r.p99.Microseconds())/1000, "small-p99-ms-"+r.label)
+		b.ReportMetric(float64(r.busy), "busy-edits-"+r.label)
+		sc.stop()
+		_ = store.Close()
+		srv.Stop()
+	}
+	for _, r := range results {
+		meanTook := 0.0
+		if r.stats.Timed > 0 {
+			meanTook = 1000 * r.stats.TookSeconds / float64(r.stats.Timed)
+		}
+		b.Logf("saves %-12s small room: %d edits, p50 %.1f ms, p99 %.1f ms, max %.1f ms | busy room: %d edits | requests %d (mean %.0f ms), saves reported %d, server saves %d",
+			r.label, r.edits, ms(r.p50), ms(r.p99), ms(r.maxL), r.busy, r.stats.Asked, meanTook, r.stats.Marked, r.saves)
+	}
+	// Against the two runs with saves off (before and after: the machine's drift shows between them).
+	off, again := results[0], results[len(results)-1]
+	offP50, offP99 := (ms(off.p50)+ms(again.p50))/2, (ms(off.p99)+ms(again.p99))/2
+	for _, r := range results[1 : len(results)-1] {
+		b.Logf("%s vs off (mean of both): p50 %.2fx, p99 %.2fx (acceptance for saves on: p50 within 1.5x, p99 within 3x)", r.label, ms(r.p50)/offP50, ms(r.p99)/offP99)
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -39,7 +39,7 @@ func TestExecuteKernelRestartedDuringARun(t *testing.T) {
 	if err := shared.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {
 		t.Fatal(err)
 	}
-	a := newAgent(t, shared)
+	a := newScratchAgent(t, shared) // kernelAnswers runs scratch code
 	insertNoExec(t, a, name, map[string]any{"id": "long", "content": "import time\nprint('go', flush=True)\ntime.sleep(30)\n'never'"})
 	p := newPeer(t)
 	if err := p.Connect(ctx, shared, name, "notebook"); err != nil {
@@ -67,19 +67,9 @@ func TestExecuteKernelRestartedDuringARun(t *testing.T) {
 	kernelAnswers(t, ctx, a, name, 30)
 }
 
-// kernelAnswers checks that the notebook's kernel runs code: scratch code, or on
-// jupyter-server-documents (which runs code only as cells) a cell of its own.
+// kernelAnswers checks that the notebook's kernel runs scratch code.
 func kernelAnswers(t *testing.T, ctx context.Context, a *agent, name string, timeout int) {
 	t.Helper()
-	if runsOnServer(shared) {
-		id := fmt.Sprintf("answer-%d", time.Now().UnixNano())
-		a.ok(ctx, "batch_insert_notebook_cells", map[string]any{"path": name, "start_position": 0, "exec": false, "cells": []any{map[string]any{"id": id, "content": "6 * 7"}}})
-		out := a.ok(ctx, "execute_notebook_cell", map[string]any{"path": name, "cell_id": id, "timeout": timeout})
-		if !strings.Contains(fmt.Sprint(cellResults(out)[0]["outputs"]), "42") {
-			t.Errorf("a cell after the kernel's trouble: %v", out)
-		}
-		return
-	}
 	res := a.ok(ctx, "execute_code", map[string]any{"path": name, "code": "6 * 7", "timeout": timeout})
 	if !strings.Contains(fmt.Sprint(res["result"]), "42") {
 		t.Errorf("scratch code after the kernel's trouble: %v", res)
@@ -101,7 +91,7 @@ func TestExecuteCellThatKillsItsKernelRunsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	marker := filepath.Join(t.TempDir(), "ran")
-	a := newAgent(t, shared)
+	a := newScratchAgent(t, shared) // kernelAnswers runs scratch code
 	insertNoExec(t, a, name, map[string]any{"id": "suicide", "content": fmt.Sprintf(
 		"import os, signal\nwith open(%q, 'a') as f:\n    f.write('x')\nos.kill(os.getpid(), signal.SIGKILL)", marker)})
 	for i := 1; i <= 2; i++ {

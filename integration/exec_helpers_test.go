@@ -30,6 +30,14 @@ func newAgent(t testing.TB, s *JupyterServer) *agent {
 	return newAgentWith(t, s, nil, nil)
 }
 
+// newScratchAgent is newAgent in JupyterLab's global awareness, as cmd runs it by default: on
+// jupyter-server-documents scratch code (execute_code) runs only when the sidecar can see there
+// that no tab holds the kernel (execution/scratch_server.go).
+func newScratchAgent(t testing.TB, s *JupyterServer) *agent {
+	t.Helper()
+	return newAgentWith(t, s, func(o *bridge.ManagerOptions) { o.GlobalAwareness = true }, nil)
+}
+
 // newAgentWith is newAgent with changed manager and tool options.
 func newAgentWith(t testing.TB, s *JupyterServer, manager func(*bridge.ManagerOptions), server func(*tools.Options)) *agent {
 	t.Helper()
@@ -43,7 +51,7 @@ func newAgentWith(t testing.TB, s *JupyterServer, manager func(*bridge.ManagerOp
 	}
 	var err error
 	if s.Engine.Documents() {
-		x, err = execution.NewServerEngine(execution.ServerOptions{Manager: sc.manager, Kernels: kernels, Logger: testLogger(t), ScratchRefusal: jupyterserver.ScratchRefusal})
+		x, err = execution.NewServerEngine(execution.ServerOptions{Manager: sc.manager, Kernels: kernels, Logger: testLogger(t)})
 	} else {
 		x, err = execution.NewClientEngine(execution.ClientOptions{Manager: sc.manager, Kernels: kernels, Logger: testLogger(t), Username: "jupyter-collab-mcp"})
 	}

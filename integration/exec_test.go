@@ -409,51 +409,46 @@ func TestExecuteTwoNotebooksAtOnce(t *testing.T) {
 }
 
 // Scratch code runs in the notebook's kernel (sharing its variables) without touching the
-// notebook; interrupt and restart work on the same kernel. On jupyter-server-documents scratch
-// code is refused with the reason (docs/engines.md, "Execution"), and a cell shows the restart.
+// notebook or moving its execution counter; interrupt and restart work on the same kernel. On
+// jupyter-server-documents it goes through a kernel websocket of the sidecar's own (nobody else
+// holds one here; TestScratchCodeSparesTheHumansKernelConnection is the case where someone does).
 func TestExecuteCodeAndKernelControl(t *testing.T) {
 	ctx := ctxT(t, 2*time.Minute)
 	name := uniqueName(t, ".ipynb")
 	if err := shared.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {
 		t.Fatal(err)
 	}
-	a := newAgent(t, shared)
+	a := newScratchAgent(t, shared)
 	a.ok(ctx, "batch_insert_notebook_cells", map[string]any{"path": name, "start_position": 0, "exec": false, "cells": []any{
 		map[string]any{"id": "def", "content": "secret = 'shared state'"},
 		map[string]any{"id": "probe", "content": "'secret' in globals()"},
 	}})
-	a.ok(ctx, "execute_notebook_cell", map[string]any{"path": name, "cell_id": "def"})
+	first := cellResults(a.ok(ctx, "execute_notebook_cell", map[string]any{"path": name, "cell_id": "def"}))[0]
 	before := replica(t, ctx, mustRoom(t, ctx, a, name))
 	scratch := func(code string) (map[string]any, *mcp.CallToolResult) {
 		return a.call(ctx, "execute_code", map[string]any{"path": name, "code": code})
 	}
-	if runsOnServer(shared) {
-		out, res := scratch("secret.upper()")
-		if !res.IsError || !strings.Contains(fmt.Sprint(out), "jupyter-server-documents") || !strings.Contains(fmt.Sprint(out), "execute_notebook_cell") {
-			t.Errorf("scratch code on jupyter-server-documents: %v, want a refusal that says why and what to do", out)
-		}
-	} else {
-		out, _ := scratch("secret.upper()")
-		if !strings.Contains(fmt.Sprint(out["result"]), "SHARED STATE") {
-			t.Errorf("scratch code: %v", out)
-		}
+	out, _ := scratch("secret.upper()")
+	if !strings.Contains(fmt.Sprint(out["result"]), "SHARED STATE") {
+		t.Errorf("scratch code: %v", out)
+	}
+	if out, _ := scratch("1/0"); !strings.Contains(fmt.Sprint(out["result"]), "ZeroDivisionError") || !strings.Contains(fmt.Sprint(out["result"]), `status:error`) {
+		t.Errorf("failing scratch code: %v", out)
 	}
 	after := replica(t, ctx, mustRoom(t, ctx, a, name))
 	if !jsonEq(before.JSON(), after.JSON()) {
 		t.Error("scratch code changed the notebook")
 	}
+	// The counter did not move: the next cell gets the count after the last cell's.
+	next := cellResults(a.ok(ctx, "execute_notebook_cell", map[string]any{"path": name, "cell_id": "probe"}))[0]
+	if c1, ok1 := first["execution_count"].(float64); !ok1 || next["execution_count"] != c1+1 {
+		t.Errorf("execution counts %v then %v around the scratch code: the counter moved", first["execution_count"], next["execution_count"])
+	}
 	a.ok(ctx, "interrupt_kernel", map[string]any{"path": name})
 	a.ok(ctx, "restart_kernel", map[string]any{"path": name})
-	if runsOnServer(shared) {
-		out := a.ok(ctx, "execute_notebook_cell", map[string]any{"path": name, "cell_id": "probe", "timeout": 60})
-		if !strings.Contains(fmt.Sprint(cellResults(out)[0]["outputs"]), "False") {
-			t.Errorf("after restart the variable survived: %v", out)
-		}
-	} else {
-		out, _ := scratch("'secret' in globals()")
-		if !strings.Contains(fmt.Sprint(out["result"]), "False") {
-			t.Errorf("after restart the variable survived: %v", out)
-		}
+	out, _ = scratch("'secret' in globals()")
+	if !strings.Contains(fmt.Sprint(out["result"]), "False") {
+		t.Errorf("after restart the variable survived: %v", out)
 	}
 	if _, res := a.call(ctx, "interrupt_kernel", map[string]any{"path": "no-kernel.ipynb"}); !res.IsError {
 		t.Error("interrupting a notebook without a kernel succeeded")

@@ -197,6 +197,9 @@ type ServerOptions struct {
 	BaseURL string
 	// Engine picks the server environment (jc5, jc4, jsd); empty: DefaultEngine (JCM_ENGINE).
 	Engine Engine
+	// Bin is the jupyter-server program to run (one of another virtualenv, e.g. the
+	// benchmarks'); empty: the engine's.
+	Bin string
 }
 
 // JupyterServer is a running jupyter-server process.
@@ -272,9 +275,12 @@ func StartJupyter(ctx context.Context, opts ServerOptions) (*JupyterServer, erro
 }
 
 func (s *JupyterServer) start(ctx context.Context) error {
-	bin, err := EngineBin(s.opts.Engine, "jupyter-server")
-	if err != nil {
-		return err
+	bin := s.opts.Bin
+	if bin == "" {
+		var err error
+		if bin, err = EngineBin(s.opts.Engine, "jupyter-server"); err != nil {
+			return err
+		}
 	}
 	args := []string{
 		"--ServerApp.ip=127.0.0.1",
@@ -296,13 +302,15 @@ func (s *JupyterServer) start(ctx context.Context) error {
 		"IPYTHONDIR="+filepath.Join(s.opts.StateDir, "ipython"),
 		"JUPYTER_PLATFORM_DIRS=1",
 		"PYTHONUNBUFFERED=1",
+		// A sidecar the server starts (the pip extension) keeps its state here, not in the home.
+		"XDG_STATE_HOME="+filepath.Join(s.opts.StateDir, "xdg-state"),
 	)
 	var w io.Writer = s.log
 	if s.opts.Log != nil {
 		w = io.MultiWriter(s.log, s.opts.Log)
 	}
 	cmd.Stdout, cmd.Stderr = w, w
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // kernels die with the server
+	cmd.SysProcAttr = ChildProcAttr() // kernels die with the server, the server with the test
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start jupyter-server: %w", err)
 	}

@@ -89,7 +89,9 @@ func newSidecar(t testing.TB, s *JupyterServer, mutate func(*bridge.ManagerOptio
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := bridge.ManagerOptions{Jupyter: jupyterserver.New(c), Logger: log}
+	// A first read waits for the room (the tests read, then act on the room); tests of first reads
+	// from the file set FirstReadWait.
+	opts := bridge.ManagerOptions{Jupyter: jupyterserver.New(c), Logger: log, FirstReadWait: -1}
 	opts.Room.MaxBackoff = 2 * time.Second
 	if mutate != nil {
 		mutate(&opts)

@@ -95,9 +95,13 @@ var BuildSidecar = sync.OnceValues(func() (string, error) {
 type SidecarProcess struct {
 	URL   string // http://127.0.0.1:PORT/mcp
 	Token string
-	cmd   *exec.Cmd
-	exit  chan struct{}
-	Log   *lockedBuffer
+	// StateDir is the sidecar's --state-dir: a fresh temporary directory (removed by Stop and
+	// Kill) unless extraEnv sets STATE_DIR, so that tests never write to the user's.
+	StateDir string
+	ownState bool
+	cmd      *exec.Cmd
+	exit     chan struct{}
+	Log      *lockedBuffer
 }
 
 // StartHTTPSidecar runs the binary with --listen on a free loopback port, attached to srv.
@@ -111,10 +115,22 @@ func StartHTTPSidecar(ctx context.Context, srv *JupyterServer, extraEnv ...strin
 		return nil, err
 	}
 	p := &SidecarProcess{URL: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), Token: RandomToken(), exit: make(chan struct{}), Log: &lockedBuffer{}}
+	for _, e := range extraEnv {
+		if v, ok := strings.CutPrefix(e, "STATE_DIR="); ok {
+			p.StateDir = v
+		}
+	}
+	if p.StateDir == "" {
+		if p.StateDir, err = os.MkdirTemp("", "jcm-state-"); err != nil {
+			return nil, err
+		}
+		p.ownState = true
+	}
 	p.cmd = exec.Command(bin, "--listen", "127.0.0.1:"+strconv.Itoa(port), "--log-format", "json", "--log-level", "debug")
-	p.cmd.Env = append(os.Environ(), "JUPYTER_URL="+srv.URL, "JUPYTER_TOKEN="+srv.Token, "MCP_TOKEN="+p.Token)
+	p.cmd.Env = append(os.Environ(), "JUPYTER_URL="+srv.URL, "JUPYTER_TOKEN="+srv.Token, "MCP_TOKEN="+p.Token, "STATE_DIR="+p.StateDir)
 	p.cmd.Env = append(p.cmd.Env, extraEnv...)
 	p.cmd.Stdout, p.cmd.Stderr = p.Log, p.Log
+	p.cmd.SysProcAttr = ChildProcAttr()
 	if err := p.cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -150,12 +166,20 @@ func (p *SidecarProcess) Stop() {
 		_ = p.cmd.Process.Kill()
 		<-p.exit
 	}
+	p.removeState()
+}
+
+func (p *SidecarProcess) removeState() {
+	if p.ownState {
+		_ = os.RemoveAll(p.StateDir)
+	}
 }
 
 // Kill stops the process with SIGKILL (a crash: no goodbye, nothing cleaned up).
 func (p *SidecarProcess) Kill() {
 	_ = p.cmd.Process.Kill()
 	<-p.exit
+	p.removeState()
 }
 
 // Pid is the sidecar's process id (for memory readings).

@@ -68,6 +68,7 @@ func startNode(name string) (*NodeProc, error) {
 func StartNodeScript(script string) (*NodeProc, error) {
 	cmd := exec.Command("node", script)
 	cmd.Dir = filepath.Dir(script)
+	cmd.SysProcAttr = ChildProcAttr()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err

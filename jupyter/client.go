@@ -383,6 +383,23 @@ func (c *Client) ContentsHashed(ctx context.Context, path, docType string, conte
 	return e, err
 }
 
+// FileText fetches a file's content as text, whatever its type (for a notebook: its JSON as it is
+// on disk, without the server's nbformat upgrade and repairs).
+func (c *Client) FileText(ctx context.Context, path string) (string, error) {
+	u := c.endpoint("api", "contents", strings.Trim(path, "/"))
+	u.RawQuery = url.Values{"content": {"1"}, "type": {"file"}, "format": {"text"}}.Encode()
+	var e struct {
+		Content *string `json:"content"` // decoded straight into the text: a notebook can be large
+	}
+	if _, err := c.do(ctx, http.MethodGet, u, nil, &e); err != nil {
+		return "", err
+	}
+	if e.Content == nil {
+		return "", fmt.Errorf("GET %s: no text content", u.Path)
+	}
+	return *e.Content, nil
+}
+
 // List returns the entries of a directory.
 func (c *Client) List(ctx context.Context, dir string) ([]Entry, error) {
 	e, err := c.Contents(ctx, dir, true)

@@ -16,8 +16,9 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Kernels: the sessions and kernels REST APIs, and the kernel channels websocket (the legacy
-// JSON protocol, which jupyter-server speaks when no subprotocol is offered).
+// Kernels: the sessions and kernels REST APIs, and the kernel channels websocket: the legacy
+// JSON protocol, which jupyter-server speaks when no subprotocol is offered, or the v1 binary
+// protocol (kernelv1.go), the only one jupyter-server-documents speaks.
 
 // KernelModel is a kernel as the REST API describes it.
 type KernelModel struct {
@@ -165,22 +166,40 @@ type KernelConn struct {
 	closing     chan struct{}
 	closeOnce   sync.Once
 	done        chan struct{}
+
+	// v1: the connection speaks the v1 kernel websocket protocol (binary frames both ways;
+	// kernelv1.go), not the legacy JSON one.
+	v1 bool
 }
 
-// ConnectKernel opens the channels websocket of a kernel.
+// ConnectKernel opens the channels websocket of a kernel (the legacy JSON protocol).
 func (c *Client) ConnectKernel(ctx context.Context, kernelID, username string) (*KernelConn, error) {
+	return c.connectKernel(ctx, kernelID, username, false)
+}
+
+func (c *Client) connectKernel(ctx context.Context, kernelID, username string, v1 bool) (*KernelConn, error) {
 	session := newUUID()
 	u := c.endpoint("api", "kernels", kernelID, "channels")
 	u.RawQuery = url.Values{"session_id": {session}}.Encode()
+	var protocols []string
+	if v1 {
+		protocols = []string{KernelProtocolV1}
+	}
 	dial := func(ctx context.Context) (*websocket.Conn, error) {
-		return c.dialWebsocket(ctx, u, 0)
+		ws, err := c.dialWebsocket(ctx, u, 0, protocols...)
+		if err == nil && v1 && ws.Subprotocol() != KernelProtocolV1 {
+			_ = ws.Close()
+			return nil, &APIError{Method: "GET", Path: u.Path, Status: http.StatusNotImplemented,
+				Message: "the server did not accept the v1 kernel websocket protocol (" + KernelProtocolV1 + ")"}
+		}
+		return ws, err
 	}
 	ws, err := dial(ctx)
 	if err != nil {
 		return nil, err
 	}
 	k := &KernelConn{ws: ws, session: session, user: username, log: c.log, dial: dial, pending: map[string]*Execution{},
-		closing: make(chan struct{}), done: make(chan struct{}), pinged: make(chan struct{}), idle: c.idle}
+		closing: make(chan struct{}), done: make(chan struct{}), pinged: make(chan struct{}), idle: c.idle, v1: v1}
 	go k.read()
 	go k.keepPinging(c.ping)
 	return k, nil
@@ -267,16 +286,24 @@ func (k *KernelConn) read() {
 			continue
 		}
 		_ = ws.SetReadDeadline(time.Now().Add(k.idle))
-		if typ == websocket.BinaryMessage {
-			if data, err = legacyBinaryJSON(data); err != nil {
-				k.log.Debug().Err(err).Msg("dropping a kernel message with buffers")
+		var m KernelMessage
+		switch {
+		case k.v1 && typ == websocket.BinaryMessage:
+			if m, err = decodeV1(data); err != nil {
+				k.log.Debug().Err(err).Msg("dropping an undecodable v1 kernel message")
 				continue
 			}
-		}
-		var m KernelMessage
-		if err := json.Unmarshal(data, &m); err != nil {
-			k.log.Debug().Err(err).Msg("dropping an undecodable kernel message")
-			continue
+		default:
+			if typ == websocket.BinaryMessage {
+				if data, err = legacyBinaryJSON(data); err != nil {
+					k.log.Debug().Err(err).Msg("dropping a kernel message with buffers")
+					continue
+				}
+			}
+			if err := json.Unmarshal(data, &m); err != nil {
+				k.log.Debug().Err(err).Msg("dropping an undecodable kernel message")
+				continue
+			}
 		}
 		k.route(m)
 	}
@@ -484,16 +511,24 @@ func (k *KernelConn) Ready(ctx context.Context) error {
 func (k *KernelConn) request(ctx context.Context, msgType string, content, metadata map[string]any, needIdle bool) (*Execution, error) {
 	id := newUUID()
 	e := &Execution{MsgID: id, conn: k, signal: make(chan struct{}, 1), done: make(chan struct{}), idle: !needIdle}
-	msg := map[string]any{
-		"channel": "shell",
-		"header": MessageHeader{MsgID: id, MsgType: msgType, Username: k.user, Session: k.session,
-			Date: time.Now().UTC().Format(time.RFC3339Nano), Version: "5.3"},
-		"parent_header": map[string]any{},
-		"metadata":      orEmpty(metadata),
-		"content":       content,
-		"buffers":       []any{},
+	header := MessageHeader{MsgID: id, MsgType: msgType, Username: k.user, Session: k.session,
+		Date: time.Now().UTC().Format(time.RFC3339Nano), Version: "5.3"}
+	frameType := websocket.TextMessage
+	var b []byte
+	var err error
+	if k.v1 {
+		frameType = websocket.BinaryMessage
+		b, err = encodeV1("shell", header, map[string]any{}, orEmpty(metadata), content)
+	} else {
+		b, err = json.Marshal(map[string]any{
+			"channel":       "shell",
+			"header":        header,
+			"parent_header": map[string]any{},
+			"metadata":      orEmpty(metadata),
+			"content":       content,
+			"buffers":       []any{},
+		})
 	}
-	b, err := json.Marshal(msg)
 	if err != nil {
 		return nil, err
 	}
@@ -513,7 +548,7 @@ func (k *KernelConn) request(ctx context.Context, msgType string, content, metad
 		deadline = time.Now().Add(kernelWriteTimeout)
 	}
 	_ = ws.SetWriteDeadline(deadline)
-	err = ws.WriteMessage(websocket.TextMessage, b)
+	err = ws.WriteMessage(frameType, b)
 	k.writeMu.Unlock()
 	if err != nil {
 		k.mu.Lock()

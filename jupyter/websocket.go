@@ -76,8 +76,8 @@ func keepAlive(ws *websocket.Conn, idle time.Duration) {
 // dialWebsocket opens a websocket to u (an http(s) endpoint URL; the scheme becomes ws(s)) with
 // the token or XSRF header and the cookie jar, and sets the read limit and the keepalive read
 // deadline (see keepAlive). Errors carry the path and the server's message, never the token or
-// an HTML page.
-func (c *Client) dialWebsocket(ctx context.Context, u *url.URL, bufferSize int) (*websocket.Conn, error) {
+// an HTML page. subprotocols are offered in the handshake (Sec-WebSocket-Protocol).
+func (c *Client) dialWebsocket(ctx context.Context, u *url.URL, bufferSize int, subprotocols ...string) (*websocket.Conn, error) {
 	target := *u
 	if target.Scheme == "https" {
 		target.Scheme = "wss"
@@ -93,6 +93,7 @@ func (c *Client) dialWebsocket(ctx context.Context, u *url.URL, bufferSize int) 
 		Jar:              c.jar,
 		ReadBufferSize:   bufferSize,
 		WriteBufferSize:  bufferSize,
+		Subprotocols:     subprotocols,
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()

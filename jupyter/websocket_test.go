@@ -31,6 +31,18 @@ type wsServer struct {
 
 func newWSServer(t *testing.T, refuse func(r *http.Request) (int, string), fn func(ws *websocket.Conn, r *http.Request)) *wsServer {
 	t.Helper()
+	return newWSServerUpgrading(t, upgrader, refuse, fn)
+}
+
+// newWSServerWith is newWSServer with an upgrader of the test's (e.g. one that selects a
+// subprotocol).
+func newWSServerWith(t *testing.T, up websocket.Upgrader, fn func(ws *websocket.Conn, r *http.Request)) *wsServer {
+	t.Helper()
+	return newWSServerUpgrading(t, up, nil, fn)
+}
+
+func newWSServerUpgrading(t *testing.T, upgrader websocket.Upgrader, refuse func(r *http.Request) (int, string), fn func(ws *websocket.Conn, r *http.Request)) *wsServer {
+	t.Helper()
 	s := &wsServer{}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()

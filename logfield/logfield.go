@@ -33,4 +33,6 @@ const (
 	Engine    = "engine"    // the server's collaboration engine
 	FileHash  = "file_hash" // the hash of a document's file, as the contents API gives it
 	Outcome   = "outcome"   // how a request to the server ended (saves: success, skipped, failed, …)
+	Dir       = "dir"       // a directory of the sidecar's own (the state directory)
+	Lineage   = "lineage"   // a lineage of a document's write-ahead log (one replica of one server document)
 )

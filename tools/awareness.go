@@ -27,18 +27,33 @@ func (s *Server) registerAwarenessTools() {
 		Name:     "get_online_users",
 		Title:    "Who is online",
 		Category: "presence",
+		Default:  true,
+		Scope:    auth.ScopeRead,
 		Description: "Who is connected now: names, the document in front of them and where their cursors are; with " +
 			"user_id, one collaborator's presence. Check before editing cells someone may be working in.",
 		Input:    object(docPathOpt, brief("user_id", str("One collaborator's username: only their presence."))),
 		Example:  map[string]any{"document_path": "analysis/report.ipynb"},
 		ReadOnly: true, Idempotent: true, Budgeted: true,
 		Doc: optionalDoc,
-		Run: handle(presenceArgs{}, s.onlineUsers, renderOnlineUsers),
+		Run: handle(s.onlineUsers, renderOnlineUsers),
+	})
+	s.register(&operation{
+		Name:        "get_user_presence",
+		Title:       "A collaborator's presence",
+		Category:    "presence",
+		Scope:       auth.ScopeRead,
+		Description: "One collaborator's presence by username: where they are and what they are doing.",
+		Input:       object(brief("user_id", str("The collaborator's username (from get_online_users).")), docPathOpt).required("user_id"),
+		Example:     map[string]any{"user_id": "alice"},
+		ReadOnly:    true, Idempotent: true,
+		Doc: optionalDoc,
+		Run: handle(s.userPresence, renderUserPresence),
 	})
 	s.register(&operation{
 		Name:     "set_user_presence",
 		Title:    "Set the agent's presence",
 		Category: "presence",
+		Scope:    auth.ScopeWrite,
 		Description: "Set what collaborators see next to the agent's name: its status (online, away, busy, offline) with a " +
 			"message, and what it is doing (activity_type and description; an empty description clears it).",
 		Input: object(
@@ -52,18 +67,36 @@ func (s *Server) registerAwarenessTools() {
 		Example:    map[string]any{"status": "busy", "activity_type": "running", "description": "running the test cells", "document_path": "tests.ipynb"},
 		Idempotent: true,
 		Doc:        docRef{Arg: "document_path", Ref: refAny, Optional: true},
-		Run:        handle(presenceArgs{}, s.setUserPresence, s.renderPresence),
+		Run:        handle(s.setUserPresence, s.renderPresence),
+	})
+	s.register(&operation{
+		Name:        "broadcast_user_activity",
+		Title:       "Announce what the agent is doing",
+		Category:    "presence",
+		Scope:       auth.ScopeWrite,
+		Description: "Tell collaborators what the agent is doing (shown next to its name); an empty description clears it.",
+		Input: object(
+			field("activity_type", str("A short kind, e.g. editing, running, reviewing, idle.")),
+			brief("description", str("What the agent is doing, in a few words.")),
+			docPathOpt,
+			brief("metadata", freeObject("Anything other agents may use.")),
+		).required("activity_type", "description"),
+		Example:    map[string]any{"activity_type": "running", "description": "running the test cells", "document_path": "tests.ipynb"},
+		Idempotent: true,
+		Doc:        docRef{Arg: "document_path", Ref: refAny, Optional: true},
+		Run:        handle(s.setUserPresence, s.renderPresence),
 	})
 	s.register(&operation{
 		Name:        "get_user_cursors",
 		Title:       "Collaborators' cursors",
 		Category:    "presence",
+		Scope:       auth.ScopeRead,
 		Description: "Each collaborator's cursor and selection in a document: cell, line, column.",
 		Input:       object(brief("document_path", str("A notebook or text file path."))).required("document_path"),
 		Example:     map[string]any{"document_path": "analysis/report.ipynb"},
 		ReadOnly:    true, Idempotent: true,
 		Doc: docRef{Arg: "document_path", Ref: refAny, Open: true},
-		Run: handle(presenceArgs{}, s.getUserCursors, renderCursors),
+		Run: handle(s.getUserCursors, renderCursors),
 	})
 	lineCol := func(desc string) *schema {
 		return object(
@@ -75,6 +108,7 @@ func (s *Server) registerAwarenessTools() {
 		Name:        "update_cursor_position",
 		Title:       "Move the agent's cursor",
 		Category:    "presence",
+		Scope:       auth.ScopeWrite,
 		Description: "Move the agent's cursor (and selection) to a cell and line, so collaborators see where it works.",
 		Input: object(
 			brief("document_path", str("A notebook or text file path.")),
@@ -88,12 +122,13 @@ func (s *Server) registerAwarenessTools() {
 		Example:    map[string]any{"document_path": "analysis/report.ipynb", "cell_id": "a1b2", "position": map[string]any{"line": 3, "column": 1}},
 		Idempotent: true,
 		Doc:        docRef{Arg: "document_path", Ref: refAny, Open: true, Cells: []string{"cell_id"}},
-		Run:        handle(presenceArgs{}, s.updateCursorPosition, renderCursorMoved),
+		Run:        handle(s.updateCursorPosition, renderCursorMoved),
 	})
 	s.register(&operation{
 		Name:        "get_user_activity",
 		Title:       "Recent activity",
 		Category:    "presence",
+		Scope:       auth.ScopeRead,
 		Description: "Recent changes, newest first: who inserted, edited, deleted, moved or ran which cells, and when.",
 		Input: object(
 			docPathOpt,
@@ -102,40 +137,43 @@ func (s *Server) registerAwarenessTools() {
 		Example:  map[string]any{"document_path": "analysis/report.ipynb", "limit": 10},
 		ReadOnly: true, Idempotent: true, Budgeted: true,
 		Doc: optionalDoc,
-		Run: handle(presenceArgs{Limit: 20}, s.getUserActivity, renderActivity),
+		Run: handle(s.getUserActivity, renderActivity),
 	})
 	s.register(&operation{
 		Name:        "get_active_sessions",
 		Title:       "Live documents",
 		Category:    "admin",
+		Scope:       auth.ScopeRead,
 		Description: "The documents the sidecar has open and those collaborators have open, with participants and save state.",
 		Input:       object(docPathOpt),
 		Example:     map[string]any{},
 		ReadOnly:    true, Idempotent: true, Budgeted: true,
 		Doc: docRef{Arg: "document_path", Ref: refAny, Optional: true},
-		Run: handle(presenceArgs{}, s.getActiveSessions, renderSessions),
+		Run: handle(s.getActiveSessions, renderSessions),
 	})
 	s.register(&operation{
 		Name:        "join_session",
 		Title:       "Join a session",
 		Category:    "admin",
+		Scope:       auth.ScopeWrite,
 		Description: "Join a document's room by session_id (from get_active_sessions) or path.",
 		Input:       object(field("session_id", str("\"notebook:<path>\", \"editor:<path>\", or a path."))).required("session_id"),
 		Example:     map[string]any{"session_id": "notebook:analysis/report.ipynb"},
 		Idempotent:  true,
 		Doc:         docRef{Arg: "session_id", Ref: refAny, Open: true},
-		Run:         handle(presenceArgs{}, s.joinSession, renderJoined),
+		Run:         handle(s.joinSession, renderJoined),
 	})
 	s.register(&operation{
 		Name:        "leave_session",
 		Title:       "Leave a session",
 		Category:    "admin",
+		Scope:       auth.ScopeWrite,
 		Description: "Leave a document's room (collaborators see the agent go); the document is unchanged.",
 		Input:       object(field("session_id", str("\"notebook:<path>\", \"editor:<path>\", or a path."))).required("session_id"),
 		Example:     map[string]any{"session_id": "notebook:analysis/report.ipynb"},
 		Idempotent:  true,
 		Doc:         docRef{Arg: "session_id", Ref: refAny},
-		Run:         handle(presenceArgs{}, s.leaveSession, renderLeft),
+		Run:         handle(s.leaveSession, renderLeft),
 	})
 }
 
@@ -316,30 +354,48 @@ func renderOnlineUsers(c *call, _ presenceArgs, us users) result {
 	return result{Data: out}
 }
 
-// onlineUsers answers get_online_users: everyone, or with user_id one collaborator, whose absence
-// is an error listing who is online.
+// onlineUsers answers get_online_users: everyone, or with user_id one collaborator (as
+// get_user_presence).
 func (s *Server) onlineUsers(ctx context.Context, c *call, a presenceArgs) (users, error) {
 	us, err := s.collectUsers(ctx, c, a)
 	if err != nil || a.UserID == "" {
 		return us, err
 	}
-	u, ok := us.byName[a.UserID]
+	us.one, err = us.find(a.UserID)
+	return us, err
+}
+
+// userPresence answers get_user_presence: one collaborator by username.
+func (s *Server) userPresence(ctx context.Context, c *call, a presenceArgs) (*userView, error) {
+	us, err := s.collectUsers(ctx, c, a)
+	if err != nil {
+		return nil, err
+	}
+	return us.find(a.UserID)
+}
+
+func renderUserPresence(_ *call, _ presenceArgs, u *userView) result {
+	return result{Data: map[string]any{"user": u}}
+}
+
+// find is one collaborator by username; their absence is an error listing who is online.
+func (us users) find(username string) (*userView, error) {
+	u, ok := us.byName[username]
 	if !ok {
 		names := make([]string, 0, len(us.byName))
 		for n := range us.byName {
 			names = append(names, n)
 		}
 		sort.Strings(names)
-		return users{}, &toolError{
-			Message: fmt.Sprintf("%q is not online (no presence in the rooms the sidecar can see); online: %s", a.UserID, strings.Join(names, ", ")),
+		return nil, &toolError{
+			Message: fmt.Sprintf("%q is not online (no presence in the rooms the sidecar can see); online: %s", username, strings.Join(names, ", ")),
 			Details: []detail{{Path: []any{"user_id"}, Message: "not online"}},
 		}
 	}
 	if u.Status == "" {
 		u.Status = bridge.PresenceOnline
 	}
-	us.one = u
-	return us, nil
+	return u, nil
 }
 
 // placeCursors turns peers' cursors (UTF-16 offsets) into cells, lines and columns.
@@ -410,8 +466,8 @@ func sortedUsers(users map[string]*userView) []*userView {
 	return out
 }
 
-// setUserPresence sets the agent's status and message, its activity, or both (what
-// broadcast_user_activity did).
+// setUserPresence sets the agent's status and message, its activity, or both
+// (set_user_presence); broadcast_user_activity sets only the activity.
 func (s *Server) setUserPresence(ctx context.Context, c *call, a presenceArgs) (bridge.Presence, error) {
 	if a.Status == "" && a.ActivityType == "" {
 		return bridge.Presence{}, &toolError{
@@ -437,7 +493,8 @@ func (s *Server) setUserPresence(ctx context.Context, c *call, a presenceArgs) (
 	})
 }
 
-// renderPresence is the agent's presence after set_user_presence: what the call set.
+// renderPresence is the agent's presence after set_user_presence or broadcast_user_activity:
+// what the call set.
 func (s *Server) renderPresence(c *call, a presenceArgs, p bridge.Presence) result {
 	shown := bridge.DisplayName(s.opts.AgentName, p)
 	out := map[string]any{"shown_as": shown}

@@ -542,16 +542,51 @@ func TestAwarenessGetUserActivityLimit(t *testing.T) {
 	}
 }
 
-// get_online_users with user_id answers for one collaborator (what get_user_presence did), and
+// get_user_presence answers for one collaborator, as get_online_users with user_id does, and
 // names who is online when that one is not.
-func TestOnlineUsersOfOneCollaborator(t *testing.T) {
+func TestPresenceOfOneCollaborator(t *testing.T) {
 	e := editEnv(t)
 	injectPeer(t, e, editPath, 4242, "alice", "Alice A.")
-	one := e.ok("get_online_users", map[string]any{"document_path": editPath, "user_id": "alice"})
+	one := e.ok("get_user_presence", map[string]any{"user_id": "alice", "document_path": editPath})
 	u := asMap(t, one["user"])
-	if u["username"] != "alice" || u["status"] != "online" || one["users"] != nil {
-		t.Errorf("get_online_users alice: %v", one)
+	if u["username"] != "alice" || u["status"] != "online" || !slices.Contains(asList(t, u["documents"]), any(editPath)) {
+		t.Errorf("get_user_presence alice: %v", one)
 	}
-	r := e.fail("get_online_users", map[string]any{"document_path": editPath, "user_id": "nobody"})
-	mustContain(t, "a collaborator not online", errorText(r), `"nobody" is not online`, "alice")
+	same := e.ok("get_online_users", map[string]any{"document_path": editPath, "user_id": "alice"})
+	if compact(same) != compact(one) || same["users"] != nil {
+		t.Errorf("get_online_users with user_id = %s, want get_user_presence's %s", compact(same), compact(one))
+	}
+	for _, tool := range []string{"get_user_presence", "get_online_users"} {
+		r := e.fail(tool, map[string]any{"document_path": editPath, "user_id": "nobody"})
+		mustContain(t, tool+": a collaborator not online", errorText(r), `"nobody" is not online`, "alice")
+	}
+	r := e.fail("get_user_presence", map[string]any{"document_path": editPath})
+	mustContain(t, "get_user_presence without user_id", findDetail(t, r, "user_id").msg, "required")
+}
+
+// broadcast_user_activity sets what the agent is doing, as set_user_presence's activity does,
+// and leaves its status alone; an empty description clears it.
+func TestBroadcastUserActivity(t *testing.T) {
+	e := editEnv(t)
+	e.ok("set_user_presence", map[string]any{"status": "busy", "message": "tidying"})
+	out := e.ok("broadcast_user_activity", map[string]any{"activity_type": "running", "description": "running the tests",
+		"document_path": editPath, "metadata": map[string]any{"cells": 3}})
+	act := asMap(t, out["activity"])
+	if act["type"] != "running" || act["description"] != "running the tests" || act["document"] != editPath || asMap(t, act["metadata"])["cells"] != float64(3) {
+		t.Errorf("broadcast_user_activity = %s", compact(out))
+	}
+	if out["status"] != nil || !strings.Contains(str(out["shown_as"]), "running the tests") {
+		t.Errorf("broadcast_user_activity answered %s, want the activity and how the agent is shown", compact(out))
+	}
+	if p := e.m.Presence(); p.Status != bridge.PresenceBusy || p.Message != "tidying" || p.Activity == nil || p.Activity.Type != "running" {
+		t.Errorf("presence after broadcast_user_activity = %+v, want busy/tidying and running", p)
+	}
+	if out := e.ok("broadcast_user_activity", map[string]any{"activity_type": "running", "description": ""}); out["activity"] != nil {
+		t.Errorf("an empty description left the activity: %s", compact(out))
+	}
+	if p := e.m.Presence(); p.Activity != nil || p.Status != bridge.PresenceBusy {
+		t.Errorf("presence after clearing = %+v, want busy and no activity", p)
+	}
+	r := e.fail("broadcast_user_activity", map[string]any{"activity_type": "running"})
+	mustContain(t, "broadcast_user_activity without description", findDetail(t, r, "description").msg, "required")
 }

@@ -11,7 +11,7 @@ import (
 // or lines (get_notebook, get_document) cut at a cell or line boundary themselves and say how to
 // read on; for the others the longest list in the result is shortened from the end.
 
-var maxTokensField = unlisted("max_tokens", integer("Upper bound of the response in tokens (default: the server's --max-response-tokens, 20000). Content is cut at a cell (or line, or item) boundary, and the result says what was left out and how to read it.").min(100).max(2000000))
+var maxTokensField = unlisted("max_tokens", integer(fmt.Sprintf("Upper bound of the response in tokens (default: the server's --max-response-tokens, %d).", DefaultMaxResponseTokens)+" Content is cut at a cell (or line, or item) boundary, and the result says what was left out and how to read it.").min(100).max(2000000))
 
 // maxTokensOf returns the call's token budget.
 func (s *Server) maxTokensOf(args map[string]any) int {

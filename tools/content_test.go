@@ -11,8 +11,8 @@ import (
 )
 
 // The agent guides (guides/*.md) and notebook templates (templates/*.ipynb) are content, not
-// code: these tests keep them honest against README.md, which is the reference for what the
-// server offers.
+// code: these tests keep them honest against the tools the server registers and docs/tools.md,
+// the reference for what they take.
 
 var (
 	contentGuides    = []string{"guides/research.md", "guides/analysis.md", "guides/development.md"}
@@ -26,62 +26,27 @@ var (
 	contentCellID = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 )
 
-// contentReadme returns the tool names listed in README.md's tool tables (tables whose
-// header's first column is "tool"), and every snake_case word it contains anywhere (parameter
-// and field names included).
-func contentReadme(t *testing.T) (tools, words map[string]bool) {
+// contentReference returns the names of the registered tools, and every snake_case word
+// docs/tools.md contains anywhere (argument and field names included).
+func contentReference(t *testing.T) (tools, words map[string]bool) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "README.md"))
-	if err != nil {
-		t.Fatalf("read README: %v", err)
-	}
-	text := string(b)
 	tools = map[string]bool{}
-	inToolTable := false
-	for _, line := range strings.Split(text, "\n") {
-		line = strings.TrimSpace(line)
-		if !strings.HasPrefix(line, "|") {
-			inToolTable = false
-			continue
-		}
-		cells := strings.Split(strings.Trim(line, "|"), "|")
-		first := strings.TrimSpace(cells[0])
-		switch {
-		case first == "tool":
-			inToolTable = true
-		case !inToolTable, strings.Trim(first, "-: ") == "":
-			// another table, or the header separator
-		default:
-			name := strings.Trim(first, "`")
-			if !contentSnakeIdent.MatchString(name) {
-				t.Errorf("README tool table row with an unexpected first column: %q", line)
-				continue
-			}
-			tools[name] = true
-		}
+	for name := range docServer(t).opsByName {
+		tools[name] = true
 	}
-	if len(tools) == 0 {
-		t.Fatal("no tool names found in README's tool tables")
+	b, err := os.ReadFile(filepath.Join("..", "docs", "tools.md"))
+	if err != nil {
+		t.Fatalf("read docs/tools.md: %v", err)
 	}
 	words = map[string]bool{}
-	for _, w := range contentSnakeWord.FindAllString(text, -1) {
+	for _, w := range contentSnakeWord.FindAllString(string(b), -1) {
 		words[w] = true
 	}
 	return tools, words
 }
 
-func TestContentReadmeToolTables(t *testing.T) {
-	tools, _ := contentReadme(t)
-	// Spot checks that the parser reads every section's table.
-	for _, name := range []string{"list_notebooks", "batch_execute_notebook_cells", "get_document", "get_online_users", "fork_document", "undo_last_edit"} {
-		if !tools[name] {
-			t.Errorf("README tool tables parsed without %s; found %v", name, contentSorted(tools))
-		}
-	}
-}
-
 func TestContentGuides(t *testing.T) {
-	tools, words := contentReadme(t)
+	tools, words := contentReference(t)
 	for _, path := range contentGuides {
 		t.Run(path, func(t *testing.T) {
 			b, err := os.ReadFile(path)
@@ -119,9 +84,9 @@ func TestContentGuides(t *testing.T) {
 				case tools[name]:
 					mentioned[name] = true
 				case words[name]:
-					// a parameter or field README documents, not a tool
+					// a parameter or field docs/tools.md documents, not a tool
 				default:
-					t.Errorf("`%s` is neither a tool in README's tool tables nor a name README documents", name)
+					t.Errorf("`%s` is neither a tool nor a name docs/tools.md documents", name)
 				}
 			}
 			if len(mentioned) < 10 {

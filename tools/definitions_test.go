@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -74,7 +75,74 @@ func TestToolDefinitionBudgets(t *testing.T) {
 			b, _ := json.MarshalIndent(res.Tools, "", "  ")
 			_ = os.WriteFile("/tmp/tools-"+c.set+".json", b, 0o644)
 		}
+		// MCP Apps (issue 30): for a host that renders them, what the model is handed per turn
+		// grows by at most 100 tokens: the tools' _meta.ui, counted as if the host passed it on
+		// (the apps' own tools are for the app only: a host leaves them out of the model's list).
+		withApps := newXEnvCaps(t, nil, appsClient, toolsets(c.set), withApps(tools.AppsAuto))
+		appsRes, err := withApps.c.ListTools(ctxT(t), mcp.ListToolsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var forModel []mcp.Tool
+		for _, tl := range appsRes.Tools {
+			if !slices.Equal(appVisibility(tl), []string{"app"}) {
+				forModel = append(forModel, tl)
+			}
+		}
+		appsTotal := metaTokens(t, forModel)
+		appsDefs, _ := definitionTokens(t, forModel)
+		t.Logf("%s with MCP Apps: %d tools for the model, %d tokens (+%d)", c.set, len(forModel), appsDefs+appsTotal, appsDefs+appsTotal-total)
+		if len(forModel) != len(res.Tools) || appsDefs != total {
+			t.Errorf("%s: with MCP Apps the model gets %d tools (%d tokens), without %d (%d tokens): only _meta may differ", c.set, len(forModel), appsDefs, len(res.Tools), total)
+		}
+		if appsTotal > 100 {
+			t.Errorf("%s: MCP Apps add %d tokens to the tool definitions per turn, over 100", c.set, appsTotal)
+		}
 	}
+}
+
+// appVisibility is a tool's _meta.ui.visibility.
+func appVisibility(tl mcp.Tool) []string {
+	if tl.Meta == nil {
+		return nil
+	}
+	ui, _ := tl.Meta.AdditionalFields["ui"].(map[string]any)
+	var out []string
+	switch v := ui["visibility"].(type) {
+	case []string:
+		out = v
+	case []any:
+		for _, x := range v {
+			s, _ := x.(string)
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// metaTokens counts what the tools' _meta adds to their definitions: ,"_meta":{...} each.
+func metaTokens(t *testing.T, tools []mcp.Tool) int {
+	t.Helper()
+	enc, err := tokenizer.Get(tokenizer.O200kBase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, tl := range tools {
+		if tl.Meta == nil {
+			continue
+		}
+		b, err := json.Marshal(tl.Meta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := enc.Count(`,"_meta":` + string(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += k
+	}
+	return n
 }
 
 // The instructions name every toolset and every tool (clients that defer schemas see only

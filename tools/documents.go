@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
@@ -21,6 +22,7 @@ func (s *Server) registerDocumentTools() {
 		Name:        "list_documents",
 		Title:       "List text documents",
 		Category:    "documents",
+		Scope:       auth.ScopeRead,
 		Description: "List text files (not notebooks) under a prefix or matching a glob, with whether each is open and who is in it.",
 		Input: object(
 			field("path_filter", str("A path prefix (\"src/\") or a glob on the path (\"src/*.py\", \"*.md\").").def("")),
@@ -29,12 +31,13 @@ func (s *Server) registerDocumentTools() {
 		),
 		Example:  map[string]any{"path_filter": "src/", "file_type": "py"},
 		ReadOnly: true, Idempotent: true, Budgeted: true,
-		Run: handle(listDocumentsArgs{MaxResults: 50}, s.listDocuments, renderListing[listDocumentsArgs]("documents", "path_filter")),
+		Run: handle(s.listDocuments, renderListing[listDocumentsArgs]("documents", "path_filter")),
 	})
 	s.register(&operation{
 		Name:        "get_document",
 		Title:       "Read a text document",
 		Category:    "documents",
+		Scope:       auth.ScopeRead,
 		Description: "Read a text file as it is now, with its version for edits; line_range reads some lines.",
 		Input: object(
 			docPathField,
@@ -48,12 +51,13 @@ func (s *Server) registerDocumentTools() {
 		Example:  map[string]any{"path": "src/model.py", "line_range": map[string]any{"start": 1, "end": 40}},
 		ReadOnly: true, Idempotent: true, Forkable: true, Budgeted: true,
 		Doc: docRef{Arg: "path", Ref: refText, Open: true},
-		Run: handle(getDocumentArgs{MaxContentLength: 100000}, s.readDocumentLines, s.renderDocument),
+		Run: handle(s.readDocumentLines, s.renderDocument),
 	})
 	s.register(&operation{
 		Name:        "create_document_session",
 		Title:       "Open a document session",
 		Category:    "documents",
+		Scope:       auth.ScopeWrite,
 		Description: "Create a text file (create_if_missing) or join one ahead of use; the other tools join a file on first use.",
 		Input: object(
 			docPathField,
@@ -63,13 +67,14 @@ func (s *Server) registerDocumentTools() {
 		Example:    map[string]any{"path": "notes/todo.md", "create_if_missing": true},
 		Idempotent: true,
 		Doc:        docRef{Arg: "path", Ref: refText},
-		Run:        handle(sessionArgs{}, s.createDocumentSession, renderSession),
+		Run:        handle(s.createDocumentSession, renderSession),
 	})
 	positionSchema := func(desc string) *schema { return integer(desc).min(-1) }
 	s.register(&operation{
 		Name:     "batch_update_document",
 		Title:    "Replace text",
 		Category: "documents",
+		Scope:    auth.ScopeWrite,
 		Description: "Replace ranges of a text file in one transaction: length characters at position (of the current text; " +
 			"-1 appends) become content.",
 		Input: object(
@@ -84,12 +89,13 @@ func (s *Server) registerDocumentTools() {
 		Example:     map[string]any{"path": "notes/todo.md", "operations": []any{map[string]any{"position": 0, "length": 6, "content": "# TODO"}}},
 		Destructive: true, Forkable: true, Retryable: true,
 		Doc: textEditDoc,
-		Run: handleEdit(s, textEditArgs{}, s.textEditTool()),
+		Run: handleEdit(s, s.textEditTool()),
 	})
 	s.register(&operation{
 		Name:        "batch_insert_text",
 		Title:       "Insert text",
 		Category:    "documents",
+		Scope:       auth.ScopeWrite,
 		Description: "Insert text at character positions of the current text, in one transaction (-1 appends).",
 		Input: object(
 			docPathField,
@@ -102,12 +108,13 @@ func (s *Server) registerDocumentTools() {
 		Example:  map[string]any{"path": "notes/todo.md", "operations": []any{map[string]any{"position": -1, "text": "\n- review the plots\n"}}},
 		Forkable: true, Retryable: true,
 		Doc: textEditDoc,
-		Run: handleEdit(s, textEditArgs{}, s.textEditTool()),
+		Run: handleEdit(s, s.textEditTool()),
 	})
 	s.register(&operation{
 		Name:        "batch_delete_text",
 		Title:       "Delete text",
 		Category:    "documents",
+		Scope:       auth.ScopeWrite,
 		Description: "Delete character ranges of the current text, in one transaction.",
 		Input: object(
 			docPathField,
@@ -120,7 +127,7 @@ func (s *Server) registerDocumentTools() {
 		Example:     map[string]any{"path": "notes/todo.md", "operations": []any{map[string]any{"position": 10, "length": 5}}},
 		Destructive: true, Forkable: true, Retryable: true,
 		Doc: textEditDoc,
-		Run: handleEdit(s, textEditArgs{}, s.textEditTool()),
+		Run: handleEdit(s, s.textEditTool()),
 	})
 }
 
@@ -190,7 +197,7 @@ func (s *Server) listDocuments(ctx context.Context, _ *call, a listDocumentsArgs
 
 type getDocumentArgs struct {
 	MaxContentLength int        `json:"max_content_length"`
-	IncludeCollab    *bool      `json:"include_collaboration_state"`
+	IncludeCollab    bool       `json:"include_collaboration_state"`
 	LineRange        *cellRange `json:"line_range"`
 }
 
@@ -233,7 +240,7 @@ func (s *Server) readDocumentLines(ctx context.Context, c *call, a getDocumentAr
 			return documentRead{}, invalid([]any{"line_range", "end"}, "is before start %d", r.first)
 		}
 	}
-	if boolOr(a.IncludeCollab, true) {
+	if a.IncludeCollab {
 		cs := collabOf(c.Room.Info())
 		r.collab = &cs
 	}
@@ -299,10 +306,12 @@ func boolInt(b bool) int {
 	return 0
 }
 
+// textOp is one operation of the text edit tools; position is required or has its schema's
+// default (-1, the end, for batch_update_document).
 type textOp struct {
 	Content  *string `json:"content"`
 	Text     *string `json:"text"`
-	Position *int    `json:"position"`
+	Position int     `json:"position"`
 	Length   int     `json:"length"`
 }
 
@@ -328,10 +337,7 @@ func (s *Server) textEditTool() editTool[textEditArgs, textEdited] {
 		build: func(_ context.Context, _ *call, a textEditArgs) (bridge.Proposal, error) {
 			ops := make([]ydoc.TextOp, len(a.Operations))
 			for i, op := range a.Operations {
-				ops[i] = ydoc.TextOp{Pos: -1, Len: op.Length}
-				if op.Position != nil {
-					ops[i].Pos = *op.Position
-				}
+				ops[i] = ydoc.TextOp{Pos: op.Position, Len: op.Length}
 				switch {
 				case op.Content != nil:
 					ops[i].Insert = *op.Content

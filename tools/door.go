@@ -48,6 +48,9 @@ type docRef struct {
 	Ref      refKind
 	Optional bool // may be omitted: the call then answers for the documents the caller may see
 	Open     bool // join the room (the fork's, for forkable operations given fork_id) before the action
+	// FromFile: with Open, a notebook whose room is not readable at once may be handed to the
+	// action as its file holds it (doc.File), while the room is joined (bridge.OpenForRead).
+	FromFile bool
 	// Parts are arguments that name something inside that document: forks, versions.
 	Parts []string
 	// Cells are the arguments that name cells of a notebook, by id or handle (handles.go):
@@ -112,6 +115,9 @@ type doc struct {
 	Kind ydoc.Kind
 	Fork string       // the fork the call works in ("" for the document itself)
 	Room *bridge.Room // the live room, for operations that open it
+	// File is the notebook as its file holds it, instead of Room, for operations that take it
+	// (docRef.FromFile) while the room is joined.
+	File *bridge.FileRead
 }
 
 // Named reports whether the call names a document.
@@ -193,6 +199,17 @@ func (s *Server) admit(ctx context.Context, op *operation, args map[string]any) 
 	}
 	if op.Forkable {
 		d.Fork, _ = args["fork_id"].(string)
+	}
+	if ref.Open && ref.FromFile && d.Fork == "" && d.Kind == ydoc.KindNotebook && len(ref.Cells) == 0 {
+		room, file, err := s.opts.Manager.OpenForRead(ctx, d.Path)
+		if err != nil {
+			return doc{}, openError(ref.Arg, err)
+		}
+		if room != nil {
+			s.uses.add(docKey{room.Path(), d.Kind}, sessionKey(ctx))
+		}
+		d.Room, d.File = room, file
+		return d, nil
 	}
 	if ref.Open {
 		room, err := s.openDoc(ctx, d.Path, d.Kind, d.Fork)

@@ -9,7 +9,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -69,7 +68,7 @@ func newDoorEnv(t *testing.T) *doorEnv {
 		textFile("allowed/a.txt", "allowed text\n"),
 		nbFile(secretNB, notebook(cell, code("secret-cell-2", "block:secret-gate"), markdown("secret-cell-3", "# "+secretWords))),
 		textFile(secretText, secretWords+" text\n"),
-	})
+	}, withApps(tools.AppsAlways)) // the MCP Apps' own tools and resources pass the door too
 	sum := func(tok string) string { d := sha256.Sum256([]byte(tok)); return hex.EncodeToString(d[:]) }
 	entries, err := auth.ParseTokens([]byte(`[
 		{"name": "full", "token_sha256": "` + sum("full-token-0123456789") + `", "scopes": ["admin"]},
@@ -77,25 +76,18 @@ func newDoorEnv(t *testing.T) *doorEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	url := serveHTTP(t, e.ts, tools.HTTPOptions{Protect: func(h http.Handler) http.Handler {
+		p, err := auth.Bearer(auth.BearerOptions{Entries: entries}, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}})
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- e.ts.ServeStreamableHTTP(ctx, tools.HTTPOptions{Listener: l, Protect: func(h http.Handler) http.Handler {
-			p, err := auth.Bearer(auth.BearerOptions{Entries: entries}, h)
-			if err != nil {
-				panic(err)
-			}
-			return p
-		}})
-	}()
 	runDone := make(chan struct{})
 	go func() { defer close(runDone); _ = e.ts.Run(ctx) }() // subscriptions, resources/list entries
-	t.Cleanup(func() { cancel(); <-done; <-runDone })
-	d := &doorEnv{xenv: e, url: "http://" + l.Addr().String() + "/mcp"}
+	t.Cleanup(func() { cancel(); <-runDone })
+	d := &doorEnv{xenv: e, url: url}
 	d.full = d.connect("full-token-0123456789")
 	d.limited = d.connect("limited-token-0123456789")
 
@@ -414,6 +406,15 @@ func TestDoorEveryResourceTemplateCompletionAndPrompt(t *testing.T) {
 	}
 	// Every listed resource, read by the limited token.
 	for _, r := range full.Resources {
+		if strings.HasPrefix(r.URI, "ui://") {
+			// An MCP App's HTML is the same static page for everyone (its bundle happens to hold
+			// the word "secret", of OAuth client secrets): it shows no document.
+			a, err := d.readAs(d.limited, r.URI)
+			if b, err2 := d.readAs(d.full, r.URI); err != nil || err2 != nil || compact(a) != compact(b) {
+				t.Errorf("%s reads differently for the limited token (%v, %v)", r.URI, err, err2)
+			}
+			continue
+		}
 		if res, err := d.readAs(d.limited, r.URI); err == nil {
 			if m := d.leak(res); m != "" {
 				t.Errorf("%s shows %q", r.URI, m)

@@ -11,6 +11,8 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/apps"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
@@ -20,11 +22,23 @@ import (
 // scratch code. Results render outputs for a model: text capped, ANSI stripped, images attached
 // as image content, downscaled.
 
+// The defaults of the run and output options, written once: the schemas carry them, the
+// handler puts them into calls that leave them out (schema.withDefaults), and the instructions
+// quote them.
+const (
+	defaultRunWait     = 30   // seconds a run tool waits for its run (timeout)
+	defaultOutputChars = 2000 // characters of each output's text a result shows (max_output_chars)
+)
+
+// textRender shows outputs where no call chose how (cancel_execution, resources): text capped
+// at the default, images described in a line.
+var textRender = renderOpts{maxChars: defaultOutputChars, maxPixels: defaultMaxImagePixels}
+
 var (
-	timeoutField = brief("timeout", integer("Seconds to wait for the run. The run itself is not limited: if it outlives the wait, the result says so and gives a job_id to poll.").def(30).min(0).max(3600))
+	timeoutField = brief("timeout", integer("Seconds to wait for the run. The run itself is not limited: if it outlives the wait, the result says so and gives a job_id to poll.").def(defaultRunWait).min(0).max(3600))
 	waitField    = brief("wait", boolean("Wait for the run (up to timeout); false returns its job_id at once.").def(true))
 	stopField    = brief("stop_on_error", boolean("Stop at the first cell that raises; the rest are skipped.").def(true))
-	outCapField  = brief("max_output_chars", integer("Upper bound of each output's text in characters (the full output stays in the notebook).").def(2000).min(0).max(1000000))
+	outCapField  = brief("max_output_chars", integer("Upper bound of each output's text in characters (the full output stays in the notebook).").def(defaultOutputChars).min(0).max(1000000))
 	imagesField  = brief("include_images", boolean("Attach image outputs (PNG, JPEG) as images; false replaces each with a one-line description.").def(true))
 	pixelsField  = brief("max_image_pixels", integer("Images larger than this many pixels are downscaled (default about 800×600).").def(defaultMaxImagePixels).min(1024).max(16_000_000))
 	kernelField  = brief("kernel_name", str("Kernel to start when the notebook has none (default: the notebook's kernelspec)."))
@@ -41,6 +55,9 @@ func (s *Server) registerExecutionTools() {
 		Name:     "batch_execute_notebook_cells",
 		Title:    "Run cells",
 		Category: "execution",
+		Default:  true,
+		Scope:    auth.ScopeExecute,
+		Task:     true,
 		Description: "Run cells in order in the notebook's kernel, as Shift-Enter would (collaborators see [*], then " +
 			"the outputs), and return each cell's status and outputs. A run longer than timeout goes on and returns " +
 			"a job_id for get_execution.",
@@ -52,23 +69,30 @@ func (s *Server) registerExecutionTools() {
 		Example:  map[string]any{"path": "analysis/report.ipynb", "cell_ids": []any{"a1b2", "c3d4"}, "timeout": 60},
 		Forkable: true, Budgeted: true,
 		Doc: docRef{Arg: "path", Ref: refNotebook, Open: true, Cells: []string{"cell_ids"}},
-		Run: handle(execArgs{}, s.batchExecute, s.renderJobRun),
+		Run: handle(s.batchExecute, s.renderJobRun),
+		App: apps.Outputs.URI,
 	})
 	s.register(&operation{
 		Name:        "execute_notebook_cell",
 		Title:       "Run a cell",
 		Category:    "execution",
+		Default:     true,
+		Scope:       auth.ScopeExecute,
+		Task:        true,
 		Description: "Run one cell and return its outputs; as batch_execute_notebook_cells.",
 		Input:       runProps(brief("cell_id", str("The cell to run (id or handle)."))).required("path", "cell_id"),
 		Example:     map[string]any{"path": "analysis/report.ipynb", "cell_id": "a1b2"},
 		Forkable:    true, Budgeted: true,
 		Doc: docRef{Arg: "path", Ref: refNotebook, Open: true, Cells: []string{"cell_id"}},
-		Run: handle(execArgs{}, s.batchExecute, s.renderJobRun),
+		Run: handle(s.batchExecute, s.renderJobRun),
+		App: apps.Outputs.URI,
 	})
 	s.register(&operation{
 		Name:        "get_execution",
 		Title:       "Check a run",
 		Category:    "execution",
+		Default:     true,
+		Scope:       auth.ScopeRead,
 		Description: "A run's state and outputs by job_id, waiting up to timeout seconds for it to finish.",
 		Input: object(
 			jobIDField,
@@ -78,45 +102,52 @@ func (s *Server) registerExecutionTools() {
 		Example:  map[string]any{"job_id": "job-3f2a9c1b7d4e5f60", "timeout": 10},
 		ReadOnly: true, Idempotent: true, Budgeted: true,
 		Doc: jobDoc,
-		Run: handle(execArgs{}, s.getExecution, s.renderJobRun),
+		Run: handle(s.getExecution, s.renderJobRun),
+		App: apps.Outputs.URI,
 	})
 	s.register(&operation{
 		Name:        "cancel_execution",
 		Title:       "Cancel a run",
 		Category:    "execution",
+		Default:     true,
+		Scope:       auth.ScopeExecute,
 		Description: "Cancel a run: cells not started are skipped, the running one is interrupted.",
 		Input:       object(jobIDField).required("job_id"),
 		Example:     map[string]any{"job_id": "job-3f2a9c1b7d4e5f60"},
 		Destructive: true, Idempotent: true,
 		Doc: jobDoc,
-		Run: handle(execArgs{}, s.cancelExecution, s.renderJobRun),
+		Run: handle(s.cancelExecution, s.renderJobRun),
 	})
 	s.register(&operation{
 		Name:        "interrupt_kernel",
 		Title:       "Interrupt the kernel",
 		Category:    "kernels",
+		Scope:       auth.ScopeAdmin,
 		Description: "Interrupt the notebook's kernel, whatever it is running (the humans' runs too).",
 		Input:       object(pathField).required("path"),
 		Example:     map[string]any{"path": "analysis/report.ipynb"},
 		Destructive: true, Idempotent: true,
 		Doc: kernelDoc,
-		Run: handle(execArgs{}, s.interruptKernel, renderKernel),
+		Run: handle(s.interruptKernel, renderKernel),
 	})
 	s.register(&operation{
 		Name:        "restart_kernel",
 		Title:       "Restart the kernel",
 		Category:    "kernels",
+		Scope:       auth.ScopeAdmin,
 		Description: "Restart the notebook's kernel: every variable is lost, for the humans working in it too.",
 		Input:       object(pathField).required("path"),
 		Example:     map[string]any{"path": "analysis/report.ipynb"},
 		Destructive: true,
 		Doc:         kernelDoc,
-		Run:         handle(execArgs{}, s.restartKernel, renderKernel),
+		Run:         handle(s.restartKernel, renderKernel),
 	})
 	s.register(&operation{
 		Name:     "execute_code",
 		Title:    "Run scratch code",
 		Category: "execution",
+		Default:  true,
+		Scope:    auth.ScopeExecute,
 		Description: "Run code in the notebook's kernel without writing it into the notebook: to inspect a variable, " +
 			"check a shape or try an idea.",
 		Input: object(
@@ -127,7 +158,7 @@ func (s *Server) registerExecutionTools() {
 		Example:     map[string]any{"path": "analysis/report.ipynb", "code": "df.shape"},
 		Destructive: false, Budgeted: true,
 		Doc: kernelDoc,
-		Run: handle(execArgs{}, s.executeCode, s.renderCode),
+		Run: handle(s.executeCode, s.renderCode),
 	})
 }
 
@@ -138,16 +169,18 @@ var (
 	kernelDoc = docRef{Arg: "path", Ref: refNotebook}
 )
 
+// execArgs are the arguments of the run tools (and of edits that run what they changed). The
+// options a tool's schema has come with their defaults (schema.withDefaults).
 type execArgs struct {
 	CellIDs        []string `json:"cell_ids"`
 	CellID         string   `json:"cell_id"`
 	StartIndex     *int     `json:"start_index"`
 	EndIndex       *int     `json:"end_index"`
-	Timeout        *int     `json:"timeout"`
-	StopOnError    *bool    `json:"stop_on_error"`
-	Wait           *bool    `json:"wait"`
-	MaxOutputChars *int     `json:"max_output_chars"`
-	IncludeImages  *bool    `json:"include_images"`
+	Timeout        int      `json:"timeout"`
+	StopOnError    bool     `json:"stop_on_error"`
+	Wait           bool     `json:"wait"`
+	MaxOutputChars int      `json:"max_output_chars"`
+	IncludeImages  bool     `json:"include_images"`
 	MaxImagePixels int      `json:"max_image_pixels"`
 	KernelName     string   `json:"kernel_name"`
 	Code           string   `json:"code"`
@@ -155,22 +188,10 @@ type execArgs struct {
 }
 
 func (a execArgs) render() renderOpts {
-	r := renderOpts{maxChars: 2000, images: boolOr(a.IncludeImages, true), maxPixels: a.MaxImagePixels}
-	if a.MaxOutputChars != nil {
-		r.maxChars = *a.MaxOutputChars
-	}
-	if r.maxPixels == 0 {
-		r.maxPixels = defaultMaxImagePixels
-	}
-	return r
+	return renderOpts{maxChars: a.MaxOutputChars, images: a.IncludeImages, maxPixels: a.MaxImagePixels}
 }
 
-func (a execArgs) timeout(def int) time.Duration {
-	if a.Timeout != nil {
-		return time.Duration(*a.Timeout) * time.Second
-	}
-	return time.Duration(def) * time.Second
-}
+func (a execArgs) timeout() time.Duration { return time.Duration(a.Timeout) * time.Second }
 
 func (s *Server) executor() (execution.Executor, error) {
 	if s.opts.Executor == nil {
@@ -213,14 +234,14 @@ func (s *Server) runAndWait(ctx context.Context, c *call, ids []string, a execAr
 	if err != nil {
 		return jobRun{}, err
 	}
-	job, err := x.Start(ctx, c.Path, ids, execution.RunOptions{StopOnError: boolOr(a.StopOnError, true), KernelName: a.KernelName, ForkID: c.Fork})
+	job, err := x.Start(ctx, c.Path, ids, execution.RunOptions{StopOnError: a.StopOnError, KernelName: a.KernelName, ForkID: c.Fork})
 	if err != nil {
 		return jobRun{}, err
 	}
-	if !boolOr(a.Wait, true) {
+	if !a.Wait {
 		return jobRun{view: job.View(), opts: a.render(), note: "started; poll get_execution with this job_id, or cancel_execution"}, nil
 	}
-	return s.waitJob(ctx, job, a.timeout(30), a.render()), nil
+	return s.waitJob(ctx, job, a.timeout(), a.render()), nil
 }
 
 func (s *Server) waitJob(ctx context.Context, job *execution.Job, wait time.Duration, r renderOpts) jobRun {
@@ -259,7 +280,7 @@ func (s *Server) getExecution(ctx context.Context, _ *call, a execArgs) (jobRun,
 	if err != nil {
 		return jobRun{}, err
 	}
-	return s.waitJob(ctx, job, a.timeout(0), a.render()), nil
+	return s.waitJob(ctx, job, a.timeout(), a.render()), nil
 }
 
 func (s *Server) cancelExecution(ctx context.Context, _ *call, a execArgs) (jobRun, error) {
@@ -277,7 +298,7 @@ func (s *Server) cancelExecution(ctx context.Context, _ *call, a execArgs) (jobR
 		}
 		return jobRun{}, err
 	}
-	return s.waitJob(ctx, job, 10*time.Second, renderOpts{maxChars: 2000, maxPixels: defaultMaxImagePixels}), nil
+	return s.waitJob(ctx, job, 10*time.Second, textRender), nil
 }
 
 // kernelActed is a kernel interrupted or restarted.
@@ -320,7 +341,7 @@ func (s *Server) executeCode(ctx context.Context, c *call, a execArgs) (codeRun,
 	if err != nil {
 		return codeRun{}, err
 	}
-	wctx, cancel := context.WithTimeout(ctx, a.timeout(30))
+	wctx, cancel := context.WithTimeout(ctx, a.timeout())
 	defer cancel()
 	run, note, err := x.RunCode(wctx, c.Path, a.Code, a.KernelName)
 	return codeRun{run: run, note: note}, err

@@ -38,6 +38,12 @@ type xenv struct {
 // fake holding files.
 func newXEnv(t *testing.T, files []bridgetest.File, opts ...envOpt) *xenv {
 	t.Helper()
+	return newXEnvCaps(t, files, mcp.ClientCapabilities{}, opts...)
+}
+
+// newXEnvCaps is newXEnv with a client that announces caps at initialize.
+func newXEnvCaps(t *testing.T, files []bridgetest.File, caps mcp.ClientCapabilities, opts ...envOpt) *xenv {
+	t.Helper()
 	ks := bridgetest.NewKernels()
 	var x *execution.ClientEngine
 	withExecutor := func(o *tools.Options) {
@@ -60,7 +66,7 @@ func newXEnv(t *testing.T, files []bridgetest.File, opts ...envOpt) *xenv {
 		})
 		o.Executor, x = ex, ex
 	}
-	e := newEnv(t, files, append([]envOpt{withExecutor}, opts...)...)
+	e := newEnvCaps(t, files, caps, append([]envOpt{withExecutor}, opts...)...)
 	return &xenv{env: e, ks: ks, x: x}
 }
 

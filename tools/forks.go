@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/apps"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
@@ -25,6 +27,7 @@ func (s *Server) registerForkTools() {
 		Name:     "fork_document",
 		Title:    "Fork a document",
 		Category: "forks",
+		Scope:    auth.ScopeWrite,
 		Description: "Copy a live document into a fork to change without touching it (pass fork_id to the read, edit and run " +
 			"tools), or propose a change to one cell as a suggestion a human accepts or rejects (suggestion_for_cell).",
 		Input: object(
@@ -37,23 +40,25 @@ func (s *Server) registerForkTools() {
 		).required("path"),
 		Example: map[string]any{"path": "analysis/report.ipynb", "title": "Vectorise the loop", "suggestion_for_cell": "a1b2"},
 		Doc:     docRef{Arg: "path", Ref: refAny, Cells: []string{"suggestion_for_cell"}},
-		Run:     handle(forkArgs{SuggestionType: "change"}, s.forkDocument, renderForked),
+		Run:     handle(s.forkDocument, renderForked),
 	})
 	s.register(&operation{
 		Name:        "list_forks",
 		Title:       "List forks",
 		Category:    "forks",
+		Scope:       auth.ScopeRead,
 		Description: "A document's forks (anyone's), with titles and whether they follow the document.",
 		Input:       object(docPath).required("path"),
 		Example:     map[string]any{"path": "analysis/report.ipynb"},
 		ReadOnly:    true, Idempotent: true, Budgeted: true,
 		Doc: docRef{Arg: "path", Ref: refAny},
-		Run: handle(forkArgs{}, s.listForks, renderForks),
+		Run: handle(s.listForks, renderForks),
 	})
 	s.register(&operation{
 		Name:        "diff_fork",
 		Title:       "What a fork changes",
 		Category:    "forks",
+		Scope:       auth.ScopeRead,
 		Description: "What a fork changes: cells added, removed, moved and edited, with line diffs.",
 		Input: object(docPath, forkID,
 			brief("max_lines", integer("Diff lines kept per cell or text.").def(200).min(1).max(5000)),
@@ -61,29 +66,32 @@ func (s *Server) registerForkTools() {
 		Example:  map[string]any{"path": "analysis/report.ipynb", "fork_id": "3f2a9c1b7d4e4c0e9b1a2f3d4c5b6a70"},
 		ReadOnly: true, Idempotent: true, Budgeted: true,
 		Doc: forkDoc,
-		Run: handle(forkArgs{MaxLines: 200}, s.diffFork, renderForkDiff),
+		Run: handle(s.diffFork, renderForkDiff),
+		App: apps.Suggestion.URI,
 	})
 	s.register(&operation{
 		Name:        "merge_document_fork",
 		Title:       "Merge a fork",
 		Category:    "forks",
+		Scope:       auth.ScopeWrite,
 		Description: "Merge a fork into its document (collaborators' concurrent edits stay) and delete the fork.",
 		Input:       object(docPath, forkID).required("path", "fork_id"),
 		Example:     map[string]any{"path": "analysis/report.ipynb", "fork_id": "3f2a9c1b7d4e4c0e9b1a2f3d4c5b6a70"},
 		Destructive: true,
 		Doc:         forkDoc,
-		Run:         handle(forkArgs{}, s.mergeFork, renderForkClosed),
+		Run:         handle(s.mergeFork, renderForkClosed),
 	})
 	s.register(&operation{
 		Name:        "discard_document_fork",
 		Title:       "Discard a fork",
 		Category:    "forks",
+		Scope:       auth.ScopeWrite,
 		Description: "Delete a fork without applying it.",
 		Input:       object(docPath, forkID).required("path", "fork_id"),
 		Example:     map[string]any{"path": "analysis/report.ipynb", "fork_id": "3f2a9c1b7d4e4c0e9b1a2f3d4c5b6a70"},
 		Destructive: true, Idempotent: true,
 		Doc: forkDoc,
-		Run: handle(forkArgs{}, s.discardFork, renderForkClosed),
+		Run: handle(s.discardFork, renderForkClosed),
 	})
 }
 

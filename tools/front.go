@@ -64,8 +64,8 @@ type rpcRequest struct {
 }
 
 // ours reports whether the front answers the request.
-func (r rpcRequest) ours() bool {
-	return len(r.ID) > 0 && (isTaskMethod(r.Method) || isTaskCall(r.Method, r.Params))
+func (s *Server) ours(r rpcRequest) bool {
+	return len(r.ID) > 0 && (isTaskMethod(r.Method) || s.isTaskCall(r.Method, r.Params))
 }
 
 // answer runs a request the front answers and returns the JSON-RPC response.
@@ -112,7 +112,7 @@ func (s *Server) front(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if req.ours() {
+		if s.ours(req) {
 			session := r.Header.Get("Mcp-Session-Id")
 			if status := admitSession(next, r, session); status != http.StatusOK {
 				http.Error(w, "unknown, missing or terminated Mcp-Session-Id: initialize first", status)
@@ -209,7 +209,7 @@ func (s *Server) frontStdio(ctx context.Context, in io.Reader, out io.Writer) (i
 			line, err := br.ReadBytes('\n')
 			if len(line) > 0 {
 				var req rpcRequest
-				if json.Unmarshal(line, &req) == nil && req.ours() {
+				if json.Unmarshal(line, &req) == nil && s.ours(req) {
 					wg.Add(1)
 					go func() { // a tasks/result may wait for a long run: keep reading
 						defer wg.Done()

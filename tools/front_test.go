@@ -7,8 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,18 +27,17 @@ type rpcClient struct {
 	seq     atomic.Int64
 }
 
-// serveHTTP runs the tools' HTTP endpoint on a loopback port until the test ends.
-func serveHTTP(t *testing.T, ts *tools.Server) string {
+// serveHTTP serves the tools' HTTP endpoint on a loopback port until the test ends, and returns
+// its MCP URL.
+func serveHTTP(t *testing.T, ts *tools.Server, opts tools.HTTPOptions) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = ts.ServeStreamableHTTP(ctx, tools.HTTPOptions{Listener: ln}) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return "http://" + ln.Addr().String() + "/mcp"
+	h := ts.HTTPHandler(opts)
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() {
+		_ = h.Shutdown(context.Background()) // ends the sessions' streams, which Close waits for
+		srv.Close()
+	})
+	return srv.URL + "/mcp"
 }
 
 // do sends a request and returns its JSON-RPC response (the last message of an SSE stream).
@@ -111,7 +110,7 @@ func newRPCClient(t *testing.T, url string, wantTasks bool) *rpcClient {
 // the same run; a task of the other session does not exist.
 func TestTasksOverHTTP(t *testing.T) {
 	e := newXEnv(t, xNotebook(code("c1", "print:one\nblock:first"), code("c2", "print:two\nblock:second"), code("c3", "error:ValueError:bad value")))
-	url := serveHTTP(t, e.ts)
+	url := serveHTTP(t, e.ts, tools.HTTPOptions{})
 	c := newRPCClient(t, url, true)
 
 	// tools/list says the execution tools may run as tasks.
@@ -259,7 +258,7 @@ func TestTaskOverStdio(t *testing.T) {
 // malformed argument; over HTTP and over stdio.
 func TestResourceErrorCodes(t *testing.T) {
 	e := newEnv(t, nil)
-	c := newRPCClient(t, serveHTTP(t, e.ts), false)
+	c := newRPCClient(t, serveHTTP(t, e.ts, tools.HTTPOptions{}), false)
 	for _, tc := range []struct {
 		uri  string
 		code float64

@@ -9,7 +9,7 @@ import (
 //
 //	s.register(&operation{Name: "get_document_history", Input: …,
 //		Doc: docRef{Arg: "path", Ref: refAny, Open: true},          // the door opens it first
-//		Run: handle(historyArgs{Limit: 10}, s.history, renderHistory)})
+//		Run: handle(s.history, renderHistory)})
 //
 // The generic handler (operation.go) validates the arguments against the schema, lets the call
 // through the door — which resolves, checks and opens the document the tool declared — and calls
@@ -32,10 +32,11 @@ type call struct {
 }
 
 // handle makes an operation's body from its action and its renderer. The arguments are decoded
-// into A, starting from defaults (the schema's defaults a tool relies on).
-func handle[A, R any](defaults A, act func(context.Context, *call, A) (R, error), render func(*call, A, R) result) runner {
+// into A; a field the call leaves out has the schema's default (the handler put it in), so a
+// default is written once, in the schema.
+func handle[A, R any](act func(context.Context, *call, A) (R, error), render func(*call, A, R) result) runner {
 	return func(ctx context.Context, c *call) (result, error) {
-		a := defaults
+		var a A
 		if err := decodeArgs(c.args, &a); err != nil {
 			return result{}, err
 		}

@@ -30,18 +30,18 @@ const waitLimit = 10 * time.Second
 // allTools are the operations the server exposes without an executor (the execution tools
 // come with one).
 var allTools = []string{
-	"list_notebooks", "get_notebook", "search_notebook", "create_notebook_session",
+	"list_notebooks", "get_notebook", "search_notebook", "create_notebook_session", "run_script",
 	"batch_insert_notebook_cells", "batch_update_notebook_cells", "batch_delete_notebook_cells", "move_notebook_cells", "clear_outputs",
 	"list_documents", "get_document", "create_document_session",
 	"batch_update_document", "batch_insert_text", "batch_delete_text",
-	"get_online_users", "set_user_presence", "get_user_cursors", "update_cursor_position",
+	"get_online_users", "get_user_presence", "set_user_presence", "broadcast_user_activity", "get_user_cursors", "update_cursor_position",
 	"get_user_activity", "get_active_sessions", "join_session", "leave_session",
 	"fork_document", "list_forks", "diff_fork", "merge_document_fork", "discard_document_fork",
 	"get_document_history", "restore_document_version", "undo_last_edit", "redo_edit", "count_tokens",
 }
 
-var readTools = []string{"list_notebooks", "get_notebook", "search_notebook", "list_documents", "get_document",
-	"get_online_users", "get_user_cursors", "get_user_activity", "get_active_sessions",
+var readTools = []string{"list_notebooks", "get_notebook", "search_notebook", "run_script", "list_documents", "get_document",
+	"get_online_users", "get_user_presence", "get_user_cursors", "get_user_activity", "get_active_sessions",
 	"list_forks", "diff_fork", "get_document_history", "count_tokens"}
 
 // fastRoom are room timings small enough for tests (as bridge/helpers_test.go's fastOptions).
@@ -75,8 +75,32 @@ func callTimeout(d time.Duration) envOpt { return func(o *tools.Options) { o.Cal
 // newEnv starts everything on a fake holding files (the fake's default table when none).
 func newEnv(t *testing.T, files []bridgetest.File, opts ...envOpt) *env {
 	t.Helper()
+	return newEnvFull(t, files, nil, mcp.ClientCapabilities{}, opts...)
+}
+
+// newEnvWith is newEnv with changed manager options.
+func newEnvWith(t *testing.T, files []bridgetest.File, manager func(*bridge.ManagerOptions), opts ...envOpt) *env {
+	t.Helper()
+	return newEnvFull(t, files, manager, mcp.ClientCapabilities{}, opts...)
+}
+
+// newEnvCaps is newEnv with a client that announces caps at initialize.
+func newEnvCaps(t *testing.T, files []bridgetest.File, caps mcp.ClientCapabilities, opts ...envOpt) *env {
+	t.Helper()
+	return newEnvFull(t, files, nil, caps, opts...)
+}
+
+// newEnvFull is newEnv with changed manager options and a client that announces caps. By
+// default a first read always waits for the room (FirstReadWait -1): tests read a room and then
+// change it as a collaborator would.
+func newEnvFull(t *testing.T, files []bridgetest.File, manager func(*bridge.ManagerOptions), caps mcp.ClientCapabilities, opts ...envOpt) *env {
+	t.Helper()
 	srv := bridgetest.New(files...)
-	m, err := bridge.NewManager(bridge.ManagerOptions{Jupyter: srv, Logger: zerolog.Nop(), Room: fastRoom(), JoinTimeout: waitLimit})
+	mo := bridge.ManagerOptions{Jupyter: srv, Logger: zerolog.Nop(), Room: fastRoom(), JoinTimeout: waitLimit, FirstReadWait: -1}
+	if manager != nil {
+		manager(&mo)
+	}
+	m, err := bridge.NewManager(mo)
 	if err != nil {
 		t.Fatalf("NewManager: %v", err)
 	}
@@ -102,6 +126,7 @@ func newEnv(t *testing.T, files []bridgetest.File, opts ...envOpt) *env {
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
 	init.Params.ClientInfo = mcp.Implementation{Name: "tools-test", Version: "1"}
+	init.Params.Capabilities = caps
 	if _, err := c.Initialize(ctx, init); err != nil {
 		t.Fatalf("Initialize: %v", err)
 	}

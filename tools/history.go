@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
@@ -18,6 +19,7 @@ func (s *Server) registerHistoryTools() {
 		Name:     "get_document_history",
 		Title:    "Document history",
 		Category: "history",
+		Scope:    auth.ScopeRead,
 		Description: "A document's versions, newest first: when, who and what changed; restore one with " +
 			"restore_document_version.",
 		Input: object(docPath,
@@ -26,12 +28,13 @@ func (s *Server) registerHistoryTools() {
 		Example:  map[string]any{"path": "analysis/report.ipynb", "limit": 10},
 		ReadOnly: true, Idempotent: true, Forkable: true, Budgeted: true,
 		Doc: historyDoc,
-		Run: handle(historyArgs{Limit: 10}, s.getDocumentHistory, renderHistory),
+		Run: handle(s.getDocumentHistory, renderHistory),
 	})
 	s.register(&operation{
 		Name:        "restore_document_version",
 		Title:       "Restore a version",
 		Category:    "history",
+		Scope:       auth.ScopeWrite,
 		Description: "Bring a document back to an earlier version, as a new edit that undo_last_edit can take back.",
 		Input: object(docPath,
 			brief("version_id", str("A version_id from get_document_history.")),
@@ -39,12 +42,13 @@ func (s *Server) registerHistoryTools() {
 		Example:     map[string]any{"path": "analysis/report.ipynb", "version_id": "a1b2c3-42"},
 		Destructive: true, Idempotent: true, Forkable: true, Budgeted: true, Retryable: true,
 		Doc: docRef{Arg: "path", Ref: refAny, Open: true, Parts: []string{"version_id"}},
-		Run: handleEdit(s, historyArgs{}, editTool[historyArgs, restored]{build: s.restoreEdit, finish: restoredOf, render: renderRestored}),
+		Run: handleEdit(s, editTool[historyArgs, restored]{build: s.restoreEdit, finish: restoredOf, render: renderRestored}),
 	})
 	s.register(&operation{
 		Name:        "undo_last_edit",
 		Title:       "Undo the agent's edits",
 		Category:    "history",
+		Scope:       auth.ScopeWrite,
 		Description: "Undo the agent's own last edits, never anyone else's: text others typed around them stays.",
 		Input: object(docPath,
 			brief("steps", integer("How many of the agent's edits to undo.").def(1).min(1).max(ydoc.MaxUndo)),
@@ -52,18 +56,19 @@ func (s *Server) registerHistoryTools() {
 		Example:     map[string]any{"path": "analysis/report.ipynb", "steps": 1},
 		Destructive: true, Forkable: true, Retryable: true,
 		Doc: historyDoc,
-		Run: handleEdit(s, historyArgs{Steps: 1}, editTool[historyArgs, undone]{build: undoEdit, finish: undoneOf, render: renderUndone, failed: undoFailed}),
+		Run: handleEdit(s, editTool[historyArgs, undone]{build: undoEdit, finish: undoneOf, render: renderUndone, failed: undoFailed}),
 	})
 	s.register(&operation{
 		Name:        "redo_edit",
 		Title:       "Redo",
 		Category:    "history",
+		Scope:       auth.ScopeWrite,
 		Description: "Re-apply what the last undo_last_edit took back.",
 		Input:       object(docPath).required("path"),
 		Example:     map[string]any{"path": "analysis/report.ipynb"},
 		Destructive: true, Forkable: true, Retryable: true,
 		Doc: historyDoc,
-		Run: handleEdit(s, historyArgs{}, editTool[historyArgs, undone]{build: redoEdit, finish: undoneOf, render: renderRedone, failed: undoFailed}),
+		Run: handleEdit(s, editTool[historyArgs, undone]{build: redoEdit, finish: undoneOf, render: renderRedone, failed: undoFailed}),
 	})
 }
 

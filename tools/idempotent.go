@@ -60,9 +60,9 @@ func (t editTool[A, R]) fail(err error, c *call, ed bridge.Edited, requestID str
 
 // handleEdit makes an edit tool's body: decode, build the edit, hand it to the room (once per
 // request_id), wait for the server, finish, render.
-func handleEdit[A, R any](s *Server, defaults A, t editTool[A, R]) runner {
+func handleEdit[A, R any](s *Server, t editTool[A, R]) runner {
 	return func(ctx context.Context, c *call) (result, error) {
-		a := defaults
+		var a A
 		if err := decodeArgs(c.args, &a); err != nil {
 			return result{}, err
 		}

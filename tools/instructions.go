@@ -26,7 +26,7 @@ func (s *Server) instructions() string {
 		for _, op := range s.ops {
 			if op.Category == t.Name {
 				n := op.Name
-				if defaultTools[n] {
+				if op.Default {
 					n += "*"
 				}
 				names = append(names, n)
@@ -38,16 +38,20 @@ func (s *Server) instructions() string {
 	}
 	b.WriteString("(* on by default)\n\n")
 	fmt.Fprintf(&b, "Options several tools share (named, not described, in their schemas):\n"+
-		"- Runs: edits run the code cells they insert or change unless exec is false. timeout (seconds, default 30) "+
+		"- Runs: edits run the code cells they insert or change unless exec is false. timeout (seconds, default %d) "+
 		"bounds the wait, not the run: a longer run goes on and returns a job_id for get_execution; wait: false "+
 		"returns it at once; stop_on_error (default true); kernel_name.\n"+
-		"- Outputs: max_output_chars per output (default 2000); images come as image content unless "+
+		"- Outputs: max_output_chars per output (default %d); images come as image content unless "+
 		"include_images is false, downscaled to max_image_pixels.\n"+
 		"- Guards: expected_version; expected_source_hashes (cell → source hash, from get_notebook with hashes: true); "+
 		"avoid_busy_cells: true refuses, instead of warning, when someone's cursor is in a cell the edit touches.\n"+
 		"- Content tools take max_tokens (default %d; a cut result says how to read on); the notebook, text and "+
 		"history tools take fork_id (the forks toolset); every tool takes includeSchema. A failed call carries "+
-		"the tool's full schema.\n\n", s.opts.MaxResponseTokens)
+		"the tool's full schema.\n\n", defaultRunWait, defaultOutputChars, s.opts.MaxResponseTokens)
+	b.WriteString("Scripts: run_script runs a Starlark script (Python without imports, try, while, f-strings) that " +
+		"calls notebooks(prefix), cells(path) (dicts: index, handle, type, source, execution_count, outputs: type, " +
+		"text, traceback lines) and search(pattern, prefix, path, regex); its last expression is the result. One " +
+		"call for chores that take many reads.\n\n")
 	b.WriteString("Full schemas and examples: jupyter://operations/{tool}. How to work in a shared notebook: " +
 		"jupyter://guides/{research|analysis|development}.")
 	return b.String()

@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -102,10 +103,22 @@ var (
 	descSaves = prometheus.NewDesc("jcm_room_save_requests_total", "Save requests the save guard sent (asked) and their answers: success, skipped, failed, timeout, disconnected.", []string{"outcome"}, nil)
 	descSaved = prometheus.NewDesc("jcm_room_saves_reported_total", "Saves jupyter-server reported in the rooms' state (its own autosaves and the ones asked for).", nil, nil)
 	descAge   = prometheus.NewDesc("jcm_room_unsaved_age_seconds", "Age of the oldest change jupyter-server has not saved, across open rooms (0 when everything is saved).", nil, nil)
+	descTook  = prometheus.NewDesc("jcm_room_save_request_seconds_total", "Time the answered save requests took (request to answer), summed; with jcm_room_save_requests_timed_total, the mean.", nil, nil)
+	descTimed = prometheus.NewDesc("jcm_room_save_requests_timed_total", "Answered save requests whose time is in jcm_room_save_request_seconds_total.", nil, nil)
+	descJLogs = prometheus.NewDesc("jcm_journal_logs", "Documents whose write-ahead log is open (held by a room).", []string{"durable"}, nil)
+	descJByte = prometheus.NewDesc("jcm_journal_bytes", "Size of the open write-ahead logs.", nil, nil)
+	descJRecs = prometheus.NewDesc("jcm_journal_records_total", "Records appended to the write-ahead logs (updates, lineages, saves, bases, decisions).", nil, nil)
+	descJApp  = prometheus.NewDesc("jcm_journal_appended_bytes_total", "Bytes appended to the write-ahead logs.", nil, nil)
+	descJSync = prometheus.NewDesc("jcm_journal_fsync_seconds", "Latency of the write-ahead logs' fsyncs (group commit).", nil, nil)
+	descJComp = prometheus.NewDesc("jcm_journal_compactions_total", "Write-ahead logs rewritten without what no rescue needs any more.", nil, nil)
+	descJTorn = prometheus.NewDesc("jcm_journal_truncated_total", "Torn or damaged tails cut off a write-ahead log when it was opened (a crash while appending).", nil, nil)
+	descJDrop = prometheus.NewDesc("jcm_journal_dropped_total", "Records dropped because the disk did not keep up (until the next base), and logs dropped from memory over its bound.", nil, nil)
+	descJErr  = prometheus.NewDesc("jcm_journal_errors_total", "Write and fsync errors of the write-ahead logs.", nil, nil)
 )
 
 func (c roomCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRooms, descPeers, descLag, descPend, descRecon, descRepl, descHist, descSaves, descSaved, descAge} {
+	for _, d := range []*prometheus.Desc{descRooms, descPeers, descLag, descPend, descRecon, descRepl, descHist, descSaves, descSaved, descAge,
+		descTook, descTimed, descJLogs, descJByte, descJRecs, descJApp, descJSync, descJComp, descJTorn, descJDrop, descJErr} {
 		ch <- d
 	}
 }
@@ -141,6 +154,23 @@ func (c roomCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descSaves, prometheus.CounterValue, float64(o.n), o.name)
 	}
 	ch <- prometheus.MustNewConstMetric(descSaved, prometheus.CounterValue, float64(st.Marked))
+	ch <- prometheus.MustNewConstMetric(descTook, prometheus.CounterValue, st.TookSeconds)
+	ch <- prometheus.MustNewConstMetric(descTimed, prometheus.CounterValue, float64(st.Timed))
+	if js, ok := c.manager.JournalStats(); ok {
+		ch <- prometheus.MustNewConstMetric(descJLogs, prometheus.GaugeValue, float64(js.Logs), strconv.FormatBool(js.Durable))
+		ch <- prometheus.MustNewConstMetric(descJByte, prometheus.GaugeValue, float64(js.Bytes))
+		ch <- prometheus.MustNewConstMetric(descJRecs, prometheus.CounterValue, float64(js.Records))
+		ch <- prometheus.MustNewConstMetric(descJApp, prometheus.CounterValue, float64(js.AppendedBytes))
+		buckets := map[float64]uint64{}
+		for i, b := range js.SyncBuckets {
+			buckets[b] = js.SyncCounts[i]
+		}
+		ch <- prometheus.MustNewConstHistogram(descJSync, js.Syncs, js.SyncSeconds, buckets)
+		ch <- prometheus.MustNewConstMetric(descJComp, prometheus.CounterValue, float64(js.Compactions))
+		ch <- prometheus.MustNewConstMetric(descJTorn, prometheus.CounterValue, float64(js.Truncated))
+		ch <- prometheus.MustNewConstMetric(descJDrop, prometheus.CounterValue, float64(js.Dropped))
+		ch <- prometheus.MustNewConstMetric(descJErr, prometheus.CounterValue, float64(js.Errors))
+	}
 	ch <- prometheus.MustNewConstMetric(descAge, prometheus.GaugeValue, unsaved)
 	for k, n := range rooms {
 		ch <- prometheus.MustNewConstMetric(descRooms, prometheus.GaugeValue, float64(n), k.kind, k.status)

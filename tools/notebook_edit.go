@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
@@ -48,6 +49,8 @@ func (s *Server) registerNotebookEditTools() {
 		Name:     "batch_insert_notebook_cells",
 		Title:    "Insert cells",
 		Category: "notebooks",
+		Default:  true,
+		Scope:    auth.ScopeWrite,
 		Description: "Insert cells after or before a cell, at an index, or at the end (default), in one transaction. " +
 			"Inserted code cells run unless exec is false, and the result has their outputs.",
 		Input: object(
@@ -70,12 +73,14 @@ func (s *Server) registerNotebookEditTools() {
 		}},
 		Forkable: true, Retryable: true,
 		Doc: nbEditDoc("after_cell_id", "before_cell_id"),
-		Run: handleEdit(s, insertArgs{}, editTool[insertArgs, cellsEdited]{build: s.insertEdit, finish: s.inserted, render: renderEdit[insertArgs](s)}),
+		Run: handleEdit(s, editTool[insertArgs, cellsEdited]{build: s.insertEdit, finish: s.inserted, render: renderEdit[insertArgs](s)}),
 	})
 	s.register(&operation{
 		Name:     "batch_update_notebook_cells",
 		Title:    "Update cells",
 		Category: "notebooks",
+		Default:  true,
+		Scope:    auth.ScopeWrite,
 		Description: "Change cells' source, type or metadata in one transaction; sources change by minimal diff, so " +
 			"collaborators' cursors stay put. Changed code cells run unless exec is false.",
 		Input: object(
@@ -100,12 +105,14 @@ func (s *Server) registerNotebookEditTools() {
 		}},
 		Destructive: true, Idempotent: true, Forkable: true, Retryable: true,
 		Doc: nbEditDoc("cell_ids", "updates[].cell_id", "expected_source_hashes{}"),
-		Run: handleEdit(s, updateArgs{}, editTool[updateArgs, cellsEdited]{build: s.updateEdit, finish: s.updated, render: renderEdit[updateArgs](s)}),
+		Run: handleEdit(s, editTool[updateArgs, cellsEdited]{build: s.updateEdit, finish: s.updated, render: renderEdit[updateArgs](s)}),
 	})
 	s.register(&operation{
 		Name:        "batch_delete_notebook_cells",
 		Title:       "Delete cells",
 		Category:    "notebooks",
+		Default:     true,
+		Scope:       auth.ScopeWrite,
 		Description: "Delete cells, by cell_ids or an index range, in one transaction.",
 		Input: object(
 			pathField,
@@ -119,12 +126,14 @@ func (s *Server) registerNotebookEditTools() {
 		Example:     map[string]any{"path": "analysis/report.ipynb", "cell_ids": []any{"a1b2c3", "d4e5f6"}},
 		Destructive: true, Forkable: true, Retryable: true,
 		Doc: nbEditDoc("cell_ids", "expected_source_hashes{}"),
-		Run: handleEdit(s, deleteArgs{}, editTool[deleteArgs, cellsEdited]{build: s.deleteEdit, finish: s.deleted, render: renderEdit[deleteArgs](s)}),
+		Run: handleEdit(s, editTool[deleteArgs, cellsEdited]{build: s.deleteEdit, finish: s.deleted, render: renderEdit[deleteArgs](s)}),
 	})
 	s.register(&operation{
 		Name:        "move_notebook_cells",
 		Title:       "Move cells",
 		Category:    "notebooks",
+		Default:     true,
+		Scope:       auth.ScopeWrite,
 		Description: "Move cells, keeping their ids and outputs, to to_index or after or before a cell.",
 		Input: object(
 			pathField,
@@ -138,12 +147,14 @@ func (s *Server) registerNotebookEditTools() {
 		Example:    map[string]any{"path": "analysis/report.ipynb", "cell_ids": []any{"d4e5f6"}, "to_index": 0},
 		Idempotent: true, Forkable: true, Retryable: true,
 		Doc: nbEditDoc("cell_ids", "after_cell_id", "before_cell_id"),
-		Run: handleEdit(s, moveArgs{}, editTool[moveArgs, cellsEdited]{build: s.moveEdit, finish: s.moved, render: renderEdit[moveArgs](s)}),
+		Run: handleEdit(s, editTool[moveArgs, cellsEdited]{build: s.moveEdit, finish: s.moved, render: renderEdit[moveArgs](s)}),
 	})
 	s.register(&operation{
 		Name:        "clear_outputs",
 		Title:       "Clear outputs",
 		Category:    "notebooks",
+		Default:     true,
+		Scope:       auth.ScopeWrite,
 		Description: "Clear the outputs and execution counts of the given code cells, or of the whole notebook when cell_ids is omitted, in one transaction.",
 		Input: object(
 			pathField,
@@ -154,7 +165,7 @@ func (s *Server) registerNotebookEditTools() {
 		Example:     map[string]any{"path": "analysis/report.ipynb", "cell_ids": []any{"a1b2c3"}},
 		Destructive: true, Idempotent: true, Forkable: true, Retryable: true,
 		Doc: nbEditDoc("cell_ids"),
-		Run: handleEdit(s, clearArgs{}, editTool[clearArgs, cellsEdited]{build: s.clearEdit, finish: s.cleared, render: renderEdit[clearArgs](s)}),
+		Run: handleEdit(s, editTool[clearArgs, cellsEdited]{build: s.clearEdit, finish: s.cleared, render: renderEdit[clearArgs](s)}),
 	})
 }
 
@@ -239,15 +250,11 @@ func (s *Server) edited(ctx context.Context, c *call, ed bridge.Edited, key stri
 func (s *Server) insertEdit(_ context.Context, _ *call, a insertArgs) (bridge.Proposal, error) {
 	cells := make([]ydoc.Cell, len(a.Cells))
 	for i, c := range a.Cells {
-		typ := c.CellType
-		if typ == "" {
-			typ = ydoc.CellCode
-		}
 		id := c.ID
 		if id == "" {
 			id = ydoc.NewCellID() // chosen now: a replay, or a repeat of the request, inserts the same cell
 		}
-		cells[i] = ydoc.Cell{ID: id, Type: typ, Source: c.Content, Metadata: c.Metadata}
+		cells[i] = ydoc.Cell{ID: id, Type: c.CellType, Source: c.Content, Metadata: c.Metadata}
 	}
 	return bridge.Proposal{Since: a.since(), Edit: ydoc.InsertCells{Cells: cells, After: a.AfterCellID, Before: a.BeforeCellID,
 		At: a.StartPosition, Positions: a.Positions, Guard: a.guard(nil)}}, nil

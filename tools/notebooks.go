@@ -10,6 +10,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/apps"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
@@ -23,6 +25,8 @@ func (s *Server) registerNotebookTools() {
 		Name:     "list_notebooks",
 		Title:    "List notebooks",
 		Category: "notebooks",
+		Default:  true,
+		Scope:    auth.ScopeRead,
 		Description: "List the notebooks under a folder or path prefix, with whether each is open and who is in it. " +
 			"To find text inside notebooks, use search_notebook.",
 		Input: object(
@@ -31,12 +35,14 @@ func (s *Server) registerNotebookTools() {
 		),
 		Example:  map[string]any{"path_prefix": "analysis/", "max_results": 20},
 		ReadOnly: true, Idempotent: true, Budgeted: true,
-		Run: handle(listNotebooksArgs{MaxResults: 50}, s.listNotebooks, renderListing[listNotebooksArgs]("notebooks", "path_prefix")),
+		Run: handle(s.listNotebooks, renderListing[listNotebooksArgs]("notebooks", "path_prefix")),
 	})
 	s.register(&operation{
 		Name:     "get_notebook",
 		Title:    "Read a notebook",
 		Category: "notebooks",
+		Default:  true,
+		Scope:    auth.ScopeRead,
 		Description: "Read a notebook as it is now: each cell's handle, source and capped outputs, and the version to " +
 			"pass to edits. Read less with cell_range or since_version (only what changed since a read); format " +
 			"outline gives one line per cell, json and markdown other shapes.",
@@ -56,13 +62,16 @@ func (s *Server) registerNotebookTools() {
 		).required("path"),
 		Example:  map[string]any{"path": "analysis/report.ipynb", "cell_range": map[string]any{"start": 0, "end": 9}},
 		ReadOnly: true, Idempotent: true, Forkable: true, Budgeted: true,
-		Doc: docRef{Arg: "path", Ref: refNotebook, Open: true},
-		Run: handle(defaultNotebookRead, s.readNotebookCells, s.renderNotebook),
+		Doc: docRef{Arg: "path", Ref: refNotebook, Open: true, FromFile: true},
+		Run: handle(s.readNotebookCells, s.renderNotebook),
+		App: apps.Outputs.URI,
 	})
 	s.register(&operation{
 		Name:     "create_notebook_session",
 		Title:    "Create or open a notebook",
 		Category: "notebooks",
+		Default:  true,
+		Scope:    auth.ScopeWrite,
 		Description: "Create a notebook (create_if_missing, optionally from a template) or join one ahead of use; the " +
 			"other tools join a notebook on first use, so this is only needed to create one.",
 		Input: object(
@@ -74,7 +83,8 @@ func (s *Server) registerNotebookTools() {
 		Idempotent:  true,
 		Destructive: false,
 		Doc:         docRef{Arg: "path", Ref: refNotebook},
-		Run:         handle(sessionArgs{}, s.createNotebookSession, renderSession),
+		Run:         handle(s.createNotebookSession, renderSession),
+		App:         apps.Notebook.URI,
 	})
 }
 
@@ -268,14 +278,22 @@ type getNotebookArgs struct {
 	Hashes           bool       `json:"hashes"`
 	SinceVersion     string     `json:"since_version"`
 	Format           string     `json:"format"`
-	IncludeOutputs   *bool      `json:"include_outputs"`
-	IncludeCollab    *bool      `json:"include_collaboration_state"`
+	IncludeOutputs   bool       `json:"include_outputs"`
+	IncludeCollab    bool       `json:"include_collaboration_state"`
 	MaxContentLength int        `json:"max_content_length"`
-	MaxOutputChars   *int       `json:"max_output_chars"`
+	MaxOutputChars   int        `json:"max_output_chars"`
 	CellRange        *cellRange `json:"cell_range"`
 }
 
-var defaultNotebookRead = getNotebookArgs{Format: "text", MaxContentLength: 100000}
+// notebookReadDefaults are get_notebook's arguments when a call gives none but the path: its
+// schema's defaults (for the resources and prompts that read a notebook as it does).
+func (s *Server) notebookReadDefaults() getNotebookArgs {
+	var a getNotebookArgs
+	if err := decodeArgs(s.opsByName["get_notebook"].Input.withDefaults(map[string]any{}).(map[string]any), &a); err != nil {
+		panic(err) // a programming error: the schema's defaults do not fit its arguments
+	}
+	return a
+}
 
 // notebookRead is a notebook as read for get_notebook: its cells now, and which of them to show.
 type notebookRead struct {
@@ -283,15 +301,37 @@ type notebookRead struct {
 	nb          ydoc.Notebook
 	version     bridge.Version
 	collab      *collab
-	first, last int      // the range asked for (inclusive)
-	idxs        []int    // the cells to show: the range, or those of it changed since a version
-	removed     []string // since_version: cells deleted since
+	first, last int              // the range asked for (inclusive)
+	idxs        []int            // the cells to show: the range, or those of it changed since a version
+	removed     []string         // since_version: cells deleted since
+	file        *bridge.FileRead // read from the file while the room is joined (no version yet)
 	since       ydoc.Change
 	saved       int // since_version: what the cells not resent would have cost
 }
 
 // readNotebookCells reads the notebook and selects the cells to show.
 func (s *Server) readNotebookCells(ctx context.Context, c *call, a getNotebookArgs) (notebookRead, error) {
+	if c.File != nil && a.SinceVersion != "" { // what changed since a version: the room's history
+		room, err := s.openDoc(ctx, c.Path, ydoc.KindNotebook, "")
+		if err != nil {
+			return notebookRead{}, err
+		}
+		c.Room, c.File = room, nil
+	}
+	if c.File != nil {
+		r := notebookRead{path: c.Path, nb: c.File.Notebook, file: c.File}
+		var err error
+		if r.first, r.last, err = resolveRange(a.CellRange, len(r.nb.Cells)); err != nil {
+			return notebookRead{}, err
+		}
+		if a.IncludeCollab {
+			r.collab = &collab{Status: string(bridge.StatusConnecting), Collaborators: []collaborator{}}
+		}
+		for i := r.first; i <= r.last; i++ {
+			r.idxs = append(r.idxs, i)
+		}
+		return r, nil
+	}
 	r := notebookRead{path: c.Room.Path()}
 	if err := c.Room.Read(ctx, func(d *ydoc.Doc, h bridge.History) error {
 		var err error
@@ -310,7 +350,7 @@ func (s *Server) readNotebookCells(ctx context.Context, c *call, a getNotebookAr
 	if r.first, r.last, err = resolveRange(a.CellRange, len(r.nb.Cells)); err != nil {
 		return notebookRead{}, err
 	}
-	if boolOr(a.IncludeCollab, true) {
+	if a.IncludeCollab {
 		cs := collabOf(c.Room.Info())
 		r.collab = &cs
 	}
@@ -350,12 +390,12 @@ func (s *Server) readNotebookCells(ctx context.Context, c *call, a getNotebookAr
 // budget (characters, tokens) is spent, never cutting inside a cell unless the first alone is
 // too big.
 func (s *Server) renderNotebook(c *call, a getNotebookArgs, r notebookRead) result {
-	maxOut := 2000
-	if a.MaxOutputChars != nil {
-		maxOut = *a.MaxOutputChars
-	}
-	opts := viewOpts{outputs: boolOr(a.IncludeOutputs, true), maxChars: maxOut}
+	opts := viewOpts{outputs: a.IncludeOutputs, maxChars: a.MaxOutputChars}
 	out := map[string]any{"path": r.path, "version": r.version, "cell_count": len(r.nb.Cells)}
+	if r.file != nil {
+		delete(out, "version")
+		out["from_file"] = fromFileNote(r.file)
+	}
 	if r.collab != nil {
 		out["collaboration"] = *r.collab
 	}
@@ -455,7 +495,7 @@ func (s *Server) renderNotebook(c *call, a getNotebookArgs, r notebookRead) resu
 		return s.renderNotebookText(a, r, out, pg.pieces, shown, saved)
 	}
 	out["format"] = a.Format
-	header := fmt.Sprintf("# %s\nversion %s · %d cells", r.path, r.version, len(r.nb.Cells))
+	header := fmt.Sprintf("# %s\n%s · %d cells", r.path, versionLine(r), len(r.nb.Cells))
 	if a.SinceVersion != "" {
 		header += fmt.Sprintf(" · %d cells changed since %s", len(r.idxs), a.SinceVersion)
 	} else if r.first != 0 || shown < len(r.idxs) || r.last != len(r.nb.Cells)-1 {
@@ -486,7 +526,7 @@ func (s *Server) renderNotebook(c *call, a getNotebookArgs, r notebookRead) resu
 // costs it about what the text costs (readformat.go).
 func (s *Server) renderNotebookText(a getNotebookArgs, r notebookRead, full map[string]any, pieces []string, shown int, saved map[string]int) result {
 	var h strings.Builder
-	fmt.Fprintf(&h, "%s · version %s · %d cells", r.path, r.version, len(r.nb.Cells))
+	fmt.Fprintf(&h, "%s · %s · %d cells", r.path, versionLine(r), len(r.nb.Cells))
 	if names := collaboratorNames(r.collab); names != "" {
 		h.WriteString(" · with " + names)
 	}
@@ -511,6 +551,10 @@ func (s *Server) renderNotebookText(a getNotebookArgs, r notebookRead, full map[
 	h.WriteByte('\n')
 	text := h.String() + strings.Join(pieces, "")
 	out := map[string]any{"path": r.path, "version": r.version, "cell_count": len(r.nb.Cells), "format": "text"}
+	if r.file != nil {
+		delete(out, "version")
+		out["from_file"] = fromFileNote(r.file)
+	}
 	if t, ok := full["truncated"].(map[string]any); ok {
 		out["truncated"] = t
 		more := "the rest of the cell is not shown"
@@ -526,6 +570,29 @@ func (s *Server) renderNotebookText(a getNotebookArgs, r notebookRead, full map[
 	}
 	out["content"] = text
 	return result{Data: out, Text: text, Saved: saved}
+}
+
+// versionLine is the header's "version v", or for a read from the file what it is.
+func versionLine(r notebookRead) string {
+	if r.file == nil {
+		return "version " + string(r.version)
+	}
+	s := "read from the file while the room loads (no version yet; edits wait for the room"
+	if r.file.NoIDs > 0 {
+		s += fmt.Sprintf("; %d cells have no id until it has loaded: read again to edit them", r.file.NoIDs)
+	}
+	return s + ")"
+}
+
+// fromFileNote says, in a read's structured result, that it was read from the file.
+func fromFileNote(f *bridge.FileRead) map[string]any {
+	note := map[string]any{"note": "the notebook as its file holds it, read while the sidecar joins its room: unsaved changes " +
+		"of collaborators are not in it, and it has no version yet; edits wait for the room"}
+	if f.NoIDs > 0 {
+		note["cells_without_id"] = f.NoIDs
+		note["note"] = note["note"].(string) + fmt.Sprintf("; %d cells have no id until the room has loaded (the server gives them new ones): read again to edit them", f.NoIDs)
+	}
+	return note
 }
 
 // readNotebook reads a notebook the door admitted, as get_notebook does.
@@ -563,13 +630,6 @@ func resolveRange(r *cellRange, n int) (int, int, error) {
 		return 0, 0, invalid([]any{"cell_range", "end"}, "is %d, before start %d", last, first)
 	}
 	return first, last, nil
-}
-
-func boolOr(b *bool, def bool) bool {
-	if b == nil {
-		return def
-	}
-	return *b
 }
 
 type sessionArgs struct {
@@ -665,7 +725,7 @@ func renderSession(_ *call, _ sessionArgs, o sessionOpened) result {
 func cellWeight(c ydoc.Cell) int {
 	n := len(c.Source) + 80
 	for _, o := range c.Outputs {
-		n += min(len(outputText(o)), 2000) // reads cap outputs
+		n += min(len(outputText(o)), defaultOutputChars) // reads cap outputs
 	}
 	return n / 4
 }

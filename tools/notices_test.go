@@ -8,9 +8,9 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/bridgetest"
 )
 
-// Work a server crash lost (the file changed outside Jupyter while it was down, so nothing could
-// be brought back) is told to the agent in its next tool result, once; get_active_sessions shows
-// the rescue and the room's saves.
+// A server crash after which the file holds content changed outside Jupyter (so the file wins,
+// merged with the replica's changes) is told to the agent in its next tool result, once;
+// get_active_sessions shows the rescue and the room's saves.
 func TestNoticeOfLostWorkInNextResult(t *testing.T) {
 	e := newEnv(t, nil)
 	path := bridgetest.NotebookPath
@@ -34,7 +34,7 @@ func TestNoticeOfLostWorkInNextResult(t *testing.T) {
 		t.Fatalf("notices in the next result: %v", out["notices"])
 	}
 	n := notices[0].(map[string]any)
-	if n["path"] != path || n["kind"] != "not_restored" || !strings.Contains(n["message"].(string), "changed outside Jupyter") {
+	if n["path"] != path || n["kind"] != "file_wins" || !strings.Contains(n["message"].(string), "changed outside Jupyter") {
 		t.Errorf("notice %v", n)
 	}
 	if again := e.ok("get_notebook", map[string]any{"format": "json", "path": path}); again["notices"] != nil {

@@ -26,6 +26,13 @@ type operation struct {
 	Title       string
 	Category    string // the toolset that holds the tool (toolsets.go)
 	Description string
+	// Default tools are in the default set: the daily loop of an agent in a notebook (toolsets.go).
+	Default bool
+	// Scope is what a caller needs to call the tool (scope.go): read (reads), write (edits,
+	// presence, forks, restores), execute (runs code), admin (kernel restarts and interrupts).
+	Scope auth.Scope
+	// Task tools may run as MCP tasks (tasks.go).
+	Task        bool
 	Input       *schema
 	Example     map[string]any
 	ReadOnly    bool
@@ -41,10 +48,11 @@ type operation struct {
 	// Doc declares the argument that names the document the tool works on: the door resolves,
 	// checks and opens it before Run (door.go).
 	Doc docRef
-	// Scope is what a caller needs (scope.go); derived in register when empty.
-	Scope auth.Scope
 	// Run is the tool's body, usually made by handle (handler.go) from an action and a renderer.
 	Run runner
+	// App is the ui:// resource of the MCP App that shows the tool's results to the person in
+	// the chat (apps.go), for sessions that get the apps.
+	App string
 }
 
 // result is what a tool returns on success.
@@ -77,13 +85,14 @@ func invalid(path []any, format string, args ...any) *toolError {
 // includeSchemaField is accepted by every tool.
 var includeSchemaField = unlisted("includeSchema", boolean("Embed this tool's input schema in the result (it is always embedded when a call fails).").def(false))
 
-// register adds a tool. A tool that names a document without declaring it is a programming
-// error: register panics, so a new tool cannot forget the door.
+// register adds a tool. A tool that names a document without declaring it, or declares no
+// scope, is a programming error: register panics, so a new tool cannot forget the door or its
+// permission.
 func (s *Server) register(op *operation) {
-	if op.Scope == "" {
-		op.Scope = scopeOf(op)
+	if op.Scope == "" || (op.ReadOnly && op.Scope != auth.ScopeRead) {
+		panic(fmt.Sprintf("tool %s: scope %q (every tool declares one; read-only tools need read)", op.Name, op.Scope)) // a programming error
 	}
-	if !isToolset(op.Category) && op.Category != discoveryCategory {
+	if !isToolset(op.Category) && op.Category != discoveryCategory && op.Category != appCategory {
 		panic(fmt.Sprintf("tool %s: category %q is no toolset (toolsets.go)", op.Name, op.Category)) // a programming error
 	}
 	if op.Forkable {
@@ -113,6 +122,9 @@ func (s *Server) register(op *operation) {
 		DestructiveHint: mcp.ToBoolPtr(op.Destructive),
 		IdempotentHint:  mcp.ToBoolPtr(op.Idempotent),
 		OpenWorldHint:   mcp.ToBoolPtr(false), // only the Jupyter server the sidecar is attached to
+	}
+	if op.Category == appCategory { // called by the apps through the host, never by the model
+		tool.Meta = &mcp.Meta{AdditionalFields: map[string]any{"ui": map[string]any{"visibility": []string{"app"}}}}
 	}
 	s.mcp.AddTool(tool, s.handler(op))
 }
@@ -152,6 +164,7 @@ func (s *Server) handler(op *operation) server.ToolHandlerFunc {
 			outcome = "invalid"
 			return s.failure(op, &toolError{Message: msg, Details: details}), nil
 		}
+		args = op.Input.withDefaults(args).(map[string]any) // the schema's defaults are the tool's
 		d, err := s.admit(ctx, op, args)
 		if err != nil {
 			var te *toolError
@@ -164,7 +177,10 @@ func (s *Server) handler(op *operation) server.ToolHandlerFunc {
 		}
 		s.audit(ctx, op, d)
 		res, err := op.Run(ctx, &call{doc: d, tool: op.Name, args: args, budget: s.maxTokensOf(args)})
-		notices := s.takeNotices(ctx) // work lost in a server crash, told once (notices.go)
+		var notices []noticeView
+		if op.Category != appCategory { // told to the model: an app's call must not take them
+			notices = s.takeNotices(ctx) // work lost in a server crash, told once (notices.go)
+		}
 		if err != nil {
 			s.log.Debug().Str(logfield.Tool, op.Name).Err(err).Msg("tool call failed")
 			outcome = "error"
@@ -177,7 +193,9 @@ func (s *Server) handler(op *operation) server.ToolHandlerFunc {
 				te.Extra["notices"] = notices
 			}
 			out := s.failure(op, te)
-			s.account(op, d, out, nil)
+			if op.Category != appCategory { // the token statistics count what the model reads
+				s.account(op, d, out, nil)
+			}
 			return out, nil
 		}
 		if op.Budgeted {
@@ -186,6 +204,9 @@ func (s *Server) handler(op *operation) server.ToolHandlerFunc {
 		res = addNotices(res, notices)
 		embed := includeSchema || s.opts.AlwaysEmbedSchema
 		out := s.success(op, res, embed)
+		if op.Category == appCategory { // for an app's view: not what the model reads
+			return out, nil
+		}
 		saved := res.Saved
 		if !embed {
 			if saved == nil {
@@ -302,6 +323,9 @@ func (s *Server) registerOperationResources() {
 	), func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
 		list := make([]map[string]string, 0, len(s.ops))
 		for _, op := range s.ops {
+			if op.Category == appCategory {
+				continue // the apps' own tools: not for the model
+			}
 			list = append(list, map[string]string{"name": op.Name, "title": op.Title, "category": op.Category,
 				"description": firstSentence(op.Description), "uri": operationURI(op.Name)})
 		}

@@ -51,7 +51,7 @@ func TestPresenceFromGlobalAwarenessAtJoin(t *testing.T) {
 	clk := &offsetClock{}
 	room := fastRoom()
 	room.Now = clk.Now
-	m, err := bridge.NewManager(bridge.ManagerOptions{Jupyter: srv, Logger: zerolog.Nop(), Room: room, JoinTimeout: waitLimit, GlobalAwareness: true})
+	m, err := bridge.NewManager(bridge.ManagerOptions{Jupyter: srv, Logger: zerolog.Nop(), Room: room, JoinTimeout: waitLimit, GlobalAwareness: true, FirstReadWait: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,8 +101,8 @@ func (s *Server) promptInterleaved(ctx context.Context, req mcp.GetPromptRequest
 	intro := fmt.Sprintf("Task (%s mode): %s\n\nWork as the guide above describes: first take stock of the tools this session offers and check they suffice for the task (say plainly what is missing), then plan with checkpoints, then loop read → edit or run → observe → decide, re-reading what collaborators changed. Never claim a capability you lack. Leave the document clean for the humans.", mode, task)
 	if p != "" {
 		if extOf(p) == "ipynb" {
-			a := defaultNotebookRead
-			a.Format, a.IncludeCollab = "outline", new(bool)
+			a := s.notebookReadDefaults()
+			a.Format, a.IncludeCollab = "outline", false
 			res, err := s.promptNotebook(ctx, p, a, 4000)
 			if err != nil {
 				return nil, fmt.Errorf("prompt interleaved-thinking: outline of %s: %w", p, promptErr(err))
@@ -146,8 +146,8 @@ func (s *Server) notebookForPrompt(ctx context.Context, name, p string, budget i
 	if p == "" {
 		return "", "", fmt.Errorf("prompt %s: argument \"path\" is required", name)
 	}
-	a := defaultNotebookRead
-	a.Format, a.IncludeCollab, a.MaxOutputChars = "markdown", new(bool), new(1000)
+	a := s.notebookReadDefaults()
+	a.Format, a.IncludeCollab, a.MaxOutputChars = "markdown", false, 1000
 	res, err := s.promptNotebook(ctx, p, a, budget)
 	if err != nil {
 		return "", "", fmt.Errorf("prompt %s: %s: %w", name, p, promptErr(err))
@@ -220,8 +220,8 @@ func (s *Server) promptReview(ctx context.Context, req mcp.GetPromptRequest) (*m
 	}
 	ask := fmt.Sprintf("Review the changes to %s since version %s shown above: what changed and why it matters, mistakes or risks (broken code, results that no longer match the text, outputs now stale), and what should be done next. Refer to cells by id.", p, since)
 	if extOf(p) == "ipynb" {
-		a := defaultNotebookRead
-		a.Format, a.IncludeCollab, a.MaxOutputChars, a.SinceVersion = "markdown", new(bool), new(1000), since
+		a := s.notebookReadDefaults()
+		a.Format, a.IncludeCollab, a.MaxOutputChars, a.SinceVersion = "markdown", false, 1000, since
 		res, err := s.promptNotebook(ctx, p, a, s.opts.MaxResponseTokens)
 		if err != nil {
 			return nil, fmt.Errorf("prompt review_changes: %s: %w", p, promptErr(err))

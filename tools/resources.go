@@ -335,8 +335,8 @@ func (s *Server) readNotebookURI(ctx context.Context, p string, sub []string) (r
 		if err != nil {
 			return resourceRead{}, err
 		}
-		a := defaultNotebookRead
-		a.Format, a.IncludeCollab = "markdown", new(bool)
+		a := s.notebookReadDefaults()
+		a.Format, a.IncludeCollab = "markdown", false
 		res, err := s.readNotebook(ctx, room, a, s.opts.MaxResponseTokens)
 		if err != nil {
 			return resourceRead{}, err
@@ -383,7 +383,7 @@ func (s *Server) readNotebookJSON(ctx context.Context, p string) (resourceRead, 
 		if c.Type == ydoc.CellCode {
 			outs := []map[string]any{}
 			for _, o := range c.Outputs {
-				outs = append(outs, renderOutput(o, 2000))
+				outs = append(outs, renderOutput(o, defaultOutputChars))
 			}
 			cell["outputs"], cell["execution_count"] = outs, c.ExecutionCount
 		}
@@ -399,7 +399,7 @@ func (s *Server) readNotebookJSON(ctx context.Context, p string) (resourceRead, 
 	for k, v := range nb.Metadata {
 		md[k] = v
 	}
-	info := map[string]any{"path": p, "version": version, "outputs": "sanitised: ANSI stripped, text capped at 2000 characters, HTML, JavaScript and binary data described"}
+	info := map[string]any{"path": p, "version": version, "outputs": fmt.Sprintf("sanitised: ANSI stripped, text capped at %d characters, HTML, JavaScript and binary data described", defaultOutputChars)}
 	if shown < len(nb.Cells) {
 		info["truncated"] = fmt.Sprintf("cells 0–%d of %d (max %d tokens); read the rest with get_notebook and cell_range {\"start\": %d}", shown-1, len(nb.Cells), s.opts.MaxResponseTokens, shown)
 	}
@@ -485,7 +485,7 @@ func (s *Server) readCell(ctx context.Context, p, cellID string) (resourceRead, 
 		case ydoc.CellCode:
 			read.mime = languageMime(notebookLanguage(nb.Metadata))
 			if len(c.Outputs) > 0 {
-				v := newCellView(i, c, viewOpts{outputs: true, maxChars: 2000})
+				v := newCellView(i, c, viewOpts{outputs: true, maxChars: defaultOutputChars})
 				var b strings.Builder
 				fmt.Fprintf(&b, "Outputs of cell %s (index %d", c.ID, i)
 				if c.ExecutionCount != nil {
@@ -605,7 +605,7 @@ func (s *Server) readExecution(ctx context.Context, id string) (resourceRead, er
 	if err != nil {
 		return resourceRead{}, badURI("%s", errUnknownJob)
 	}
-	res := s.renderJob(jobRun{view: job.View(), opts: renderOpts{maxChars: 2000}})
+	res := s.renderJob(jobRun{view: job.View(), opts: textRender})
 	res = s.fitTokens(res, s.opts.MaxResponseTokens)
 	return jsonRead(res.Data)
 }

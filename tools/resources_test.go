@@ -250,8 +250,10 @@ func (e *env) countTokens(text string) int {
 }
 
 func TestResourceCapsOnHugeOutputs(t *testing.T) {
+	// 12 cells of 100 kB outputs: a hundred times the budget. (60 such cells took over 10 s to
+	// join under -race on a loaded machine, all of it in building and applying the 6 MB state.)
 	const budget = 3000
-	cells := make([]ydoc.Cell, 60)
+	cells := make([]ydoc.Cell, 12)
 	for i := range cells {
 		c := code("c"+string(rune('a'+i%26))+strings.Repeat("x", i/26), "print('x' * 100000)")
 		c.Outputs = []map[string]any{{"output_type": "stream", "name": "stdout", "text": strings.Repeat("word ", 20000)}}

@@ -350,5 +350,44 @@ func contains(list []string, s string) bool {
 	return false
 }
 
+// withDefaults returns v with the schema's defaults put in for the fields it leaves out (or
+// sets to null), in nested objects and array items too. The handler decodes a call's arguments
+// from it, so a default is written once, in the schema, and is the value the tool uses. v is not
+// modified; v must have been validated.
+func (s *schema) withDefaults(v any) any {
+	switch s.Type {
+	case "object":
+		m, ok := v.(map[string]any)
+		if !ok {
+			return v
+		}
+		out := make(map[string]any, len(m)+len(s.Properties))
+		for k, x := range m {
+			out[k] = x
+		}
+		for _, p := range s.Properties {
+			x, present := m[p.Name]
+			switch {
+			case present && x != nil:
+				out[p.Name] = p.Schema.withDefaults(x)
+			case p.Schema.Default != nil:
+				out[p.Name] = p.Schema.Default
+			}
+		}
+		return out
+	case "array":
+		a, ok := v.([]any)
+		if !ok || s.Items == nil {
+			return v
+		}
+		out := make([]any, len(a))
+		for i, x := range a {
+			out[i] = s.Items.withDefaults(x)
+		}
+		return out
+	}
+	return v
+}
+
 // with appends properties (optional groups such as the execution options).
 func (s *schema) with(p []prop) *schema { s.Properties = append(s.Properties, p...); return s }

@@ -16,20 +16,6 @@ import (
 // globs are the door's business (door.go): refused to every tool, resource, prompt and
 // completion, and left out of every listing and room-wide answer.
 
-// scopeOf derives a tool's scope: reading needs read, execution needs execute, kernel restarts
-// and interrupts need admin, everything else writes.
-func scopeOf(op *operation) auth.Scope {
-	switch {
-	case op.Name == "restart_kernel" || op.Name == "interrupt_kernel":
-		return auth.ScopeAdmin
-	case op.Category == "execution" && !op.ReadOnly:
-		return auth.ScopeExecute
-	case op.ReadOnly:
-		return auth.ScopeRead
-	}
-	return auth.ScopeWrite
-}
-
 // toolFilter hides the tools the caller may not use.
 func (s *Server) toolFilter(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	id, ok := auth.IdentityFrom(ctx)

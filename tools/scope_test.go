@@ -1,10 +1,8 @@
 package tools_test
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -33,25 +31,16 @@ func TestScopedTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- e.ts.ServeStreamableHTTP(ctx, tools.HTTPOptions{Listener: l, Protect: func(h http.Handler) http.Handler {
-			p, err := auth.Bearer(auth.BearerOptions{Entries: entries}, h)
-			if err != nil {
-				panic(err)
-			}
-			return p
-		}})
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	url := serveHTTP(t, e.ts, tools.HTTPOptions{Protect: func(h http.Handler) http.Handler {
+		p, err := auth.Bearer(auth.BearerOptions{Entries: entries}, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}})
 
 	connect := func(tok string) *client.Client {
-		c, err := client.NewStreamableHttpClient("http://"+l.Addr().String()+"/mcp", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + tok}))
+		c, err := client.NewStreamableHttpClient(url, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + tok}))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -43,6 +44,8 @@ func (s *Server) registerSearchTools() {
 		Name:     "search_notebook",
 		Title:    "Search notebooks",
 		Category: "notebooks",
+		Default:  true,
+		Scope:    auth.ScopeRead,
 		Description: "Find text or a regex in cells' sources and outputs, in one notebook or in every notebook and text " +
 			"file under a folder: cell handles, line numbers and the matching lines with a little context. Use it " +
 			"to locate a name or an error instead of reading whole notebooks.",
@@ -59,7 +62,7 @@ func (s *Server) registerSearchTools() {
 		Example:  map[string]any{"pattern": "df_raw", "path_prefix": "analysis/"},
 		ReadOnly: true, Idempotent: true, Budgeted: true,
 		Doc: docRef{Arg: "path", Ref: refAny, Optional: true},
-		Run: handle(searchArgs{In: "both", Context: 1, MaxMatches: 50}, s.search, renderSearch),
+		Run: handle(s.search, renderSearch),
 	})
 }
 

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log"
 	"log/slog"
-	"net"
 	"net/http"
 	"time"
 
@@ -46,6 +45,11 @@ type Options struct {
 	// "default" and "all", comma-separated; empty is the default set. Over HTTP a request may
 	// choose its own (X-MCP-Toolsets, ?toolsets=).
 	Toolsets []string
+	// Apps says which sessions get the MCP Apps (apps.go); the zero value is none.
+	Apps AppsMode
+	// LabURL is the jupyter-server's address as people open it (its base URL, no token): the
+	// apps link a notebook to <LabURL>/lab/tree/<path>. Empty: no link.
+	LabURL string
 }
 
 // Server is the MCP server. Tool handlers are goroutine-safe: they only touch bridge, whose
@@ -68,6 +72,7 @@ type Server struct {
 	notices   *noticeSessions // who hears log messages (logging.go)
 	tasks     *taskTable      // MCP tasks over execution jobs (tasks.go)
 	requests  *requestStore   // edits' request ids (idempotent.go)
+	scripts   chan struct{}   // a slot per script running (script.go)
 	// toolsets is what sessions are offered unless a request chooses; sessionSets the sets
 	// sessions turned on since (toolsets.go).
 	toolsets    selection
@@ -96,7 +101,8 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, log: opts.Logger, opsByName: map[string]*operation{}, tokens: tc, stats: newTokenStats(), acct: newAccountant(), subs: newSubscriptions(),
-		events: newEventStore(256<<10, 64), notices: newNoticeSessions(), tasks: newTaskTable(), requests: newRequestStore(time.Now)}
+		events: newEventStore(256<<10, 64), notices: newNoticeSessions(), tasks: newTaskTable(), requests: newRequestStore(time.Now),
+		scripts: make(chan struct{}, maxScriptsRunning)}
 	if opts.Metrics != nil {
 		if s.metrics, err = newMetrics(opts.Metrics, opts.Manager, s.events, s.acct.flush); err != nil {
 			return nil, fmt.Errorf("tools: register metrics: %w", err)
@@ -107,6 +113,9 @@ func New(opts Options) (*Server, error) {
 	var taskCaps []server.ServerOption
 	if opts.Executor != nil {
 		taskCaps = append(taskCaps, server.WithTaskCapabilities(true, true, true)) // advertised only: tasks.go answers
+	}
+	if opts.Apps != AppsOff {
+		taskCaps = append(taskCaps, server.WithExtensions(map[string]any{AppsExtension: map[string]any{}})) // apps.go
 	}
 	s.mcp = server.NewMCPServer("jupyter-collab-mcp", opts.Version, append([]server.ServerOption{
 		server.WithToolCapabilities(true),           // list_changed: enable_toolset changes a session's list
@@ -122,6 +131,7 @@ func New(opts Options) (*Server, error) {
 	}, taskCaps...)...)
 	s.registerNotebookTools()
 	s.registerSearchTools()
+	s.registerScriptTools()
 	s.registerNotebookEditTools()
 	s.registerDocumentTools()
 	if opts.Executor != nil {
@@ -133,6 +143,11 @@ func New(opts Options) (*Server, error) {
 	s.registerHistoryTools()
 	s.registerTokenTools()
 	s.registerToolsetTools()
+	if opts.Apps != AppsOff {
+		if err := s.registerApps(); err != nil {
+			return nil, fmt.Errorf("tools: apps: %w", err)
+		}
+	}
 	if s.toolsets, err = parseSelection(opts.Toolsets, s.opsByName); err != nil {
 		return nil, fmt.Errorf("tools: toolsets: %w", err)
 	}
@@ -176,9 +191,8 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	return err
 }
 
-// HTTPOptions configure the Streamable HTTP transport.
+// HTTPOptions configure the Streamable HTTP endpoint.
 type HTTPOptions struct {
-	Listener net.Listener
 	// Protect wraps the MCP handler (authentication, rate and concurrency limits); nil serves it
 	// open (cmd allows that only on loopback with an explicit flag).
 	Protect func(http.Handler) http.Handler
@@ -191,16 +205,19 @@ type HTTPOptions struct {
 	SessionIdleTTL time.Duration
 	// MaxBodyBytes bounds a request body (default 16 MiB); larger ones get 413.
 	MaxBodyBytes int64
-	// TLSCertFile and TLSKeyFile serve HTTPS instead of HTTP.
-	TLSCertFile, TLSKeyFile string
 }
 
-// ServeStreamableHTTP serves MCP over Streamable HTTP on /mcp until ctx ends, then shuts down
-// gracefully. (It is not an http.Handler: it owns the listener and the http.Server.)
-func (s *Server) ServeStreamableHTTP(ctx context.Context, opts HTTPOptions) error {
-	if opts.Listener == nil {
-		return errors.New("tools: a listener is required")
-	}
+// HTTPHandler is the Streamable HTTP endpoint: MCP on /mcp, /healthz, and the routes of its
+// options, behind their Guard. Whoever serves it owns the http.Server (cmd) and calls Shutdown
+// when it stops serving.
+type HTTPHandler struct {
+	root http.Handler
+	mcp  *server.StreamableHTTPServer
+}
+
+// HTTPHandler builds the Streamable HTTP endpoint. It starts mcp-go's sweeper of idle
+// sessions, which Shutdown stops.
+func (s *Server) HTTPHandler(opts HTTPOptions) *HTTPHandler {
 	if opts.SessionIdleTTL <= 0 {
 		opts.SessionIdleTTL = 30 * time.Minute
 	}
@@ -241,33 +258,12 @@ func (s *Server) ServeStreamableHTTP(ctx context.Context, opts HTTPOptions) erro
 	if opts.Guard != nil {
 		root = opts.Guard(root)
 	}
-	srv := &http.Server{
-		Handler:           root,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          log.New(hlog, "", 0),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-	}
-	errc := make(chan error, 1)
-	scheme := "http"
-	if opts.TLSCertFile != "" {
-		scheme = "https"
-		go func() { errc <- srv.ServeTLS(opts.Listener, opts.TLSCertFile, opts.TLSKeyFile) }()
-	} else {
-		go func() { errc <- srv.Serve(opts.Listener) }()
-	}
-	hlog.Info().Str(logfield.Addr, opts.Listener.Addr().String()).Str(logfield.Scheme, scheme).Msg("serving MCP over Streamable HTTP on /mcp")
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve http: %w", err)
-	case <-ctx.Done():
-	}
-	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	_ = mcpHTTP.Shutdown(shutdown) // ends streaming sessions, which http.Server.Shutdown ignores
-	err := srv.Shutdown(shutdown)
-	<-errc
-	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("shutdown http: %w", err)
-	}
-	return nil
+	return &HTTPHandler{root: root, mcp: mcpHTTP}
 }
+
+func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.root.ServeHTTP(w, r) }
+
+// Shutdown ends the MCP sessions, whose notification streams http.Server.Shutdown would wait
+// for to the end of its context, and stops the idle-session sweeper. Call it before the
+// http.Server's Shutdown.
+func (h *HTTPHandler) Shutdown(ctx context.Context) error { return h.mcp.Shutdown(ctx) }

@@ -71,6 +71,33 @@ type saveView struct {
 	LastAsked    *time.Time `json:"last_asked,omitempty"`    // the sidecar last asked for a save
 	LastStatus   string     `json:"last_status,omitempty"`   // the server's answer: success, skipped, failed, timeout, disconnected
 	Asked        int        `json:"asked"`                   // save requests made for this room
+	LastTookMs   int64      `json:"last_took_ms,omitempty"`  // how long the last answered request took
+	SpacingMs    int64      `json:"spacing_ms,omitempty"`    // the least time before the next request (five times that, at least 1 s)
+	// Journal: the document's write-ahead log, which keeps what reached the sidecar whatever
+	// dies (null: none).
+	Journal *journalView `json:"journal,omitempty"`
+}
+
+type journalView struct {
+	Durable    bool       `json:"durable"` // on disk (false: in the sidecar's memory only)
+	Bytes      int64      `json:"bytes"`
+	Records    int        `json:"records"`
+	AtRisk     bool       `json:"at_risk"`               // it holds changes no save covered, or a rescue not decided yet
+	LastSynced *time.Time `json:"last_synced,omitempty"` // made durable (fsync) last
+	Unsynced   uint64     `json:"unsynced,omitempty"`    // records not made durable yet
+	Error      string     `json:"error,omitempty"`
+}
+
+func journalOf(r *bridge.Room) *journalView {
+	in := r.LogInfo()
+	if in == nil {
+		return nil
+	}
+	v := &journalView{Durable: in.Durable, Bytes: in.Bytes, Records: in.Records, AtRisk: in.AtRisk, LastSynced: timePtr(in.LastSynced), Error: in.Err}
+	if in.Seq > in.SyncedSeq {
+		v.Unsynced = in.Seq - in.SyncedSeq
+	}
+	return v
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -96,7 +123,8 @@ func (s *Server) getActiveSessions(ctx context.Context, c *call, _ presenceArgs)
 		info := r.Info()
 		v := &sessionView{SessionID: id, Path: r.Path(), Kind: r.Kind().String(), Open: true, RoomID: info.RoomID, Status: string(info.Status), Participants: []string{},
 			Save: &saveView{LastSaved: timePtr(info.LastSaved), UnsavedSince: timePtr(info.UnsavedSince), LastAsked: timePtr(info.LastSaveAsked),
-				LastStatus: info.LastSaveStatus, Asked: info.SavesAsked}}
+				LastStatus: info.LastSaveStatus, Asked: info.SavesAsked, LastTookMs: info.LastSaveTook.Milliseconds(), SpacingMs: info.SaveSpacing.Milliseconds(),
+				Journal: journalOf(r)}}
 		if rep := info.LastRescue; rep != nil {
 			v.LastRescue = map[string]any{"at": info.LastRescueAt, "restored": rep.Restored, "summary": rep.Summary()}
 		}

@@ -237,7 +237,7 @@ func (s *Server) hooks() *server.Hooks {
 	// The per-room entries of resources/list name documents: the caller sees those it may.
 	h.AddAfterListResources(func(ctx context.Context, _ any, _ *mcp.ListResourcesRequest, res *mcp.ListResourcesResult) {
 		if res != nil {
-			res.Resources = s.resourceFilter(ctx, res.Resources)
+			res.Resources = s.appResourceFilter(ctx, s.resourceFilter(ctx, res.Resources))
 		}
 	})
 	h.AddAfterSubscribe(func(ctx context.Context, _ any, req *mcp.SubscribeRequest, _ *mcp.EmptyResult) {

@@ -539,7 +539,7 @@ func TestOperationResources(t *testing.T) {
 		if m["uri"] != "jupyter://operations/"+str(m["name"]) {
 			t.Errorf("catalog entry %v has uri %v", m["name"], m["uri"])
 		}
-		if !slices.Contains([]string{"notebooks", "documents", "execution", "presence", "forks", "history", "kernels", "admin", "toolsets"}, str(m["category"])) {
+		if !slices.Contains([]string{"notebooks", "scripts", "documents", "execution", "presence", "forks", "history", "kernels", "admin", "toolsets"}, str(m["category"])) {
 			t.Errorf("catalog entry %v has category %v", m["name"], m["category"])
 		}
 		if str(m["description"]) == "" || str(m["title"]) == "" {

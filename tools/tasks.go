@@ -30,9 +30,6 @@ import (
 // protocol version and capabilities in _meta); mcp-go advertises extensions (WithExtensions)
 // but dispatches none of their methods, and this layer does not speak it yet.
 
-// taskTools are the tools that may run as tasks.
-var taskTools = map[string]bool{"execute_notebook_cell": true, "batch_execute_notebook_cells": true}
-
 const (
 	taskPollMs     = 1000               // the poll interval suggested to clients
 	taskDefaultTTL = int64(3600 * 1000) // kept an hour after creation unless the client asks otherwise
@@ -74,8 +71,11 @@ func invalidParams(format string, args ...any) *rpcError {
 // offerTasks marks the execution tools as able to run as tasks (execution.taskSupport
 // "optional" in tools/list).
 func (s *Server) offerTasks() {
-	for name := range taskTools {
-		st := s.mcp.GetTool(name)
+	for _, op := range s.ops {
+		if !op.Task {
+			continue
+		}
+		st := s.mcp.GetTool(op.Name)
 		if st == nil {
 			continue
 		}
@@ -86,7 +86,7 @@ func (s *Server) offerTasks() {
 }
 
 // isTaskCall reports whether a tools/call asks for a task on a tool that runs as one.
-func isTaskCall(method string, params json.RawMessage) bool {
+func (s *Server) isTaskCall(method string, params json.RawMessage) bool {
 	if method != string(mcp.MethodToolsCall) {
 		return false
 	}
@@ -94,7 +94,11 @@ func isTaskCall(method string, params json.RawMessage) bool {
 		Name string          `json:"name"`
 		Task json.RawMessage `json:"task"`
 	}
-	return json.Unmarshal(params, &p) == nil && taskTools[p.Name] && len(p.Task) > 0 && string(p.Task) != "null"
+	if json.Unmarshal(params, &p) != nil || len(p.Task) == 0 || string(p.Task) == "null" {
+		return false
+	}
+	op := s.opsByName[p.Name]
+	return op != nil && op.Task
 }
 
 // isTaskMethod reports whether the method is one of the task calls.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tiktoken-go/tokenizer"
 
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
 )
 
@@ -114,6 +115,7 @@ func (s *Server) registerTokenTools() {
 		Name:     "count_tokens",
 		Title:    "Count tokens",
 		Category: "admin",
+		Scope:    auth.ScopeRead,
 		Description: "Count the tokens of a text, a notebook or some of its cells (sources and outputs apart), and their share " +
 			"of a model's context window.",
 		Input: object(
@@ -128,7 +130,7 @@ func (s *Server) registerTokenTools() {
 		Example:  map[string]any{"path": "analysis/report.ipynb", "model": "claude-sonnet-4"},
 		ReadOnly: true, Idempotent: true,
 		Doc: docRef{Arg: "path", Ref: refAny, Optional: true, Open: true},
-		Run: handle(countArgs{}, s.countTokens, data[countArgs]),
+		Run: handle(s.countTokens, data[countArgs]),
 	})
 }
 

@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 )
 
 // Toolsets: which tools a session is offered. Most clients put every listed tool's definition into
@@ -22,7 +24,8 @@ import (
 // holds it and how to turn it on. An engine that cannot support a tool hides it the same way,
 // saying why (engineLimits).
 //
-// A tool's set is its operation's Category; register refuses a category that is no set.
+// A tool's set is its operation's Category, and whether it is in the default set its Default;
+// register refuses a category that is no set.
 
 // toolset is a named group of tools.
 type toolset struct {
@@ -34,6 +37,7 @@ type toolset struct {
 // toolsets are the sets, in the order the instructions and the README show them.
 var toolsets = []toolset{
 	{"notebooks", "read, search and edit notebooks"},
+	{"scripts", "read many notebooks in one call: a short script loops, filters and returns only what it keeps"},
 	{"execution", "run cells and scratch code, follow and cancel runs"},
 	{"presence", "collaborators' presence, cursors and recent activity; the agent's status and cursor"},
 	{"documents", "text files: list, read, edit"},
@@ -46,15 +50,9 @@ var toolsets = []toolset{
 // discoveryCategory is the category of enable_toolset: offered whenever a set is still off.
 const discoveryCategory = "toolsets"
 
-// defaultTools are the daily loop: what a session gets when nothing is configured.
-var defaultTools = map[string]bool{
-	"list_notebooks": true, "get_notebook": true, "search_notebook": true, "create_notebook_session": true,
-	"batch_insert_notebook_cells": true, "batch_update_notebook_cells": true, "batch_delete_notebook_cells": true,
-	"move_notebook_cells": true, "clear_outputs": true,
-	"execute_notebook_cell": true, "batch_execute_notebook_cells": true, "get_execution": true,
-	"cancel_execution": true, "execute_code": true,
-	"get_online_users": true,
-}
+// CursorToolsets is the selection for clients that refuse more than 40 tools per server
+// (Cursor): every set but documents (such a client edits text files itself). all lists more.
+const CursorToolsets = "notebooks,scripts,execution,presence,forks,history,kernels,admin"
 
 // ToolsetHeader is the HTTP request header that chooses a session's toolsets (as --toolsets).
 const ToolsetHeader = "X-MCP-Toolsets"
@@ -83,9 +81,9 @@ type selection struct {
 	tools map[string]bool
 }
 
-// has reports whether the selection offers a tool of the given set.
-func (sel selection) has(name, set string) bool {
-	return sel.all || set == discoveryCategory || sel.sets[set] || sel.tools[name] || sel.def && defaultTools[name]
+// has reports whether the selection offers a tool.
+func (sel selection) has(op *operation) bool {
+	return sel.all || op.Category == discoveryCategory || sel.sets[op.Category] || sel.tools[op.Name] || sel.def && op.Default
 }
 
 // union adds sets turned on later.
@@ -253,10 +251,17 @@ func (s *Server) engineLimits(ctx context.Context) map[string]string {
 // offered refuses a call to a tool outside the caller's toolsets, saying which set holds it and
 // how to turn it on, or one the engine cannot support, saying why.
 func (s *Server) offered(ctx context.Context, op *operation) *toolError {
+	if op.Category == appCategory {
+		if s.appsFor(ctx) {
+			return nil
+		}
+		return failf("%s serves the MCP Apps' views, which this session does not get (its client did not announce "+
+			"the %s extension at initialize; the server's --apps option can offer them to every session)", op.Name, AppsExtension)
+	}
 	if why, ok := s.engineLimits(ctx)[op.Name]; ok {
 		return failf("%s is not available here: %s", op.Name, why)
 	}
-	if s.selectionOf(ctx).has(op.Name, op.Category) {
+	if s.selectionOf(ctx).has(op) {
 		return nil
 	}
 	return failf("%s is in the %q toolset, which this session has not turned on. Turn it on with "+
@@ -266,13 +271,15 @@ func (s *Server) offered(ctx context.Context, op *operation) *toolError {
 		ToolsetHeader, op.Category, ToolsetQuery, op.Category)
 }
 
-// listFilter leaves out of tools/list what the caller's session is not offered.
+// listFilter leaves out of tools/list what the caller's session is not offered; for a session
+// that gets the MCP Apps, it lists the apps' own tools and marks the tools an app shows (apps.go).
 func (s *Server) listFilter(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	sel := s.selectionOf(ctx)
 	limits := s.engineLimits(ctx)
+	withApps := s.appsFor(ctx)
 	offPending := false // some set the engine supports is still off: offer enable_toolset
 	for _, op := range s.ops {
-		if op.Category != discoveryCategory && limits[op.Name] == "" && !sel.has(op.Name, op.Category) {
+		if op.Category != discoveryCategory && op.Category != appCategory && limits[op.Name] == "" && !sel.has(op) {
 			offPending = true
 			break
 		}
@@ -283,13 +290,20 @@ func (s *Server) listFilter(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 		switch {
 		case op == nil:
 		case limits[op.Name] != "":
+		case op.Category == appCategory:
+			if withApps {
+				out = append(out, t)
+			}
 		case op.Category == discoveryCategory:
 			if offPending {
 				out = append(out, t)
 			}
-		case sel.has(op.Name, op.Category):
+		case sel.has(op):
 			out = append(out, t)
 		}
+	}
+	if withApps {
+		out = s.withAppMeta(out)
 	}
 	return out
 }
@@ -306,12 +320,13 @@ func (s *Server) registerToolsetTools() {
 		Name:     "enable_toolset",
 		Title:    "Turn on a toolset",
 		Category: discoveryCategory,
+		Scope:    auth.ScopeRead,
 		Description: "Turn on more tools for this session (the server instructions say what each set holds); your " +
 			"tool list then refreshes.",
 		Input:    object(brief("toolset", str("The set to turn on.").enum(names...))).required("toolset"),
 		Example:  map[string]any{"toolset": "history"},
 		ReadOnly: true, Idempotent: true,
-		Run: handle(enableArgs{}, s.enableToolset, renderEnabled),
+		Run: handle(s.enableToolset, renderEnabled),
 	})
 }
 
@@ -331,14 +346,14 @@ func (s *Server) enableToolset(ctx context.Context, _ *call, a enableArgs) (tool
 	before := s.selectionOf(ctx)
 	out := toolsetEnabled{set: a.Toolset, unavailable: map[string]string{}}
 	for _, op := range s.ops {
-		if op.Category == discoveryCategory || (a.Toolset != "all" && op.Category != a.Toolset) {
+		if op.Category == discoveryCategory || op.Category == appCategory || (a.Toolset != "all" && op.Category != a.Toolset) {
 			continue
 		}
 		if why := limits[op.Name]; why != "" {
 			out.unavailable[op.Name] = why
 			continue
 		}
-		if !before.has(op.Name, op.Category) {
+		if !before.has(op) {
 			out.tools = append(out.tools, op)
 		}
 	}
@@ -360,7 +375,7 @@ func (s *Server) enableToolset(ctx context.Context, _ *call, a enableArgs) (tool
 
 func hasAvailable(ops []*operation, set string, limits map[string]string) bool {
 	for _, op := range ops {
-		if (set == "all" || op.Category == set) && op.Category != discoveryCategory && limits[op.Name] == "" {
+		if (set == "all" || op.Category == set) && op.Category != discoveryCategory && op.Category != appCategory && limits[op.Name] == "" {
 			return true
 		}
 	}

@@ -1,9 +1,7 @@
 package tools_test
 
 import (
-	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"slices"
 	"sort"
@@ -39,7 +37,7 @@ var defaultList = []string{
 	"batch_delete_notebook_cells", "batch_execute_notebook_cells", "batch_insert_notebook_cells",
 	"batch_update_notebook_cells", "cancel_execution", "create_notebook_session", "enable_toolset",
 	"execute_code", "execute_notebook_cell", "get_execution", "get_notebook", "get_online_users",
-	"list_notebooks", "move_notebook_cells",
+	"list_notebooks", "move_notebook_cells", "run_script",
 }
 
 func TestDefaultToolsetIsTheDailyLoop(t *testing.T) {
@@ -97,6 +95,29 @@ func TestAllListsEveryToolButTheDiscoveryTool(t *testing.T) {
 	e := newEnv(t, nil, toolsets("all"))
 	if got := listTools(t, e); got["enable_toolset"].Name != "" || len(got) != len(allTools) {
 		t.Errorf("all: %v", names(got))
+	}
+}
+
+// A client that refuses more than 40 tools per server (Cursor) gets at most 40 from the default
+// set and from CursorToolsets, which offers every tool but the text-file ones; all offers more.
+func TestCursorToolsetsFitFortyTools(t *testing.T) {
+	all := listTools(t, newXEnv(t, nil, toolsets("all")).env)
+	for _, spec := range []string{"default", tools.CursorToolsets} {
+		got := listTools(t, newXEnv(t, nil, toolsets(spec)).env)
+		t.Logf("%s: %d tools (all: %d)", spec, len(got), len(all))
+		if len(got) > 40 {
+			t.Errorf("%s lists %d tools, over Cursor's 40", spec, len(got))
+		}
+		if spec == "default" {
+			continue
+		}
+		for name := range all {
+			_, listed := got[name]
+			text := slices.Contains([]string{"list_documents", "get_document", "create_document_session", "batch_update_document", "batch_insert_text", "batch_delete_text"}, name)
+			if listed == text {
+				t.Errorf("%s: %s listed %v", spec, name, listed)
+			}
+		}
 	}
 }
 
@@ -212,15 +233,7 @@ func TestEngineHidesWhatItCannotSupport(t *testing.T) {
 // toolsets; a name that is no set or tool is refused with 400 before MCP sees the request.
 func TestToolsetsPerHTTPRequest(t *testing.T) {
 	e := newEnv(t, nil, toolsets())
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.ts.ServeStreamableHTTP(ctx, tools.HTTPOptions{Listener: l}) }()
-	t.Cleanup(func() { cancel(); <-done })
-	base := "http://" + l.Addr().String() + "/mcp"
+	base := serveHTTP(t, e.ts, tools.HTTPOptions{})
 	list := func(url string, headers map[string]string) []string {
 		t.Helper()
 		c, err := client.NewStreamableHttpClient(url, transport.WithHTTPHeaders(headers))

@@ -32,7 +32,12 @@ func (m *MergeStats) lose(format string) {
 // digits; every other character is a word of its own), so that an edit never splits a word, and
 // each insert or delete that could sit at several places is slid to word and line boundaries:
 // otherwise two sides' inserts next to similar words can interleave their characters.
-func MergeText(base, ours, theirs string) (string, int) {
+func MergeText(base, ours, theirs string) (string, int) { return mergeText(base, ours, theirs, false) }
+
+// mergeText is MergeText; with fileWins, inserts both sides made at one point (other than the
+// same text) are a conflict too, which theirs wins: a file changed outside the server wins over
+// the replica's change of the same place, where two people typing at one spot both stay.
+func mergeText(base, ours, theirs string, fileWins bool) (string, int) {
 	switch {
 	case ours == theirs, theirs == base:
 		return ours, 0
@@ -84,10 +89,17 @@ func MergeText(base, ours, theirs string) (string, int) {
 	for i := 0; i < len(all); {
 		j := i + 1
 		end := all[i].end
+		insAt := -1 // fileWins: where the cluster holds an insert
+		if all[i].start == all[i].end {
+			insAt = all[i].start
+		}
 		// Sorted by start (inserts first at one position), an edit overlaps the cluster when it
 		// starts before the cluster's end: inside a range, or sharing words with it.
-		for j < len(all) && all[j].start < end {
+		for j < len(all) && (all[j].start < end || fileWins && all[j].start == all[j].end && all[j].start == insAt) {
 			end = max(end, all[j].end)
+			if all[j].start == all[j].end {
+				insAt = all[j].start
+			}
 			j++
 		}
 		cluster := all[i:j]
@@ -339,6 +351,11 @@ func slideWords(a, ins []string, e wordEdit, lo, hi int) wordEdit {
 // base must carry the cell ids of the file (nbformat 4.5): a base without them matches nothing,
 // so the caller should not merge then.
 func MergeNotebooks(base, ours, theirs Notebook) (Notebook, MergeStats) {
+	return mergeNotebooks(base, ours, theirs, false)
+}
+
+// mergeNotebooks is MergeNotebooks; fileWins merges sources as mergeText does with it.
+func mergeNotebooks(base, ours, theirs Notebook, fileWins bool) (Notebook, MergeStats) {
 	var st MergeStats
 	bIdx, oIdx, tIdx := cellIndex(base), cellIndex(ours), cellIndex(theirs)
 	out := Notebook{NBFormat: ours.NBFormat, NBFormatMinor: ours.NBFormatMinor}
@@ -396,7 +413,7 @@ func MergeNotebooks(base, ours, theirs Notebook) (Notebook, MergeStats) {
 			if bi, inB := bIdx[id]; inB {
 				b = base.Cells[bi]
 			}
-			out.Cells = append(out.Cells, mergeCell(b, ours.Cells[oi], theirs.Cells[ti], &st))
+			out.Cells = append(out.Cells, mergeCell(b, ours.Cells[oi], theirs.Cells[ti], fileWins, &st))
 		case inO:
 			out.Cells = append(out.Cells, ours.Cells[oi])
 		default:
@@ -416,16 +433,21 @@ func cellIndex(nb Notebook) map[string]int {
 	return m
 }
 
-func mergeCell(b, o, t Cell, st *MergeStats) Cell {
+func mergeCell(b, o, t Cell, fileWins bool, st *MergeStats) Cell {
 	out := Cell{ID: o.ID, ExecutionState: t.ExecutionState}
 	what := "cell " + o.ID + ": "
 	out.Type = pick3(b.Type, o.Type, t.Type, what+"cell type", st)
-	src, n := MergeText(b.Source, o.Source, t.Source)
+	src, n := mergeText(b.Source, o.Source, t.Source, fileWins)
 	out.Source = src
 	for range n {
 		st.lose(what + "part of the source, changed on both sides")
 	}
-	out.Metadata = mergeMaps(b.Metadata, o.Metadata, t.Metadata, what+"metadata", st)
+	out.Metadata = mergeMaps(withoutTransient(b.Metadata), withoutTransient(o.Metadata), withoutTransient(t.Metadata), what+"metadata", st)
+	for k := range transientCellKeys {
+		if v, ok := t.Metadata[k]; ok {
+			out.Metadata[k] = v
+		}
+	}
 	type run struct {
 		Count   *int
 		Outputs []any
@@ -482,9 +504,36 @@ func mergeMaps(b, o, t map[string]any, what string, st *MergeStats) map[string]a
 	return out
 }
 
-// sameCell compares the content of two cells (not their runtime state).
+// transientCellKeys are cell metadata keys the server writes on every load and strips from
+// every save (nbformat's signature check marks each code cell trusted or not, and the answer
+// changes once the server signed the notebook on a save): a merge takes the room's, never
+// restores one, and a difference in them is no change.
+var transientCellKeys = map[string]bool{"trusted": true}
+
+// withoutTransient is md without the transient keys (md itself when it has none).
+func withoutTransient(md map[string]any) map[string]any {
+	has := false
+	for k := range transientCellKeys {
+		if _, ok := md[k]; ok {
+			has = true
+		}
+	}
+	if !has {
+		return md
+	}
+	out := make(map[string]any, len(md))
+	for k, v := range md {
+		if !transientCellKeys[k] {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// sameCell compares the content of two cells (not their runtime state, nor the transient
+// metadata the server sets on load).
 func sameCell(a, b Cell) bool {
-	return a.Type == b.Type && a.Source == b.Source && nearJSON(a.Metadata, b.Metadata) &&
+	return a.Type == b.Type && a.Source == b.Source && nearJSON(withoutTransient(a.Metadata), withoutTransient(b.Metadata)) &&
 		equalCount(a.ExecutionCount, b.ExecutionCount) && nearJSON(outputsJSON(a.Outputs), outputsJSON(b.Outputs)) &&
 		nearJSON(a.Attachments, b.Attachments)
 }

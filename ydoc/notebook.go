@@ -93,6 +93,25 @@ func (d *Doc) CellIDs() []string {
 	return ids
 }
 
+// OutputCounts returns how many outputs each cell holds, in order, without reading them.
+func (d *Doc) OutputCounts() []int {
+	var out []int
+	_ = d.run(func() error {
+		out = make([]int, len(d.ord.maps))
+		for i, m := range d.ord.maps {
+			raw, _ := mapGet(m, "outputs")
+			switch a := raw.(type) {
+			case *y.YArray:
+				out[i] = len(arrayItems(a))
+			case y.ArrayAny:
+				out[i] = len(a)
+			}
+		}
+		return nil
+	})
+	return out
+}
+
 // NumCells returns the number of cells.
 func (d *Doc) NumCells() int {
 	n := 0
@@ -244,6 +263,8 @@ type Txn struct {
 	// keepWeight: how much a restore should avoid moving a cell (a move re-creates the cell, and
 	// what someone types in it meanwhile is lost); nil: every cell alike.
 	keepWeight func(id string) int
+	// clean: edits do not mark the document dirty (a server loading a file: LoadDeterministic).
+	clean bool
 }
 
 // Kind returns the document model.
@@ -683,7 +704,12 @@ func (tx *Txn) SetState(key string, value any) error {
 }
 
 // markDirty sets state.dirty = true after an edit, as @jupyter/ydoc 4.x does.
-func (tx *Txn) markDirty() error { return tx.SetState("dirty", true) }
+func (tx *Txn) markDirty() error {
+	if tx.clean {
+		return nil
+	}
+	return tx.SetState("dirty", true)
+}
 
 func newPrelimMap() *y.YMap { return y.NewYMap(nil) }
 

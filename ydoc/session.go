@@ -116,13 +116,10 @@ type Session struct {
 	laggingMarkers bool
 	// rerunDurable: the last reset was for a lost server room (ResetServerLost).
 	rerunDurable bool
-	// lost is the replica as it was when the server lost the room (ResetServerLost), kept until
-	// the next sync decides what to do with it: rescueFile (the file the room was rebuilt from,
-	// holding exactly the server's last save) asks for a three-way merge back to it; without it
-	// only the edits are re-run and noRescue says why.
-	lost       *Snapshot
-	rescueFile *Snapshot
-	noRescue   string
+	// lost is the replica as it was when the server lost the room (ResetServerLost, AdoptLost),
+	// kept until the next sync does what plan says with it (RescueFrom, FileWins, NoRescue).
+	lost *lostReplica
+	plan rescuePlan
 	// everSynced: the replica received the server's state since the last reset (a replica
 	// that never synced holds nothing worth keeping as lost).
 	everSynced bool
@@ -130,6 +127,11 @@ type Session struct {
 	// rescueWaits counts step 2s that left the replica with pending structs while a lost
 	// replica waits to be brought back (the sync is held until it is whole, a few times at most).
 	rescueWaits int
+
+	// history, when kept (KeepHistory), records every version of the replica's content.
+	history *History
+	// guard, after a lost room was not restored by id, heals a peer's merge of an old copy.
+	guard *staleGuard
 
 	serverSV      StateVector // inserts the server is known to hold
 	serverDeletes IDSet       // deletions the server is known to hold
@@ -197,7 +199,9 @@ func (s *Session) reset(clientID uint32, serverLost bool) error {
 		if err != nil {
 			s.log.Warn().Err(err).Msg("could not keep the replica the server lost")
 		} else {
-			s.lost, s.rescueFile, s.noRescue = &snap, nil, ""
+			// The replica itself is kept, as CRDT state: its items, with their ids, are what a
+			// restore by id brings back (rescue_ids.go). It is read, never written, from here on.
+			s.lost, s.plan = &lostReplica{doc: s.doc, snap: snap}, rescuePlan{}
 		}
 	}
 	doc, err := NewDoc(s.kind, clientID, s.log)
@@ -214,11 +218,15 @@ func (s *Session) reset(clientID uint32, serverLost bool) error {
 		}
 		again = append(again, e)
 	}
+	if s.history != nil {
+		s.history.rebind()
+	}
 	s.replay = append(s.replay, again...)
 	slices.SortStableFunc(s.replay, func(a, b *pendingEdit) int { return cmp.Compare(a.id, b.id) }) // in the order they were made
 	s.unsaved = nil
 	s.inflight = nil
 	s.rerunDurable = s.rerunDurable || serverLost
+	s.guard = nil
 	s.doc = doc
 	s.synced = false
 	s.everSynced = false
@@ -227,29 +235,135 @@ func (s *Session) reset(clientID uint32, serverLost bool) error {
 	return nil
 }
 
-// RescueFrom says that the file the server rebuilds the lost room from holds exactly what the
-// server last reported saved (the caller compared the file's hash with the last one the server
-// published). After the next sync the room is brought back to the replica as it was before the
-// loss, as one edit: a three-way merge (MergeNotebooks, MergeText) with file as the common
-// ancestor, so that changes made on the rebuilt room in the meantime stay. The edits in flight
-// or unsaved at the loss are in that replica and are confirmed with the merge instead of being
-// re-run. No effect unless a lost replica is pending (after ResetServerLost).
+// AdoptLost installs a replica the sidecar held before it restarted (its whole state, one Yjs
+// update, as a write-ahead log replays it) as the one the server lost: the next sync treats it
+// exactly as after ResetServerLost (RescueFrom, FileWins or NoRescue decide what becomes of it).
+// It must be called on a session that has not synced yet. An empty state installs nothing. An
+// invalid or incomplete state (structs whose dependencies it lacks) is refused and changes
+// nothing.
+func (s *Session) AdoptLost(state []byte) error {
+	if s.synced || s.everSynced {
+		return errors.New("adopt lost replica: the session has already synced")
+	}
+	meta, err := ParseUpdate(state)
+	if err != nil {
+		return fmt.Errorf("adopt lost replica: %w", err)
+	}
+	if meta.Empty() {
+		return nil
+	}
+	doc, err := newScratchDoc(s.kind, s.log)
+	if err != nil {
+		return fmt.Errorf("adopt lost replica: %w", err)
+	}
+	if _, _, err := doc.Apply(state); err != nil {
+		return fmt.Errorf("adopt lost replica: %w", err)
+	}
+	if doc.HasPending() {
+		return errors.New("adopt lost replica: the state is incomplete (it holds items whose dependencies it lacks)")
+	}
+	if other := doc.foreignRoots(); other != "" {
+		return fmt.Errorf("adopt lost replica: the state holds a %q root, not a %s's", other, s.kind)
+	}
+	snap, err := doc.Snapshot()
+	if err != nil {
+		return fmt.Errorf("adopt lost replica: %w", err)
+	}
+	s.lost, s.plan = &lostReplica{doc: doc, snap: snap}, rescuePlan{}
+	return nil
+}
+
+// LostState returns the encoded state of the replica the server lost while it waits for the next
+// sync (after ResetServerLost or AdoptLost), or nil when none waits: what a write-ahead log keeps
+// when the room cannot be rescued now.
+func (s *Session) LostState() []byte {
+	if s.lost == nil {
+		return nil
+	}
+	b, err := s.lost.doc.EncodeStateAsUpdate(nil)
+	if err != nil {
+		s.log.Warn().Err(err).Msg("could not encode the lost replica")
+		return nil
+	}
+	return b
+}
+
+// RescueFrom says that the file the server rebuilds the lost room from is one the replica held
+// (a save of the server: the caller compared it with the replica's history, see History), so
+// that the room is to be restored. After the next sync the room is brought back to the replica
+// as it was before the loss, as one edit, merged three-way with file as the common ancestor so
+// that changes made on the rebuilt room in the meantime stay (theirs win where both changed the
+// same thing). The restore keeps the original item ids where the rebuilt room allows it (see
+// rescue_ids.go; RescueReport.Method says which way it went). The edits in flight or unsaved at
+// the loss are in that replica and are confirmed with the restore instead of being re-run. No
+// effect unless a lost replica is pending (after ResetServerLost or AdoptLost).
 func (s *Session) RescueFrom(file Snapshot) {
 	if s.lost == nil {
 		return
 	}
 	f := file
-	s.rescueFile, s.noRescue = &f, ""
+	s.plan = rescuePlan{kind: planRestore, base: &f, file: &f}
 }
 
-// NoRescue says the lost replica cannot be brought back (the file changed outside the server,
-// or could not be checked): after the next sync only the agents' own edits are re-run, and the
-// report lists what the replica held that the room does not hold then.
+// FileWins says that file, the file the server rebuilds the lost room from, holds content the
+// replica never held: it was changed outside the server. After the next sync the replica's
+// changes since base (the last version it held that the server saved) are merged onto the room
+// three-way, the file winning every conflict (inserts both made at one place included);
+// RescueReport.FileWins is set, Reason is reason and NotRestored lists what of the replica's was
+// dropped (for the agents' notice). The edits in flight or unsaved at the loss are confirmed with
+// the merge, not re-run. A nil base (no saved version known) is NoRescue(reason): the file wins
+// outright and only the agents' own edits are re-run.
+func (s *Session) FileWins(base *Snapshot, file Snapshot, reason string) {
+	if s.lost == nil {
+		return
+	}
+	if base == nil {
+		s.NoRescue(reason)
+		return
+	}
+	b, f := *base, file
+	s.plan = rescuePlan{kind: planFileWins, base: &b, file: &f, reason: reason}
+}
+
+// NoRescue says the lost replica cannot be brought back (the file could not be checked): after
+// the next sync only the agents' own edits are re-run, and the report lists what the replica held
+// that the room does not hold then.
 func (s *Session) NoRescue(reason string) {
 	if s.lost == nil {
 		return
 	}
-	s.rescueFile, s.noRescue = nil, reason
+	s.plan = rescuePlan{kind: planNone, reason: reason}
+}
+
+// KeepHistory makes the session feed h with every version of the replica's content from now on
+// (and the current one), so that h can tell whether a file is one the replica held (see History,
+// RescueFrom, FileWins). h keeps what it recorded before, whether from another session or from
+// Apply (a replayed log; its own document is dropped then). h must be of the session's kind.
+func (s *Session) KeepHistory(h *History) error {
+	if h == nil {
+		s.history = nil
+		return nil
+	}
+	if h.kind != s.kind {
+		return fmt.Errorf("keep history: a %s history for a %s session", h.kind, s.kind)
+	}
+	h.doc = nil
+	h.bind()
+	s.history = h
+	if s.everSynced {
+		h.observe(s.doc, Change{})
+	}
+	return nil
+}
+
+// History returns the history the session feeds (nil when none).
+func (s *Session) History() *History { return s.history }
+
+// observe feeds the history a change of the replica.
+func (s *Session) observe(c Change) {
+	if s.history != nil && !c.Empty() {
+		s.history.observe(s.doc, c)
+	}
 }
 
 // Receive handles one sync frame from the server.
@@ -275,12 +389,24 @@ func (s *Session) Receive(f Frame) (Output, error) {
 		out.Done = append(out.Done, s.confirm()...)
 		out.SaveNow = s.takeWantSave()
 	case SyncStep2, SyncUpdate:
+		var pre *Snapshot
+		if s.guard != nil && s.synced {
+			if m, err := ParseUpdate(f.Payload); err == nil && s.guard.brings(m, s.doc.StateVector()) {
+				if snap, err := s.doc.Snapshot(); err == nil {
+					pre = &snap
+				}
+			}
+		}
 		meta, change, err := s.doc.Apply(f.Payload)
 		if err != nil {
 			return out, fmt.Errorf("apply %s: %w", f.Sync, err)
 		}
 		s.learn(meta)
+		s.observe(change)
 		if s.synced && s.savedMarker(change) {
+			if s.history != nil {
+				s.history.saved(s.doc)
+			}
 			out.Saved = true
 			s.markers++
 			keep := s.unsaved[:0]
@@ -297,6 +423,9 @@ func (s *Session) Receive(f Frame) (Output, error) {
 		}
 		if !change.Empty() {
 			out.Changes = append(out.Changes, change)
+		}
+		if pre != nil {
+			out.merge(s.heal(*pre))
 		}
 		if f.Sync == SyncStep2 && !s.synced {
 			if s.lost != nil && s.doc.HasPending() && s.rescueWaits < maxRescueWaits {
@@ -384,12 +513,13 @@ func (s *Session) afterSync() Output {
 	replay := s.replay
 	s.replay = nil
 	defer func() { s.rerunDurable = false }()
-	lost, file, why := s.lost, s.rescueFile, s.noRescue
-	s.lost, s.rescueFile, s.noRescue = nil, nil, ""
+	lost, plan := s.lost, s.plan
+	s.lost, s.plan = nil, rescuePlan{}
+	why := plan.reason
 	rescued := false
-	if lost != nil && file != nil {
+	if lost != nil && plan.base != nil {
 		var res Output
-		res, rescued = s.rescue(*lost, *file, replay)
+		res, rescued = s.rescue(lost, plan, replay)
 		out.merge(res)
 		if !rescued {
 			why = res.Rescue.Reason
@@ -422,8 +552,11 @@ func (s *Session) afterSync() Output {
 		}
 	}
 	if report != nil {
-		report.compare(*lost, s.doc)
+		report.compare(lost.snap, s.doc)
 		out.Rescue = report
+	}
+	if lost != nil && !(rescued && out.Rescue != nil && out.Rescue.Method == RestoredByIDs) {
+		s.guard = &staleGuard{lostSV: lost.doc.StateVector()}
 	}
 	queued := s.queued
 	s.queued = nil
@@ -431,133 +564,6 @@ func (s *Session) afterSync() Output {
 		out.merge(s.apply(e))
 	}
 	return out
-}
-
-// rescue brings the room back to the lost replica as one edit merged over what the room holds
-// now, the file being the common ancestor. ok is false when it could not (then nothing changed
-// and out.Rescue.Reason says why).
-func (s *Session) rescue(lost, file Snapshot, covered []*pendingEdit) (out Output, ok bool) {
-	report := &RescueReport{}
-	out.Rescue = report
-	if lost.Kind != s.kind || file.Kind != s.kind {
-		report.Reason = "internal: the snapshots are not of this document's kind"
-		return out, false
-	}
-	// nbformat < 4.5 keeps no cell ids in the file: the rebuilt room made new ones and nothing
-	// can be matched by id, so the lost replica comes back as it was (the rebuilt room as base).
-	noBase := s.kind == KindNotebook && !notebookHasIDs(file.Notebook)
-	var merge MergeStats
-	fn := func(tx *Txn) error {
-		if s.kind == KindText {
-			theirs, err := tx.Text()
-			if err != nil {
-				return err
-			}
-			target, n := MergeText(file.Text, lost.Text, theirs)
-			for range n {
-				merge.lose("part of the text, changed on both sides")
-			}
-			tx.byWords = true // others may be typing: see diffTextWords
-			return tx.RestoreText(target)
-		}
-		theirs := tx.d.readNotebook()
-		base := canonicalOrSelf(file.Notebook)
-		if noBase {
-			base = theirs
-		}
-		target, st := MergeNotebooks(base, lost.Notebook, theirs)
-		merge = st
-		tx.byWords = true // others may be typing: see diffTextWords
-		// Cells being worked on since the restart, and big ones, are the last to be moved (a
-		// move re-creates a cell: typing in it meanwhile would be lost).
-		changed := map[string]bool{}
-		bIdx := cellIndex(base)
-		for _, c := range theirs.Cells {
-			if i, ok := bIdx[c.ID]; !ok || !sameCell(base.Cells[i], c) {
-				changed[c.ID] = true
-			}
-		}
-		size := map[string]int{}
-		for _, c := range theirs.Cells {
-			size[c.ID] = len(c.Source)
-		}
-		tx.keepWeight = func(id string) int {
-			w := 1 + size[id]/64
-			if changed[id] {
-				w += 1000
-			}
-			return w
-		}
-		stats, err := tx.RestoreNotebook(target)
-		report.Stats = stats
-		return err
-	}
-	e := &pendingEdit{rescue: true, covers: covered} // never run again: a reset re-runs what it covers
-	update, change, err := s.doc.Transact(fn)
-	if err != nil {
-		// A failed transaction may have left changes in the replica; they go to the server
-		// like any edit's, but the lost edits are re-run as without a rescue.
-		s.log.Error().Err(err).Msg("the rescue edit failed")
-		report.Reason = "bringing the replica back failed: " + err.Error()
-		if update != nil {
-			out.Frames = append(out.Frames, EncodeSync(SyncUpdate, update))
-			if !change.Empty() {
-				out.Changes = append(out.Changes, change)
-			}
-		}
-		return out, false
-	}
-	report.Restored = true
-	report.Changed = update != nil
-	report.Conflicts = merge.Conflicts
-	for _, l := range merge.Lost {
-		report.add(l)
-	}
-	if update == nil { // the room already holds it all
-		for _, c := range covered {
-			out.Done = append(out.Done, c.result(nil))
-			s.keepUnsaved(c)
-		}
-		return out, true
-	}
-	meta, perr := ParseUpdate(update)
-	out.Frames = append(out.Frames, EncodeSync(SyncUpdate, update))
-	if !change.Empty() {
-		out.Changes = append(out.Changes, change)
-	}
-	if perr != nil {
-		s.log.Error().Err(perr).Msg("local update does not parse")
-		for _, c := range covered {
-			out.Done = append(out.Done, c.result(fmt.Errorf("internal: the rescue update could not be tracked: %w", perr)))
-		}
-		return out, true
-	}
-	e.client = s.doc.ClientID()
-	e.structs, e.deletes, e.change = meta.Structs, meta.Deletes, change
-	s.inflight = append(s.inflight, e)
-	return out, true
-}
-
-func notebookHasIDs(nb Notebook) bool {
-	if nb.NBFormat == 4 && nb.NBFormatMinor < 5 {
-		return false
-	}
-	for _, c := range nb.Cells {
-		if c.ID == "" {
-			return false
-		}
-	}
-	return true
-}
-
-// canonicalOrSelf is the notebook as the replica would read it back (values through the CRDT
-// conversion), or itself when it does not validate.
-func canonicalOrSelf(nb Notebook) Notebook {
-	c, err := canonicalNotebook(nb)
-	if err != nil {
-		return nb
-	}
-	return c
 }
 
 // maxRescueWaits bounds how many times a sync is held for a replica to heal before a rescue.
@@ -658,6 +664,7 @@ func (s *Session) apply(e *pendingEdit) Output {
 	})
 	oc.Replayed = e.replayed
 	change.EditID = e.id
+	s.observe(change)
 	e.since = nil // guards are for the first run
 	e.outcome, e.change = &oc, change
 	if err != nil && e.replayed {

@@ -127,11 +127,33 @@ func DefaultFiles() []File {
 }
 
 // RestartOptions say what survives Restart. The zero value is a full restart: a new session
-// id and every room rebuilt from the file table under a fresh client id.
+// id and every room rebuilt from the file table (as SetRoomLoad says).
 type RestartOptions struct {
 	KeepDoc     bool // keep each room's document (and its history)
 	KeepSession bool // keep the session id (the same server process)
+	// DropStore deletes the update store (LoadStore): rooms are rebuilt from their files alone,
+	// deterministically, as jupyter-collaboration does when .jupyter_ystore.db is gone.
+	DropStore bool
 }
+
+// RoomLoad is how the fake builds a room's document from its file, as the real engines do (see
+// ydoc/rebuild.go).
+type RoomLoad int
+
+const (
+	// LoadFresh loads the file into a fresh document under a new client id, as
+	// jupyter-server-documents does (the default).
+	LoadFresh RoomLoad = iota
+	// LoadDeterministic loads the file under client 0 and applies that to the room's document,
+	// as jupyter-collaboration does without an update store: the same file gives the same item
+	// ids, a file saved since gives other content under the same ids.
+	LoadDeterministic
+	// LoadStore is jupyter-collaboration with its update store: a room is first loaded
+	// deterministically; every room's document is kept in the store when the server restarts,
+	// and a room rebuilt later starts from it, the file reloaded over it (granularly, under the
+	// room's own client id) when it differs.
+	LoadStore
+)
 
 // AwarenessRecord is one entry of an awareness update a client sent.
 type AwarenessRecord struct {
@@ -161,11 +183,16 @@ type Server struct {
 	held         []heldFrame
 	saveStatus   string
 	quietSaves   bool // saves write the file but publish nothing (as a save cancelled mid-write)
+	holdSaves    bool // save requests wait for ReleaseSaves (a save that takes time)
+	heldSaves    []heldSave
 	writeErr     error
 	stall        chan struct{} // non-nil: writes block until it is closed
 	onCloseNorm  func(*Conn)
 	engine       bridge.Engine // what document sessions say the server speaks
 	stepTwoFirst bool          // jupyter-server-documents' handshake order
+	load         RoomLoad
+	store        map[string][]byte // LoadStore: path → the room's state as the store kept it
+	loader       bool              // rooms are written by client 0, as jupyter-collaboration's loader writes them
 
 	openCalls, dialCalls int
 	conns                []*Conn // every conn ever dialled, in order
@@ -187,6 +214,12 @@ type heldFrame struct {
 	frame []byte
 }
 
+type heldSave struct {
+	c  *Conn
+	r  *room
+	id uint64
+}
+
 // New returns a running fake holding files, or DefaultFiles when none are given.
 func New(files ...File) *Server {
 	if len(files) == 0 {
@@ -202,6 +235,7 @@ func New(files ...File) *Server {
 		nextCID:      1000,
 		changed:      make(chan struct{}),
 		saves:        map[string]int{},
+		store:        map[string][]byte{},
 	}
 	for _, f := range files {
 		s.files[f.Path] = f
@@ -474,20 +508,61 @@ func (s *Server) newRoomLocked(id, docType, fileID string) (*room, error) {
 		return nil, &CloseError{Code: CloseBadRequest, Reason: "Error initializing: " + p + "."}
 	}
 	s.nextCID++
-	doc, err := ydoc.NewDoc(kind, s.nextCID, zerolog.Nop())
+	newDoc := func() (*ydoc.Doc, error) { return ydoc.NewDoc(kind, s.nextCID, zerolog.Nop()) }
+	if s.loader {
+		newDoc = func() (*ydoc.Doc, error) { return ydoc.NewLoaderDoc(kind, zerolog.Nop()) }
+	}
+	doc, err := newDoc()
 	if err != nil {
 		return nil, &CloseError{Code: 4500, Reason: err.Error()}
 	}
-	_, _, err = doc.Transact(func(tx *ydoc.Txn) error {
-		if kind == ydoc.KindText {
-			return tx.SetText(f.Text)
-		}
-		return tx.LoadNotebook(f.Notebook)
-	})
-	if err != nil {
+	content := ydoc.Snapshot{Kind: kind, Text: f.Text}
+	if kind == ydoc.KindNotebook {
+		content.Notebook = serverRead(f.Notebook)
+	}
+	if err := s.loadLocked(doc, p, content); err != nil {
 		return nil, &CloseError{Code: 4500, Reason: err.Error()}
 	}
 	return &room{id: id, path: p, kind: kind, doc: doc}, nil
+}
+
+// loadLocked fills a new room's document from its file as the server's RoomLoad does.
+func (s *Server) loadLocked(doc *ydoc.Doc, p string, content ydoc.Snapshot) error {
+	stored, inStore := s.store[p]
+	switch {
+	case s.load == LoadStore && inStore:
+		if _, _, err := doc.Apply(stored); err != nil {
+			return err
+		}
+		now, err := doc.Snapshot()
+		if err != nil {
+			return err
+		}
+		if ydoc.ContentKey(now, ydoc.MatchOptions{}) == ydoc.ContentKey(content, ydoc.MatchOptions{}) {
+			return nil
+		}
+		_, _, err = doc.Transact(func(tx *ydoc.Txn) error { // the file is out of sync with the store
+			if content.Kind == ydoc.KindText {
+				return tx.SetText(content.Text)
+			}
+			return tx.ReloadNotebook(content.Notebook)
+		})
+		return err
+	case s.load == LoadDeterministic, s.load == LoadStore:
+		update, err := ydoc.LoadDeterministic(content, zerolog.Nop())
+		if err != nil {
+			return err
+		}
+		_, _, err = doc.Apply(update)
+		return err
+	}
+	_, _, err := doc.Transact(func(tx *ydoc.Txn) error {
+		if content.Kind == ydoc.KindText {
+			return tx.SetText(content.Text)
+		}
+		return tx.LoadNotebook(content.Notebook)
+	})
+	return err
 }
 
 func (s *Server) roomByPathLocked(p string) *room {
@@ -558,13 +633,22 @@ func (s *Server) handle(c *Conn, data []byte) {
 		}
 	case ydoc.MsgRaw:
 		if f.Raw == "save" {
-			if s.saveStatus == "success" {
-				s.saveLocked(r)
+			if s.holdSaves {
+				s.heldSaves = append(s.heldSaves, heldSave{c: c, r: r, id: f.SaveID})
+				return
 			}
-			msg := fmt.Sprintf(`{"type":"save","responseTo":%d,"status":%q}`, f.SaveID, s.saveStatus)
-			c.pushLocked(ydoc.EncodeRaw(msg))
+			s.answerSaveLocked(c, r, f.SaveID)
 		}
 	}
+}
+
+// answerSaveLocked saves (when the save status says success) and answers the request.
+func (s *Server) answerSaveLocked(c *Conn, r *room, id uint64) {
+	if s.saveStatus == "success" {
+		s.saveLocked(r)
+	}
+	msg := fmt.Sprintf(`{"type":"save","responseTo":%d,"status":%q}`, id, s.saveStatus)
+	c.pushLocked(ydoc.EncodeRaw(msg))
 }
 
 // saveLocked writes the room's document to its file and publishes the save in the room's
@@ -627,6 +711,44 @@ func copyNotebook(nb ydoc.Notebook) ydoc.Notebook {
 	return c
 }
 
+// serverRead is a notebook as jupyter-server reads its file: in nbformat 4.5, a cell without an
+// id, or with an id an earlier cell has, gets a new random id (nbformat's validator repairs it),
+// on every read.
+func serverRead(nb ydoc.Notebook) ydoc.Notebook {
+	nb = copyNotebook(nb)
+	if nb.NBFormatMinor < 5 {
+		return nb
+	}
+	seen := map[string]bool{}
+	for i := range nb.Cells {
+		if c := &nb.Cells[i]; c.ID == "" || seen[c.ID] {
+			c.ID = ydoc.NewCellID()
+		}
+		seen[nb.Cells[i].ID] = true
+	}
+	return nb
+}
+
+var _ bridge.NotebookFileServer = (*Server)(nil)
+
+// NotebookFile implements bridge.NotebookFileServer: the file as the contents API reads it
+// (serverRead).
+func (s *Server) NotebookFile(ctx context.Context, p string) (ydoc.Notebook, error) {
+	if err := ctx.Err(); err != nil {
+		return ydoc.Notebook{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return ydoc.Notebook{}, ErrConnRefused
+	}
+	f, ok := s.files[p]
+	if !ok || f.Type != "notebook" {
+		return ydoc.Notebook{}, &Error{Status: 404, Msg: "No such notebook: " + p, Perm: true}
+	}
+	return serverRead(f.Notebook), nil
+}
+
 // ReadFile implements bridge.FileReader.
 func (s *Server) ReadFile(ctx context.Context, p string, kind ydoc.Kind, content bool) (bridge.FileContent, error) {
 	if err := ctx.Err(); err != nil {
@@ -683,4 +805,27 @@ func (s *Server) detachLocked(c *Conn) {
 func (s *Server) bumpLocked() {
 	close(s.changed)
 	s.changed = make(chan struct{})
+}
+
+var _ bridge.NotebookTextServer = (*Server)(nil)
+
+// NotebookText implements bridge.NotebookTextServer: the notebook file's JSON (cell ids as the
+// file holds them; none for nbformat < 4.5).
+func (s *Server) NotebookText(ctx context.Context, p string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return nil, ErrConnRefused
+	}
+	f, ok := s.files[p]
+	if !ok || f.Type == "directory" {
+		return nil, &Error{Status: 404, Msg: "No such file: " + p, Perm: true}
+	}
+	if f.Type != "notebook" {
+		return []byte(f.Text), nil
+	}
+	return json.Marshal(f.Notebook.JSON())
 }

@@ -15,11 +15,25 @@ import (
 
 // Restart simulates the server process restarting: every connection is dropped with an
 // abnormal close; unless opts say otherwise the session id changes and every room is rebuilt
-// from the file table under a fresh client id. Held echoes are lost.
+// from the file table as SetRoomLoad says (with LoadStore, from the store the rooms were kept
+// in, unless opts.DropStore). Held echoes are lost.
 func (s *Server) Restart(opts RestartOptions) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.dropAllLocked(&CloseError{Code: CloseAbnormal, Reason: "server restarted"})
+	if s.load == LoadStore {
+		for _, r := range s.rooms {
+			if r.path == r.id { // a transient room: not stored
+				continue
+			}
+			if state, err := r.doc.EncodeStateAsUpdate(nil); err == nil {
+				s.store[r.path] = state
+			}
+		}
+	}
+	if opts.DropStore {
+		s.store = map[string][]byte{}
+	}
 	if !opts.KeepDoc {
 		s.rooms = map[string]*room{}
 	}
@@ -52,6 +66,25 @@ func (s *Server) SaveFile(p string) error {
 	return nil
 }
 
+// SetRoomLoad sets how rooms are built from their files from now on (LoadFresh by default).
+func (s *Server) SetRoomLoad(l RoomLoad) { s.set(func() { s.load = l }) }
+
+// RoomState returns the encoded state of the room of path, as a peer that syncs with it from
+// nothing would receive it (nil when no room is open for it).
+func (s *Server) RoomState(p string) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.roomByPathLocked(p)
+	if r == nil {
+		return nil
+	}
+	b, err := r.doc.EncodeStateAsUpdate(nil)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
 // SetEngine sets what document sessions say about the server's engine (bridge.DocSession.Engine)
 // and what Engine answers.
 func (s *Server) SetEngine(e bridge.Engine) { s.set(func() { s.engine = e }) }
@@ -74,6 +107,12 @@ func (s *Server) Engine(context.Context) (bridge.Engine, error) {
 // step 1 is answered with the step 2 and then the server's own step 1.
 func (s *Server) StepTwoFirst(on bool) { s.set(func() { s.stepTwoFirst = on }) }
 
+// LoadAsLoader makes the rooms built from now on written by client 0, as jupyter-collaboration's
+// loader writes a room it loads from its file: a client's read then waits while the document
+// lacks what its file holds (bridge/outputs.go), and EditDoc writes as the loader, as a
+// progressive load goes on.
+func (s *Server) LoadAsLoader(on bool) { s.set(func() { s.loader = on }) }
+
 // WriteFile replaces a file's content outside the server (an editor, git, a script): rooms are
 // not told (the real server would notice within its poll interval; a stopped one never).
 func (s *Server) WriteFile(f File) {
@@ -84,6 +123,9 @@ func (s *Server) WriteFile(f File) {
 		s.files[f.Path] = f
 	})
 }
+
+// RemoveFile deletes a file outside the server (rooms are not told).
+func (s *Server) RemoveFile(p string) { s.set(func() { delete(s.files, p) }) }
 
 // File returns a copy of a file as it is on "disk".
 func (s *Server) File(p string) (File, bool) {
@@ -201,6 +243,30 @@ func (s *Server) EchoAwarenessToSender(on bool) { s.set(func() { s.echoToSender 
 // QuietSaves makes saves write the file without publishing dirty=false and the hash, as
 // jupyter-collaboration does when a change cancels a save during its (shielded) write.
 func (s *Server) QuietSaves(on bool) { s.set(func() { s.quietSaves = on }) }
+
+// HoldSaves makes save requests wait (nothing written, no answer) until ReleaseSaves, as a save
+// that takes that long.
+func (s *Server) HoldSaves() { s.set(func() { s.holdSaves = true }) }
+
+// ReleaseSaves carries out and answers the held save requests, and stops holding.
+func (s *Server) ReleaseSaves() {
+	s.set(func() {
+		s.holdSaves = false
+		for _, h := range s.heldSaves {
+			if !h.c.isClosed() {
+				s.answerSaveLocked(h.c, h.r, h.id)
+			}
+		}
+		s.heldSaves = nil
+	})
+}
+
+// HeldSaves returns how many save requests are held.
+func (s *Server) HeldSaves() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.heldSaves)
+}
 
 // SetSaveStatus sets the status save requests are answered with (success, skipped, failed).
 func (s *Server) SetSaveStatus(status string) { s.set(func() { s.saveStatus = status }) }

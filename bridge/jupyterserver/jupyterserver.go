@@ -293,7 +293,7 @@ func (k Kernels) Sessions(ctx context.Context) ([]execution.KernelSession, error
 }
 
 func kernelSession(s jupyter.SessionModel) execution.KernelSession {
-	ks := execution.KernelSession{ID: s.ID, Path: s.Path}
+	ks := execution.KernelSession{ID: s.ID, Path: s.Path, Type: s.Type}
 	if s.Kernel != nil {
 		ks.KernelID, ks.KernelName, ks.State = s.Kernel.ID, s.Kernel.Name, s.Kernel.ExecutionState
 	}
@@ -404,12 +404,16 @@ func (k Kernels) AttachSession(ctx context.Context, s execution.KernelSession) e
 	return err
 }
 
-// ScratchRefusal is why the sidecar runs no scratch code (execute_code) on
-// jupyter-server-documents 0.3 (measured; docs/engines.md, "Execution").
-const ScratchRefusal = "jupyter-server-documents runs code only as cells of a notebook, and a kernel websocket of the " +
-	"sidecar's own would cut off the shell channel of every kernel connection opened before it (the server gives all of " +
-	"them one ZMQ identity, so the kernel answers only the newest: JupyterLab's completions and widgets would stop); " +
-	"put the code in a cell and run it with execute_notebook_cell instead"
+// ConnectScratch implements execution.ServerKernels: a kernel websocket of the sidecar's own
+// in the v1 protocol, the only one jupyter-server-documents speaks (execution/scratch_server.go
+// says when the engine opens one, and why so rarely).
+func (k Kernels) ConnectScratch(ctx context.Context, id string) (execution.KernelChannel, error) {
+	c, err := k.C.ConnectKernelV1(ctx, id, k.Username)
+	if err != nil {
+		return nil, err
+	}
+	return kernelChannel{c}, nil
+}
 
 var (
 	_ bridge.OutputServer       = Adapter{}
@@ -419,6 +423,14 @@ var (
 // FetchOutput implements bridge.OutputServer: jupyter-server-documents' outputs service.
 func (s Adapter) FetchOutput(ctx context.Context, url string) (map[string]any, error) {
 	return s.C.FetchOutput(ctx, url)
+}
+
+var _ bridge.NotebookTextServer = Adapter{}
+
+// NotebookText implements bridge.NotebookTextServer: the notebook file's JSON as it is on disk.
+func (s Adapter) NotebookText(ctx context.Context, path string) ([]byte, error) {
+	text, err := s.C.FileText(ctx, path)
+	return []byte(text), err
 }
 
 // NotebookFile implements bridge.NotebookFileServer: the notebook as saved.

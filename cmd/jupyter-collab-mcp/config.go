@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/jupyter"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/tools"
 )
 
 // Config is everything the binary needs. Precedence: flags, then environment, then defaults.
@@ -44,8 +46,11 @@ type Config struct {
 	CallTimeout       time.Duration
 	AlwaysEmbedSchema bool
 	Toolsets          []string // toolsets and tools offered (tools/toolsets.go)
+	Apps              tools.AppsMode
+	LabURL            string // where the apps link a notebook to; empty: JupyterURL
 	NoGlobalAwareness bool
-	StateDir          string
+	StateDir          string // "" memory only (resolved: never "auto" or "none" after loadConfig)
+	stateDirAuto      bool   // StateDir is the default location (not given): failing to use it is not fatal
 	HistoryBudgetMB   int
 	MaxResponseTokens int
 	Tokenizer         string
@@ -142,7 +147,7 @@ func options() []option {
 		{"", "JUPYTER_TOKEN", "", "Jupyter token (environment only; or --jupyter-token-file)", "string", true, str(func(c *Config) *string { return &c.JupyterToken })},
 		{"jupyter-token-file", "JUPYTER_TOKEN_FILE", "", "file holding the Jupyter token", "string", false, str(func(c *Config) *string { return &c.jupyterTokenFile })},
 		{"jupyter-timeout", "JUPYTER_TIMEOUT", "30s", "timeout of each jupyter-server request", "duration", false, duration(func(c *Config) *time.Duration { return &c.JupyterTimeout })},
-		{"engine", "JUPYTER_ENGINE", "auto", "the server's collaboration engine: auto (ask the server), collaboration (jupyter-collaboration) or documents (jupyter-server-documents)", "string", false, func(c *Config, v string) error {
+		{"engine", "JUPYTER_ENGINE", "auto", "the server's collaboration engine: auto (ask the server on first use), collaboration (jupyter-collaboration 4.4/5.0) or documents (jupyter-server-documents 0.3); see docs/engines.md", "string", false, func(c *Config, v string) error {
 			e, err := jupyter.ParseEngine(v)
 			c.Engine = e
 			return err
@@ -174,10 +179,10 @@ func options() []option {
 		{"agent-color", "AGENT_COLOR", "#7c3aed", "cursor and avatar colour", "string", false, str(func(c *Config) *string { return &c.AgentColor })},
 		{"no-global-awareness", "NO_GLOBAL_AWARENESS", "false", "do not join JupyterLab's global awareness room (the agent then does not appear in the collaborators panel)", "bool", false, boolean(func(c *Config) *bool { return &c.NoGlobalAwareness })},
 		{"no-autosave", "NO_AUTOSAVE", "false", "do not ask the server to autosave (by default the agent asks, so edits reach the file)", "bool", false, boolean(func(c *Config) *bool { return &c.NoAutosave })},
-		{"save-interval", "SAVE_INTERVAL", "5s", "while a document holds changes jupyter-server has not saved, ask it to save at least this often (0: leave saving to the server, which waits for a second without changes)", "duration", false, func(c *Config, v string) error {
+		{"save-interval", "SAVE_INTERVAL", "60s", "how far the file on disk may lag behind a document that never pauses (jupyter-server saves by itself a second after the last change; the sidecar asks for a save when that did not happen, spaced by five times what a save takes; the write-ahead log, not the file, keeps changes safe); 0: leave saving to the server", "duration", false, func(c *Config, v string) error {
 			d, err := time.ParseDuration(v)
 			if err != nil || d < 0 {
-				return fmt.Errorf("not a duration of 0 or more (like 5s; 0 turns the save guard off): %q", v)
+				return fmt.Errorf("not a duration of 0 or more (like 60s; 0 turns the sidecar's save requests off): %q", v)
 			}
 			c.SaveInterval = d
 			return nil
@@ -186,11 +191,17 @@ func options() []option {
 		{"dead-room-wait", "DEAD_ROOM_WAIT", "6m", "on jupyter-server-documents, stay away this long from a room that stopped answering, so the server frees it and loads it afresh (its defaults free a room 60s after its last activity, at a pass every 300s)", "duration", false, duration(func(c *Config) *time.Duration { return &c.DeadRoomWait })},
 		{"session-idle-ttl", "MCP_SESSION_IDLE_TTL", "30m", "free HTTP MCP sessions idle for this long", "duration", false, duration(func(c *Config) *time.Duration { return &c.SessionIdleTTL })},
 		{"call-timeout", "MCP_CALL_TIMEOUT", "2m", "upper bound of one tool call", "duration", false, duration(func(c *Config) *time.Duration { return &c.CallTimeout })},
-		{"state-dir", "STATE_DIR", "", "directory for state that should survive restarts (document histories); empty: memory only", "string", false, str(func(c *Config) *string { return &c.StateDir })},
+		{"state-dir", "STATE_DIR", "auto", "directory for state that survives restarts, per jupyter-server: the write-ahead log of the open documents (journal/) and their histories (history/); auto: $XDG_STATE_HOME/jupyter-collab-mcp, else ~/.local/state/jupyter-collab-mcp; none: memory only (the log is then kept in memory and lost with the process)", "string", false, str(func(c *Config) *string { return &c.StateDir })},
 		{"history-budget-mb", "HISTORY_BUDGET_MB", "32", "megabytes of restorable versions kept per document", "int", false, integer(func(c *Config) *int { return &c.HistoryBudgetMB })},
-		{"max-response-tokens", "MAX_RESPONSE_TOKENS", "20000", "default max_tokens of content tools and the cap of resources (some clients reject results over 25000 tokens)", "int", false, integer(func(c *Config) *int { return &c.MaxResponseTokens })},
-		{"tokenizer", "TOKENIZER", "o200k_base", "token encoding for counts and budgets: o200k_base or cl100k_base", "string", false, str(func(c *Config) *string { return &c.Tokenizer })},
-		{"toolsets", "MCP_TOOLSETS", "default", "comma-separated toolsets (notebooks, execution, presence, documents, forks, history, kernels, admin), tool names, default (the daily loop) and all; over HTTP a request may choose its own (X-MCP-Toolsets header or ?toolsets=)", "list", false, list(func(c *Config) *[]string { return &c.Toolsets })},
+		{"max-response-tokens", "MAX_RESPONSE_TOKENS", strconv.Itoa(tools.DefaultMaxResponseTokens), "default max_tokens of content tools and the cap of resources (some clients reject results over 25000 tokens)", "int", false, integer(func(c *Config) *int { return &c.MaxResponseTokens })},
+		{"tokenizer", "TOKENIZER", "o200k_base", "token encoding for counts and budgets: o200k_base or cl100k_base (both compiled in)", "string", false, str(func(c *Config) *string { return &c.Tokenizer })},
+		{"toolsets", "MCP_TOOLSETS", "default", "the tools sessions are offered, comma-separated: toolsets (" + strings.Join(tools.ToolsetNames(), ", ") + "; default is the daily loop, all every tool) and tool names; over HTTP a request may choose its own (" + tools.ToolsetHeader + " header or ?" + tools.ToolsetQuery + "=)", "list", false, list(func(c *Config) *[]string { return &c.Toolsets })},
+		{"apps", "MCP_APPS", "auto", "MCP Apps (docs/apps.md): the outputs, live-notebook and suggestion views a chat host shows beside the tools' results. auto: for sessions whose client announces them; always: for every session; off: none (no ui:// resources, no _meta.ui, no app-only tools)", "string", false, func(c *Config, v string) error {
+			m, err := tools.ParseAppsMode(v)
+			c.Apps = m
+			return err
+		}},
+		{"lab-url", "LAB_URL", "", "the jupyter-server's address as people open it in a browser (e.g. https://hub.example.org/user/alice/), for the apps' \"Open in JupyterLab\"; default: --jupyter-url without its token", "string", false, str(func(c *Config) *string { return &c.LabURL })},
 		{"always-embed-schema", "ALWAYS_EMBED_SCHEMA", "false", "embed each tool's input schema in every result (by default only in failures and when a call passes includeSchema)", "bool", false, boolean(func(c *Config) *bool { return &c.AlwaysEmbedSchema })},
 	}
 }
@@ -293,6 +304,7 @@ func loadConfig(args []string, getenv func(string) string, readFile func(string)
 	if c.ShowVersion {
 		return c, nil
 	}
+	c.resolveStateDir(getenv)
 	if err := c.splitJupyterURL(); err != nil {
 		return c, err
 	}
@@ -367,6 +379,24 @@ scan:
 		return errors.New("JUPYTER_URL carries a token that differs from JUPYTER_TOKEN (or --jupyter-token-file): give it once, or make them agree")
 	}
 	return nil
+}
+
+// resolveStateDir turns the state directory's special values into a path: auto is the user's
+// state directory ($XDG_STATE_HOME, else ~/.local/state, as the XDG base directory
+// specification says), none is memory only. Without either variable auto is memory only too.
+func (c *Config) resolveStateDir(getenv func(string) string) {
+	switch c.StateDir {
+	case "none":
+		c.StateDir = ""
+	case "auto", "":
+		c.stateDirAuto = true
+		c.StateDir = ""
+		if x := getenv("XDG_STATE_HOME"); filepath.IsAbs(x) {
+			c.StateDir = filepath.Join(x, "jupyter-collab-mcp")
+		} else if h := getenv("HOME"); filepath.IsAbs(h) {
+			c.StateDir = filepath.Join(h, ".local", "state", "jupyter-collab-mcp")
+		}
+	}
 }
 
 // urlHasToken reports whether a URL carries a ?token= query.
@@ -486,6 +516,12 @@ func (c Config) validate() error {
 		}
 		if !isLoopback(host) {
 			return fmt.Errorf("--pprof-listen is unauthenticated and only allowed on a loopback address, not %q", host)
+		}
+	}
+	if c.LabURL != "" {
+		u, err := url.Parse(c.LabURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.User != nil {
+			return errors.New("--lab-url: must be an http(s) URL without a query or credentials (people sign in to JupyterLab themselves)")
 		}
 	}
 	if c.PublicURL != "" {

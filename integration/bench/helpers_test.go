@@ -86,3 +86,34 @@ func TestReport(t *testing.T) {
 		t.Errorf("chart too small: %v", img.Bounds())
 	}
 }
+
+// Three servers: a value and a ratio column per server, n/a where a row does not apply, and
+// the chart grows a bar per server.
+func TestReportThreeServers(t *testing.T) {
+	res := &Results{Config: Smoke(), Started: time.Now(), Servers: []string{Sidecar, JupyterMCP, Live}}
+	a := res.metric("a", "edit", "ms", "lower")
+	a.Values[Sidecar], a.Values[JupyterMCP], a.Values[Live] = 2, 8, 5
+	d := res.metric("d", "discovery", "tokens", "lower")
+	d.Values[Live] = 1200
+	d.NA[Sidecar], d.NA[JupyterMCP] = "every tool listed each turn", "every tool listed each turn"
+	z := res.metric("z", "lost", "edits", "lower")
+	z.Values[Sidecar], z.Values[JupyterMCP], z.Values[Live] = 0, 0, 0
+	md := Markdown(res, Environment{Command: "make x"}, "")
+	for _, want := range []string{
+		"# jupyter-collab-mcp vs jupyter-mcp-server and jupyter-mcp-live",
+		"| measurement | better | jupyter-collab-mcp | jupyter-mcp-server | jupyter-mcp-live | ratio jupyter-mcp-server | ratio jupyter-mcp-live |\n|---|---|---|---|---|---|---|\n",
+		"| edit | lower | 2.0 ms | 8.0 ms | 5.0 ms | 4.00× | 2.50× |",
+		"| discovery | lower | n/a (every tool listed each turn) | n/a (every tool listed each turn) | 1200 tokens | – | – |",
+		"| lost | lower | 0 edits | 0 edits | 0 edits | equal | equal |",
+		"| operation | jupyter-collab-mcp | jupyter-mcp-server | jupyter-mcp-live |",
+		"Code Mode",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	two := Chart(&Results{Servers: []string{Sidecar, JupyterMCP}, Metrics: res.Metrics})
+	if three := Chart(res); three.Bounds().Dy() <= two.Bounds().Dy() {
+		t.Errorf("chart rows do not grow with a third server: %v vs %v", three.Bounds(), two.Bounds())
+	}
+}

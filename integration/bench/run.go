@@ -155,12 +155,14 @@ func (r *Runner) Run(ctx context.Context) *Results {
 	}
 	r.memory("start")
 	r.definitions(ctx)
+	r.discovery(ctx)
 	r.edits(ctx)
 	r.sustained(ctx)
 	r.inserts(ctx)
 	r.reads(ctx)
 	r.executes(ctx)
 	r.joins(ctx)
+	r.coldJoins(ctx)
 	r.smallJoins()
 	r.memory("end")
 	r.kernelNote(ctx)
@@ -171,11 +173,7 @@ func (r *Runner) Run(ctx context.Context) *Results {
 // file writes a new notebook under the server root for one target and operation.
 func (r *Runner) file(t *Target, what string, data []byte) (string, error) {
 	r.seq++
-	short := "jcm"
-	if t.Server.Name == JupyterMCP {
-		short = "jmcp"
-	}
-	name := fmt.Sprintf("bench_%s_%s_%d.ipynb", short, what, r.seq)
+	name := fmt.Sprintf("bench_%s_%s_%d.ipynb", shortNames[t.Server.Name], what, r.seq)
 	return name, r.JS.WriteFile(name, data)
 }
 
@@ -680,6 +678,12 @@ func (r *Runner) memory(when string) {
 		rows = append(rows, row{"hwm", "server process peak RSS (VmHWM) over the run", "MiB", "lower"})
 	}
 	r.op(context.Background(), "memory "+when, rows, func(_ context.Context, t *Target, put func(string, float64)) error {
+		if t.Server.InProcess() {
+			for _, rw := range rows {
+				r.res.Get(rw.key).NA[t.Server.Name] = "runs inside jupyter-server"
+			}
+			return nil
+		}
 		m, err := ReadMemory(t.Server.PID())
 		if err != nil {
 			return err
@@ -704,7 +708,7 @@ func tail(s string, n int) string {
 }
 
 // kernelNote records how many kernels the run left on the jupyter-server, and whose sessions
-// they belong to (every file of the run is named bench_<jcm|jmcp>_…).
+// they belong to (every file of the run is named bench_<short name>_…, shortNames).
 func (r *Runner) kernelNote(ctx context.Context) {
 	get := func(api string, out any) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.JS.URL+api, nil)
@@ -733,11 +737,10 @@ func (r *Runner) kernelNote(ctx context.Context) {
 	}
 	owner := map[string]string{}
 	for _, s := range sessions {
-		switch {
-		case strings.Contains(s.Path, "bench_jcm_"):
-			owner[s.Kernel.ID] = Sidecar
-		case strings.Contains(s.Path, "bench_jmcp_"):
-			owner[s.Kernel.ID] = JupyterMCP
+		for name, short := range shortNames {
+			if strings.Contains(s.Path, "bench_"+short+"_") {
+				owner[s.Kernel.ID] = name
+			}
 		}
 	}
 	count := map[string]int{}
@@ -748,8 +751,12 @@ func (r *Runner) kernelNote(ctx context.Context) {
 		}
 		count[o]++
 	}
-	r.res.Notes = append(r.res.Notes, fmt.Sprintf("Kernels running on the jupyter-server at the end: %d (with a session of a %s notebook: %d; of a %s notebook: %d; without a session: %d — jupyter-mcp-server starts one at its own start-up).",
-		len(kernels), Sidecar, count[Sidecar], JupyterMCP, count[JupyterMCP], count["no session"]))
+	var per []string
+	for _, name := range r.res.Servers {
+		per = append(per, fmt.Sprintf("of a %s notebook: %d", name, count[name]))
+	}
+	r.res.Notes = append(r.res.Notes, fmt.Sprintf("Kernels running on the jupyter-server at the end: %d (with a session %s; without a session: %d — jupyter-mcp-server starts one at its own start-up).",
+		len(kernels), strings.Join(per, "; "), count["no session"]))
 }
 
 // openSmall opens one of the run's 1-cell notebooks and keeps the time it took.

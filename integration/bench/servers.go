@@ -1,9 +1,9 @@
 //go:build integration
 
-// Package bench compares this sidecar with Datalayer's jupyter-mcp-server (from PyPI, in its
-// own virtualenv .venv-bench) against the same jupyter-server, driven by the same MCP client
-// (the official TypeScript SDK, integration/node/mcpclient.mjs) with one small adapter per
-// server. It measures; it asserts nothing about speed. Correctness of each operation (edits
+// Package bench compares this sidecar with Datalayer's jupyter-mcp-server and jupyter-mcp-live
+// (both from PyPI, in the virtualenv .venv-bench, whose jupyter-server the bench runs:
+// servers_live.go) against the same jupyter-server, driven by the same MCP client (the official
+// TypeScript SDK, integration/node/mcpclient.mjs) with one small adapter per server. It measures; it asserts nothing about speed. Correctness of each operation (edits
 // arrive in an independent Yjs peer, inserted cells arrive once and in order, reads cover every
 // cell, executions return their result) is checked, and a failure is recorded as a result.
 package bench
@@ -44,16 +44,37 @@ type Server struct {
 	cmd   *exec.Cmd
 	exit  chan struct{}
 	log   *capBuffer
+	// host is set for a server that runs inside the jupyter-server (jupyter-mcp-live): it has
+	// no process of its own.
+	host *integration.JupyterServer
 }
 
-// PID is the server's process id (whose memory is reported).
-func (s *Server) PID() int { return s.cmd.Process.Pid }
+// InProcess reports whether the server runs inside the jupyter-server (no process of its own).
+func (s *Server) InProcess() bool { return s.host != nil }
+
+// PID is the server's process id (whose memory is reported): the jupyter-server's for a server
+// running inside it.
+func (s *Server) PID() int {
+	if s.host != nil {
+		return s.host.Pid()
+	}
+	return s.cmd.Process.Pid
+}
 
 // Log returns the tail of what the server printed.
-func (s *Server) Log() string { return s.log.String() }
+func (s *Server) Log() string {
+	if s.host != nil {
+		return s.host.Log()
+	}
+	return s.log.String()
+}
 
 // Exited reports whether the process has ended (a crash, when the run did not stop it).
 func (s *Server) Exited() bool {
+	if s.host != nil {
+		pid := s.host.Pid()
+		return pid == 0 || syscall.Kill(pid, 0) != nil
+	}
 	select {
 	case <-s.exit:
 		return true
@@ -64,7 +85,7 @@ func (s *Server) Exited() bool {
 
 // Stop sends SIGTERM to the server's process group and waits, killing it after 10 s.
 func (s *Server) Stop() {
-	if s.Exited() {
+	if s.host != nil || s.Exited() {
 		return
 	}
 	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
@@ -166,7 +187,7 @@ func StartJupyterMCP(ctx context.Context, js *integration.JupyterServer) (*Serve
 func (s *Server) start(ctx context.Context, cmd *exec.Cmd, port int) error {
 	s.cmd, s.exit, s.log = cmd, make(chan struct{}), &capBuffer{}
 	cmd.Stdout, cmd.Stderr = s.log, s.log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = integration.ChildProcAttr()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("bench: start %s: %w", s.Name, err)
 	}

@@ -199,7 +199,7 @@ const ops = {
 
   async screenshot (req) {
     fs.mkdirSync(path.dirname(req.path), { recursive: true })
-    await page.screenshot({ path: req.path, fullPage: false })
+    await page.screenshot({ path: req.path, fullPage: false, clip: req.clip ?? undefined })
     return {}
   },
 

@@ -20,8 +20,9 @@ import (
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/integration"
 )
 
-// The agent as collaborators must see it.
-const (
+// The agent as collaborators must see it (as the sidecar shows it by default when the README's
+// picture is made: picture_test.go).
+var (
 	agentName     = "E2E Agent"
 	agentInitials = "EA"
 	agentColor    = "#0b7285"
@@ -51,6 +52,9 @@ func run(m *testing.M) (int, error) {
 	root, err := integration.RepoRoot()
 	if err != nil {
 		return 0, err
+	}
+	if os.Getenv(pictureEnv) != "" {
+		agentName, agentInitials, agentColor, agentColorRGB = "AI Agent", "AI", "#7c3aed", "rgb(124, 58, 237)"
 	}
 	env.artifacts = os.Getenv("JCM_ARTIFACTS")
 	if env.artifacts == "" {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -50,9 +51,13 @@ func startSidecar(ctx context.Context, jupyterURL, jupyterToken, logPath string,
 	}
 	p := &sidecarProc{URL: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), Token: integration.RandomToken(), LogPath: logPath, exit: make(chan struct{}), logFile: lf}
 	p.cmd = exec.Command(bin, "--listen", "127.0.0.1:"+strconv.Itoa(port), "--log-format", "json", "--log-level", "debug")
-	p.cmd.Env = append(os.Environ(), "JUPYTER_URL="+jupyterURL, "JUPYTER_TOKEN="+jupyterToken, "MCP_TOKEN="+p.Token)
+	// Its state (the write-ahead log, histories) beside its log, so a restarted sidecar of the
+	// same run finds it (env may set another STATE_DIR), never in the user's home.
+	p.cmd.Env = append(os.Environ(), "JUPYTER_URL="+jupyterURL, "JUPYTER_TOKEN="+jupyterToken, "MCP_TOKEN="+p.Token,
+		"STATE_DIR="+filepath.Join(filepath.Dir(logPath), "state"))
 	p.cmd.Env = append(p.cmd.Env, env...)
 	p.cmd.Stdout, p.cmd.Stderr = lf, lf
+	p.cmd.SysProcAttr = integration.ChildProcAttr()
 	if err := p.cmd.Start(); err != nil {
 		lf.Close()
 		return nil, fmt.Errorf("start sidecar: %w", err)

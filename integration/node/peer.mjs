@@ -616,6 +616,8 @@ const ops = {
     })
     return { clientID: gdoc.clientID }
   },
+  // the state of every global awareness connection of this peer (null: the tab is gone)
+  setGlobal: (req) => { for (const g of globals) g.gaw.setLocalState(req.state); return {} },
   globalStates: () => {
     const states = {}
     for (const g of globals) for (const [id, st] of g.gaw.getStates()) if (id !== g.gdoc.clientID) states[id] = st

@@ -150,6 +150,19 @@ func TestZ2JHValues(t *testing.T) {
 		t.Errorf("the token file %s is not on a volume both containers mount (notebook %q, sidecar %q)", tokenFile, nbMount, scMount)
 	}
 
+	// The write-ahead log on the user's home volume (not the read-only root, not memory): a
+	// volume the notebook container has too (the chart's home volume), so it outlives the pod.
+	stateDir := env["STATE_DIR"].Value
+	homeMount := ""
+	for _, m := range c.VolumeMounts {
+		if strings.HasPrefix(m.Name, "volume-{") && strings.HasPrefix(stateDir, m.MountPath+"/") {
+			homeMount = m.MountPath
+		}
+	}
+	if stateDir == "" || homeMount == "" {
+		t.Errorf("STATE_DIR %q is not on the user's home volume (mounts %+v)", stateDir, c.VolumeMounts)
+	}
+
 	// Probes on the port the sidecar listens on, which the image exposes.
 	listen := ""
 	for i, a := range c.Args {
