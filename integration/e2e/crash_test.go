@@ -204,7 +204,11 @@ func crashRun(t *testing.T, v crashVariant) {
 		t.Fatal(err)
 	}
 	restarted := time.Now()
-	t.Logf("jupyter-server killed (store %s), back after %v", map[bool]string{true: "deleted", false: "kept"}[v.deleteStore], restarted.Sub(killAt).Round(100*time.Millisecond))
+	store := map[bool]string{true: "update store deleted", false: "update store kept"}[v.deleteStore]
+	if srv.Engine.Documents() {
+		store = "no update store on this engine"
+	}
+	t.Logf("jupyter-server killed (%s), back after %v", store, restarted.Sub(killAt).Round(100*time.Millisecond))
 
 	// The tab reconnects by itself (y-websocket's backoff: at most 2.5 s): an independent peer
 	// sees what it types after the restart. Then two more seconds of typing.
