@@ -192,7 +192,23 @@ func TestNotebookCorpus(t *testing.T) {
 		}
 	}
 	a := newAgentWith(t, shared, func(o *bridge.ManagerOptions) { o.FirstReadWait = 150 * time.Millisecond }, nil)
-	a.ok(ctx, "get_notebook", map[string]any{"path": nbs[0].path}) // the first join of this sidecar is not timed
+	// The first room this sidecar and this server open is not timed: the server's first room
+	// loads its collaboration machinery (the update store, the file loader), which under a loaded
+	// machine took 4 s of the first corpus notebook's open. A notebook outside the corpus is read
+	// until it comes from its room, then left.
+	warm := prefix + "/warm-up.ipynb"
+	if err := shared.WriteFile(warm, []byte(`{"cells": [{"cell_type": "code", "id": "warm", "metadata": {}, "source": "1", "outputs": [], "execution_count": null}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}`)); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if out := a.ok(ctx, "get_notebook", map[string]any{"path": warm}); out["from_file"] == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the warm-up notebook was still read from its file after 30 s")
+		}
+	}
+	a.sc.manager.CloseRoom(warm, ydoc.KindNotebook)
 
 	// Open and read all, one after the other: an open is timed as one agent meets it, not
 	// queued behind others' in the server.
@@ -277,14 +293,19 @@ func TestNotebookCorpus(t *testing.T) {
 	t.Logf("ran the first code cell of %d notebooks; the corpus test took %s", ran, time.Since(began).Round(time.Second))
 }
 
-// openCorpusNotebook opens a notebook with a first get_notebook (timed), then reads it in the other
-// formats, and leaves its room.
+// openCorpusNotebook opens a notebook with a first get_notebook as an agent's first call makes it
+// (the default format; timed), then reads it in every format, all of its content as JSON, and
+// leaves its room.
 func openCorpusNotebook(ctx context.Context, a *agent, nb *corpusNotebook) opened {
 	r := opened{nb: nb}
 	start := time.Now()
-	out, res := a.call(ctx, "get_notebook", map[string]any{"path": nb.path, "format": "json", "max_content_length": 5_000_000})
+	first, res := a.call(ctx, "get_notebook", map[string]any{"path": nb.path})
 	r.took = time.Since(start)
 	defer a.sc.manager.CloseRoom(nb.path, ydoc.KindNotebook)
+	out := first
+	if !res.IsError {
+		out, res = a.call(ctx, "get_notebook", map[string]any{"path": nb.path, "format": "json", "max_content_length": 5_000_000})
+	}
 	if res.IsError {
 		r.err, _ = out["error"].(string)
 		if r.err == "" {
@@ -295,7 +316,7 @@ func openCorpusNotebook(ctx context.Context, a *agent, nb *corpusNotebook) opene
 	r.formats = append(r.formats, "json")
 	n, _ := out["cell_count"].(float64)
 	r.cells = int(n)
-	_, r.file = out["from_file"]
+	_, r.file = first["from_file"]
 	for _, f := range []string{"text", "markdown", "outline"} {
 		if _, res := a.call(ctx, "get_notebook", map[string]any{"path": nb.path, "format": f}); !res.IsError {
 			r.formats = append(r.formats, f)
