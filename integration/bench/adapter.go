@@ -164,8 +164,29 @@ type MarkdownReader interface {
 	ReadMarkdown(ctx context.Context, path string, cells int) (replies []Reply, covered int, err error)
 }
 
+// ScriptReader is a server whose model can send a script that reads a notebook and returns only
+// what it keeps: here each cell's type and source, in order, as jupyter-mcp-live's sources-only
+// read keeps them.
+type ScriptReader interface {
+	ReadSourcesByScript(ctx context.Context, path string) (replies []Reply, covered int, err error)
+}
+
 // SidecarAdapter drives this sidecar's tools.
 type SidecarAdapter struct{ C *Client }
+
+// ReadSourcesByScript runs run_script keeping each cell's type and source.
+func (a SidecarAdapter) ReadSourcesByScript(ctx context.Context, path string) ([]Reply, int, error) {
+	code := fmt.Sprintf(`[[c["type"], c["source"]] for c in cells(%q)]`, path)
+	r, err := a.C.Tool(ctx, "run_script", map[string]any{"script": code})
+	if err != nil {
+		return nil, 0, err
+	}
+	var cells []json.RawMessage
+	if err := json.Unmarshal([]byte(r.Text), &cells); err != nil {
+		return []Reply{r}, 0, fmt.Errorf("run_script answer: %w (%s)", err, truncate(r.Text, 300))
+	}
+	return []Reply{r}, len(cells), nil
+}
 
 func (a SidecarAdapter) Open(ctx context.Context, path string) (int, error) {
 	r, err := a.C.Tool(ctx, "create_notebook_session", map[string]any{"path": path})

@@ -109,6 +109,11 @@ return [[c["cell_type"], c["source"]] for c in v["result"]]`, pyLit(path))
 	return []Reply{r}, len(cells), nil
 }
 
+// ReadSourcesByScript is its sources-only read: a script keeping each cell's type and source.
+func (a LiveAdapter) ReadSourcesByScript(ctx context.Context, path string) ([]Reply, int, error) {
+	return a.ReadAll(ctx, path, false, 0)
+}
+
 func (a LiveAdapter) Execute(ctx context.Context, path string, index int, _ string) (Reply, error) {
 	return a.script(ctx, fmt.Sprintf(`return await call_tool("execute_cell", {"notebook_path": %s, "position_index": %d})`, pyLit(path), index))
 }

@@ -131,6 +131,9 @@ func TestCompareSmoke(t *testing.T) {
 	if m := res.Get("defs-all-tokens"); m == nil || m.Values[JupyterMCP] <= 0 {
 		t.Errorf("%s tool definitions not measured: %+v", JupyterMCP, m)
 	}
+	if m := res.Get("read-script-tokens"); m == nil || m.Values[Sidecar] <= 0 || m.Values[Live] <= 0 || m.NA[JupyterMCP] == "" {
+		t.Errorf("sources by script: want values for the sidecar and jupyter-mcp-live, n/a for jupyter-mcp-server, got %+v", m)
+	}
 	if m := res.Get("read-md-tokens"); m == nil || m.Values[Sidecar] <= 0 || m.NA[JupyterMCP] == "" || m.NA[Live] == "" {
 		t.Errorf("markdown read: want a sidecar value and n/a for the others, got %+v", m)
 	}

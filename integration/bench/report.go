@@ -319,6 +319,8 @@ func howEachOperation(c Config) []howOp {
 		{"read with outputs, markdown", map[string]string{Sidecar: "`get_notebook` with `format: markdown`", JupyterMCP: "–", Live: "–"}},
 		{"read sources only", map[string]string{Sidecar: "`get_notebook` with `include_outputs: false`", JupyterMCP: "`read_notebook` (`detailed`, `limit: 0`)",
 			Live: "a script keeping of `view_notebook`'s answer each cell's type and source (`[[c[\"cell_type\"], c[\"source\"]] for c in v[\"result\"]]`)"}},
+		{"read sources only, by script", map[string]string{Sidecar: "`run_script` keeping each cell's type and source (`[[c[\"type\"], c[\"source\"]] for c in cells(path)]`)", JupyterMCP: "– (no script tool)",
+			Live: "the same script as its sources-only read"}},
 		{"execute", map[string]string{Sidecar: "`execute_notebook_cell`", JupyterMCP: "`execute_cell`", Live: "a script: `execute_cell` (by position)"}},
 		{"tools listed per turn", map[string]string{Sidecar: "its default toolset (`?toolsets=default`); every toolset (`?toolsets=all`)", JupyterMCP: "its one list",
 			Live: "its Code Mode list: `list_tools`, `get_schema`, `execute`"}},

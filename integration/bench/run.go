@@ -432,6 +432,9 @@ func (r *Runner) reads(ctx context.Context) {
 		{"read-src-ms", fmt.Sprintf("read %d-cell notebook, sources only (p50)", r.Cfg.ReadCells), "ms", "lower"},
 		{"read-src-calls", "  … tool calls", "calls", "lower"},
 		{"read-src-tokens", "  … tokens returned (o200k_base)", "tokens", "lower"},
+		{"read-script-ms", "read it, each cell's type and source kept by a script (p50)", "ms", "lower"},
+		{"read-script-calls", "  … tool calls", "calls", "lower"},
+		{"read-script-tokens", "  … tokens returned (o200k_base)", "tokens", "lower"},
 	}
 	data, derr := ReadNotebook(r.Cfg.ReadCells)
 	r.op(ctx, "reads", rows, func(ctx context.Context, t *Target, put func(string, float64)) error {
@@ -451,13 +454,22 @@ func (r *Runner) reads(ctx context.Context) {
 				r.res.Get(k).NA[t.Server.Name] = "no such format"
 			}
 		}
-		for _, prefix := range []string{"read-out-", "read-md-", "read-src-"} {
-			if prefix == "read-md-" && !hasMD {
+		sr, hasScript := t.Adapter.(ScriptReader)
+		if !hasScript {
+			for _, k := range []string{"read-script-ms", "read-script-calls", "read-script-tokens"} {
+				r.res.Get(k).NA[t.Server.Name] = "no script tool"
+			}
+		}
+		for _, prefix := range []string{"read-out-", "read-md-", "read-src-", "read-script-"} {
+			if prefix == "read-md-" && !hasMD || prefix == "read-script-" && !hasScript {
 				continue
 			}
 			read := func() ([]Reply, int, error) {
-				if prefix == "read-md-" {
+				switch prefix {
+				case "read-md-":
 					return md.ReadMarkdown(ctx, path, r.Cfg.ReadCells)
+				case "read-script-":
+					return sr.ReadSourcesByScript(ctx, path)
 				}
 				return t.Adapter.ReadAll(ctx, path, prefix == "read-out-", r.Cfg.ReadCells)
 			}
