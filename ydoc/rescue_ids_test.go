@@ -730,3 +730,64 @@ func TestRescueByIDStaleStore(t *testing.T) {
 	srv2.conns = []*fakeConn{agent}
 	srv2.requireConverged()
 }
+
+// The text-file twin of TestRescueByIDStaleStore: jupyter-collaboration's store lacked the last
+// keystrokes when the server died, the reload of the saved file over the store cut the unsaved
+// ones it held out of the text (a byte diff), and the restore by id applies the replica's items
+// the store lacked back next to their origins, inside that cut text. The merge must take the
+// room's text as it was at the sync: merged against the text with those items just applied, a
+// keystroke came back twice and its neighbour was cut in two (storm.md in TestStormWithCrashes:
+// «h3k00196» twice, a fragment «00357»).
+func TestRescueTextByIDStaleStore(t *testing.T) {
+	first := Snapshot{Kind: KindText, Text: "# notes\n«a»«b»«c»\n"}
+	srv := roomFrom(t, rebuildStore, first, nil)
+	agent := newConn(t, srv, "agent", KindText)
+	tab := newConn(t, srv, "tab", KindText)
+	agent.connect()
+	tab.connect()
+	srv.flush()
+	n := 0
+	typeAfter := func(c *fakeConn, after, tok string) {
+		n++
+		c.propose(uint64(1000+n), func(tx *Txn, _ bool) error {
+			s, _ := tx.Text()
+			i := strings.Index(s, after) + len(after)
+			return tx.InsertText(utf16Len(s[:i]), tok)
+		})
+		srv.flush()
+	}
+	typeAfter(tab, "«a»", "«s1»")
+	saved := first
+	saved.Text, _ = srv.doc.Text()
+	typeAfter(tab, "«b»", "«u1»")
+	typeAfter(tab, "«s1»", "«u2»")
+	store := newTestDoc(t, KindText)
+	apply(t, store, fullUpdate(t, srv.doc))
+	typeAfter(tab, "«u1»", "«k1»")
+	typeAfter(tab, "«c»", "«k2»")
+	typeAfter(agent, "«u2»", "«k3»")
+	held, _ := srv.doc.Text()
+	srv2 := roomFrom(t, rebuildStore, saved, store)
+	moveTo(agent, srv2)
+	if err := agent.sess.ResetServerLost(freshClientID()); err != nil {
+		t.Fatal(err)
+	}
+	agent.sess.RescueFrom(saved)
+	agent.connect()
+	srv2.flush()
+	if rep := agent.rescue; rep == nil || !rep.Restored {
+		t.Fatalf("report %+v", rep)
+	}
+	got, _ := srv2.doc.Text()
+	for _, tok := range []string{"«a»", "«b»", "«c»", "«s1»", "«u1»", "«u2»", "«k1»", "«k2»", "«k3»"} {
+		if n := strings.Count(got, tok); n != 1 {
+			t.Errorf("%s there %d times in %q", tok, n, got)
+		}
+	}
+	if got != held {
+		t.Errorf("text %q, want %q", got, held)
+	}
+	if mine, _ := agent.sess.Doc().Text(); mine != got {
+		t.Errorf("the sidecar's replica %q, the room %q", mine, got)
+	}
+}
