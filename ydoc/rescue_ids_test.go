@@ -791,3 +791,76 @@ func TestRescueTextByIDStaleStore(t *testing.T) {
 		t.Errorf("the sidecar's replica %q, the room %q", mine, got)
 	}
 }
+
+// A server that rebuilt the room from the file into a fresh document, and then took the old copy
+// of a tab that reconnected first, knows every client id of the replica again: only the load
+// tells the rebuild apart (jupyter-server-documents in TestStormWithCrashes: no rescue, every
+// cell and keystroke doubled). A live room that only went on (a new peer typing, inserting a cell
+// at the top) is no rebuild, and neither is a first join.
+func TestRebuiltUnder(t *testing.T) {
+	for _, mode := range []rebuildMode{rebuildFresh} {
+		for _, kind := range []Kind{KindNotebook, KindText} {
+			t.Run(fmt.Sprintf("%s/%v", mode, kind), func(t *testing.T) {
+				first := Snapshot{Kind: kind, Notebook: asRead(t, bigNotebook(4), false)}
+				if kind == KindText {
+					first = Snapshot{Kind: kind, Text: "line one\nline two\n"}
+				}
+				srv := roomFrom(t, mode, first, nil)
+				agent, tab := newConn(t, srv, "agent", kind), newConn(t, srv, "tab", kind)
+				agent.connect()
+				tab.connect()
+				srv.flush()
+				edit := func(c *fakeConn, id uint64) {
+					c.propose(id, func(tx *Txn, _ bool) error {
+						if kind == KindText {
+							return tx.InsertText(0, fmt.Sprintf("typed %d\n", id))
+						}
+						return tx.InsertCells(0, []Cell{{ID: fmt.Sprintf("c%d", id), Type: CellMarkdown, Source: "new"}})
+					})
+					srv.flush()
+				}
+				edit(tab, 100)
+				edit(agent, 1)
+				diffFor := func(srv *fakeServer) []byte {
+					t.Helper()
+					u, err := srv.doc.EncodeStateAsUpdate(agent.sess.Doc().StateVector().Encode())
+					if err != nil {
+						t.Fatal(err)
+					}
+					return u
+				}
+				// The room went on while the agent was away: a new peer, typing at the top.
+				agent.disconnect()
+				peer := newConn(t, srv, "peer", kind)
+				peer.connect()
+				srv.flush()
+				edit(peer, 200)
+				if got, err := agent.sess.RebuiltUnder(diffFor(srv)); err != nil || got {
+					t.Errorf("a room that went on: rebuilt %v, %v", got, err)
+				}
+				// A first join: nothing to compare.
+				fresh := newConn(t, srv, "fresh", kind)
+				if got, err := fresh.sess.RebuiltUnder(fullUpdate(t, srv.doc)); err != nil || got {
+					t.Errorf("a first join: rebuilt %v, %v", got, err)
+				}
+				// The server rebuilt the room; the old tab merged its copy back first.
+				saved := first
+				if kind == KindText {
+					saved.Text, _ = srv.doc.Text()
+				} else {
+					saved.Notebook = asRead(t, readNotebook(t, srv.doc), false)
+				}
+				srv2 := roomFrom(t, mode, saved, nil)
+				moveTo(tab, srv2)
+				tab.connect()
+				srv2.flush()
+				if !svCovers(srv2.doc.StateVector(), agent.sess.Doc().StateVector()) {
+					t.Fatalf("the tab did not bring every client back")
+				}
+				if got, err := agent.sess.RebuiltUnder(diffFor(srv2)); err != nil || !got {
+					t.Errorf("a rebuilt room the old tab merged into: rebuilt %v, %v", got, err)
+				}
+			})
+		}
+	}
+}
