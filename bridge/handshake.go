@@ -111,10 +111,31 @@ func (l *roomLoop) divergence(payload []byte) string {
 		}
 	}
 	if len(unknown) == 0 {
-		return ""
+		return l.rebuiltUnder()
 	}
 	sort.Slice(unknown, func(i, j int) bool { return unknown[i] < unknown[j] })
 	return fmt.Sprintf("the server's document does not know %d of the replica's client ids (e.g. %d): it was rebuilt from the file", len(unknown), unknown[0])
+}
+
+// rebuiltUnder looks into what the server sent before its step 1 (jupyter-server-documents'
+// step 2) for a load of the file into a fresh document: a server that rebuilt the room and then
+// took the old copy of a tab that reconnected first knows every client id of the replica again
+// (ydoc.Session.RebuiltUnder). Merged as a plain reconnection, the replica would add every cell
+// and keystroke a second time; it is a lost room, rescued as one.
+func (l *roomLoop) rebuiltUnder() string {
+	for _, h := range l.held {
+		if h.Sync != ydoc.SyncStep2 && h.Sync != ydoc.SyncUpdate {
+			continue
+		}
+		rebuilt, err := l.sess.RebuiltUnder(h.Payload)
+		if err != nil {
+			continue // Session.Receive reports a malformed one
+		}
+		if rebuilt {
+			return "the server's document was loaded from the file anew (a peer had brought the replica's items back into it): it was rebuilt"
+		}
+	}
+	return ""
 }
 
 // applySync hands a sync frame to the session.

@@ -77,3 +77,43 @@ func TestSaveRefusedWhereTheServerSavesItself(t *testing.T) {
 		t.Fatalf("Save: %v, want ErrSavesItself", err)
 	}
 }
+
+// jupyter-server-documents restarted (its session id says nothing) and rebuilt the room from
+// the file under a fresh client, and an open tab reconnected first with its old copy: the server
+// knows every client id of the replica again. The replica must still be taken for lost and
+// rescued, not merged as a plain reconnection, which would add every cell a second time
+// (TestStormWithCrashes on jupyter-server-documents: no rescue, 2,250 keystrokes doubled).
+func TestRebuiltRoomATabMergedIntoIsLost(t *testing.T) {
+	srv := newServer(t)
+	srv.StepTwoFirst(true)
+	h := startSynced(t, srv, nil)
+	if _, err := h.room.Edit(ctxT(t), insertCell("saved")); err != nil {
+		t.Fatalf("Edit: %v", err)
+	}
+	if err := srv.SaveFile(nbPath); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.room.Edit(ctxT(t), insertCell("unsaved")); err != nil {
+		t.Fatalf("Edit: %v", err)
+	}
+	tab := srv.RoomState(nbPath) // an open tab's copy
+	roomID := h.room.Info().RoomID
+	srv.Down()
+	h.await("disconnected", kindIs(bridge.EventDisconnected))
+	srv.Restart(bridgetest.RestartOptions{KeepSession: true})
+	if err := srv.MergeAsPeer(roomID, tab); err != nil {
+		t.Fatal(err)
+	}
+	srv.Up()
+	h.await("reset", kindIs(bridge.EventReset))
+	h.await("synced", kindIs(bridge.EventSynced))
+	if err := srv.Await(ctxT(t), func() bool {
+		return srv.CountCell(nbPath, "saved") == 1 && srv.CountCell(nbPath, "unsaved") == 1
+	}); err != nil {
+		t.Fatalf("the room after the rescue: cells %v", srv.CellIDs(nbPath))
+	}
+	assertCellsOnce(t, srv, nbPath, "cell-a", "cell-b", "saved", "unsaved")
+	if got, want := roomCellIDs(t, h.room), srv.CellIDs(nbPath); !slices.Equal(got, want) {
+		t.Errorf("replica cells %v, server cells %v", got, want)
+	}
+}

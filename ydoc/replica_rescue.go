@@ -163,9 +163,18 @@ func (s *Replica) rescueByID(lost *lostReplica, plan rescuePlan, report *RescueR
 		}
 	}
 	// The room's own content is what it held at the sync: applying the lost replica's items puts
-	// some of them into the room's cells (a text a reload over the store cleared keeps the
-	// replica's items the store lacked), and a merge against that would take them twice.
+	// some of them into the room's cells and text (a text a reload over the store cleared keeps
+	// the replica's items the store lacked), and a merge against that would take them twice.
 	roomCells := s.doc.cellsAtSync(lostSV)
+	var textAtSync string
+	if s.kind == KindText {
+		t, err := s.doc.Text()
+		if err != nil {
+			report.Reason = "the rebuilt room's text could not be read: " + err.Error()
+			return out, false
+		}
+		textAtSync = t
+	}
 	diff, err := lost.doc.EncodeStateAsUpdate(svBefore.Encode())
 	if err != nil {
 		report.Reason = "the lost replica could not be encoded: " + err.Error()
@@ -201,7 +210,10 @@ func (s *Replica) rescueByID(lost *lostReplica, plan rescuePlan, report *RescueR
 	fn := func(tx *Txn) error {
 		tx.byWords = true // others may be typing: see diffTextWords
 		if s.kind == KindText {
-			theirs := textString(tx.d.source)
+			// As the room held it at the sync, not with the lost replica's items just applied:
+			// those a stale store lacked come back into the text a reload cleared, and a merge
+			// against that takes them a second time (a keystroke doubled, another one cut).
+			theirs := textAtSync
 			if loaders := loaderClients(tx.d.source, lostSV); len(loaders) > 0 {
 				// The file loaded into a fresh document: the room's own text is the load and what
 				// was typed into it; the lost replica's text replaces the load.

@@ -294,3 +294,45 @@ func splitText(t *y.YText, lostSV StateVector, loaders map[int]bool) (string, []
 	}
 	return string(utf16.Decode(own)), runs
 }
+
+// RebuiltUnder reports whether update, a state the server sent, holds a load of the file into a
+// fresh document: a client this replica does not know whose first item in the document's root
+// sequence (the cells, or the text) went into it while it was empty, as jupyter-server-documents
+// loads a file (jupyter-collaboration's restarts are told by their new session id). A room this
+// replica shares always holds the replica's items there (deleted ones stay, as tombstones), so no
+// later client finds that sequence empty: the server rebuilt the room. A peer that reconnected
+// with its old copy first (a JupyterLab tab) brings every old client id back into the rebuilt
+// room, which hides the rebuild from a comparison of state vectors; this does not. False for a
+// replica whose sequence holds nothing yet (a first join).
+func (s *Session) RebuiltUnder(update []byte) (bool, error) {
+	known := s.doc.StateVector()
+	empty := true
+	_ = s.doc.run(func() error {
+		empty = rootSequence(s.doc).StartItem() == nil
+		return nil
+	})
+	if empty {
+		return false, nil
+	}
+	scratch, err := newScratchDoc(s.kind, s.log)
+	if err != nil {
+		return false, err
+	}
+	if _, _, err := scratch.Apply(update); err != nil {
+		return false, fmt.Errorf("the server's state does not apply: %w", err)
+	}
+	rebuilt := false
+	_ = scratch.run(func() error {
+		rebuilt = len(loaderClients(rootSequence(scratch), known)) > 0
+		return nil
+	})
+	return rebuilt, nil
+}
+
+// rootSequence is the document's root sequence: its cells, or its text.
+func rootSequence(d *Doc) y.IAbstractType {
+	if d.kind == KindText {
+		return d.source
+	}
+	return d.cells
+}

@@ -6,6 +6,7 @@ package bridgetest
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/bridge"
 	"github.com/jupyter-collab-mcp/jupyter-collab-mcp/ydoc"
@@ -294,4 +295,30 @@ func (s *Server) Inject(frame []byte) {
 			}
 		}
 	})
+}
+
+// MergeAsPeer applies update to the server document of room roomID as a peer's sync would (a
+// JupyterLab tab that reconnects with its old copy of the document), building the room from its
+// file first when nobody joined it since a restart, and broadcasts it to the room's clients.
+func (s *Server) MergeAsPeer(roomID string, update []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.rooms[roomID]
+	if r == nil {
+		parts := strings.SplitN(roomID, ":", 3)
+		if len(parts) != 3 {
+			return fmt.Errorf("fake jupyter: bad room id %q", roomID)
+		}
+		var err error
+		if r, err = s.newRoomLocked(roomID, parts[1], parts[2]); err != nil {
+			return err
+		}
+		s.rooms[roomID] = r
+	}
+	if _, _, err := r.doc.Apply(update); err != nil {
+		return err
+	}
+	s.broadcastUpdateLocked(r, append([]byte(nil), update...))
+	s.bumpLocked()
+	return nil
 }
