@@ -120,14 +120,14 @@ func (l *roomLoop) divergence(payload []byte) string {
 // rebuiltUnder looks into what the server sent before its step 1 (jupyter-server-documents'
 // step 2) for a load of the file into a fresh document: a server that rebuilt the room and then
 // took the old copy of a tab that reconnected first knows every client id of the replica again
-// (ydoc.Session.RebuiltUnder). Merged as a plain reconnection, the replica would add every cell
+// (ydoc.Replica.RebuiltUnder). Merged as a plain reconnection, the replica would add every cell
 // and keystroke a second time; it is a lost room, rescued as one.
 func (l *roomLoop) rebuiltUnder() string {
 	for _, h := range l.held {
 		if h.Sync != ydoc.SyncStep2 && h.Sync != ydoc.SyncUpdate {
 			continue
 		}
-		rebuilt, err := l.sess.RebuiltUnder(h.Payload)
+		rebuilt, err := l.replica.RebuiltUnder(h.Payload)
 		if err != nil {
 			continue // Session.Receive reports a malformed one
 		}

@@ -87,14 +87,14 @@ func TestRebuiltRoomATabMergedIntoIsLost(t *testing.T) {
 	srv := newServer(t)
 	srv.StepTwoFirst(true)
 	h := startSynced(t, srv, nil)
-	if _, err := h.room.Edit(ctxT(t), insertCell("saved")); err != nil {
-		t.Fatalf("Edit: %v", err)
+	if _, err := h.room.Apply(testutil.Context(t), insertCell("saved")); err != nil {
+		t.Fatalf("Apply: %v", err)
 	}
 	if err := srv.SaveFile(nbPath); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.room.Edit(ctxT(t), insertCell("unsaved")); err != nil {
-		t.Fatalf("Edit: %v", err)
+	if _, err := h.room.Apply(testutil.Context(t), insertCell("unsaved")); err != nil {
+		t.Fatalf("Apply: %v", err)
 	}
 	tab := srv.RoomState(nbPath) // an open tab's copy
 	roomID := h.room.Info().RoomID
@@ -107,7 +107,7 @@ func TestRebuiltRoomATabMergedIntoIsLost(t *testing.T) {
 	srv.Up()
 	h.await("reset", kindIs(bridge.EventReset))
 	h.await("synced", kindIs(bridge.EventSynced))
-	if err := srv.Await(ctxT(t), func() bool {
+	if err := srv.Await(testutil.Context(t), func() bool {
 		return srv.CountCell(nbPath, "saved") == 1 && srv.CountCell(nbPath, "unsaved") == 1
 	}); err != nil {
 		t.Fatalf("the room after the rescue: cells %v", srv.CellIDs(nbPath))

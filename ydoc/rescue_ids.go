@@ -304,7 +304,7 @@ func splitText(t *y.YText, lostSV StateVector, loaders map[int]bool) (string, []
 // with its old copy first (a JupyterLab tab) brings every old client id back into the rebuilt
 // room, which hides the rebuild from a comparison of state vectors; this does not. False for a
 // replica whose sequence holds nothing yet (a first join).
-func (s *Session) RebuiltUnder(update []byte) (bool, error) {
+func (s *Replica) RebuiltUnder(update []byte) (bool, error) {
 	known := s.doc.StateVector()
 	empty := true
 	_ = s.doc.run(func() error {

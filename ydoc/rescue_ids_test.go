@@ -769,10 +769,10 @@ func TestRescueTextByIDStaleStore(t *testing.T) {
 	held, _ := srv.doc.Text()
 	srv2 := roomFrom(t, rebuildStore, saved, store)
 	moveTo(agent, srv2)
-	if err := agent.sess.ResetServerLost(freshClientID()); err != nil {
+	if err := agent.replica.ResetServerLost(freshClientID()); err != nil {
 		t.Fatal(err)
 	}
-	agent.sess.RescueFrom(saved)
+	agent.replica.RescueFrom(saved)
 	agent.connect()
 	srv2.flush()
 	if rep := agent.rescue; rep == nil || !rep.Restored {
@@ -787,7 +787,7 @@ func TestRescueTextByIDStaleStore(t *testing.T) {
 	if got != held {
 		t.Errorf("text %q, want %q", got, held)
 	}
-	if mine, _ := agent.sess.Doc().Text(); mine != got {
+	if mine, _ := agent.replica.Doc().Text(); mine != got {
 		t.Errorf("the sidecar's replica %q, the room %q", mine, got)
 	}
 }
@@ -823,7 +823,7 @@ func TestRebuiltUnder(t *testing.T) {
 				edit(agent, 1)
 				diffFor := func(srv *fakeServer) []byte {
 					t.Helper()
-					u, err := srv.doc.EncodeStateAsUpdate(agent.sess.Doc().StateVector().Encode())
+					u, err := srv.doc.EncodeStateAsUpdate(agent.replica.Doc().StateVector().Encode())
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -835,12 +835,12 @@ func TestRebuiltUnder(t *testing.T) {
 				peer.connect()
 				srv.flush()
 				edit(peer, 200)
-				if got, err := agent.sess.RebuiltUnder(diffFor(srv)); err != nil || got {
+				if got, err := agent.replica.RebuiltUnder(diffFor(srv)); err != nil || got {
 					t.Errorf("a room that went on: rebuilt %v, %v", got, err)
 				}
 				// A first join: nothing to compare.
 				fresh := newConn(t, srv, "fresh", kind)
-				if got, err := fresh.sess.RebuiltUnder(fullUpdate(t, srv.doc)); err != nil || got {
+				if got, err := fresh.replica.RebuiltUnder(fullUpdate(t, srv.doc)); err != nil || got {
 					t.Errorf("a first join: rebuilt %v, %v", got, err)
 				}
 				// The server rebuilt the room; the old tab merged its copy back first.
@@ -854,10 +854,10 @@ func TestRebuiltUnder(t *testing.T) {
 				moveTo(tab, srv2)
 				tab.connect()
 				srv2.flush()
-				if !svCovers(srv2.doc.StateVector(), agent.sess.Doc().StateVector()) {
+				if !svCovers(srv2.doc.StateVector(), agent.replica.Doc().StateVector()) {
 					t.Fatalf("the tab did not bring every client back")
 				}
-				if got, err := agent.sess.RebuiltUnder(diffFor(srv2)); err != nil || !got {
+				if got, err := agent.replica.RebuiltUnder(diffFor(srv2)); err != nil || !got {
 					t.Errorf("a rebuilt room the old tab merged into: rebuilt %v, %v", got, err)
 				}
 			})
