@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,6 +51,10 @@ type keystroke struct {
 type connRec struct {
 	at      time.Time
 	carried bool
+	// synced holds the tokens the tab's own copy held right after a carried reconnection's sync
+	// (nil: not looked at): what the tab typed while the server was down and no longer holds
+	// then, the server's sync had deleted (see checkKeys).
+	synced map[string]bool
 }
 
 type humanRec struct {
@@ -73,11 +78,12 @@ func (l *keyLedger) addHuman(name string, keepDoc bool) int {
 	return len(l.humans) - 1
 }
 
-func (l *keyLedger) connected(j int, carried bool) int {
+func (l *keyLedger) connected(j int, c connRec) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	h := l.humans[j]
-	h.conns = append(h.conns, connRec{at: time.Now(), carried: carried})
+	c.at = time.Now()
+	h.conns = append(h.conns, c)
 	return len(h.conns) - 1
 }
 
@@ -98,9 +104,13 @@ type typist struct {
 	keepDoc bool
 	every   time.Duration
 	paused  func(time.Time) bool // true while the human pauses (nil: never)
-	led     *keyLedger
-	rng     *rand.Rand
-	away    chan bool // true: close the document (the person leaves); false: open it again
+	// reloadNext: a tab that stays open reloads after the next loss of its connection instead,
+	// as its person must after a restart whose rebuilt room its copy cannot merge into (see
+	// reloadAfterNextKill).
+	reloadNext atomic.Bool
+	led        *keyLedger
+	rng        *rand.Rand
+	away       chan bool // true: close the document (the person leaves); false: open it again
 }
 
 // setAway makes the human leave the document (closing it) or come back (opening it afresh). It
@@ -167,7 +177,7 @@ func (ty *typist) run(loops, ctx context.Context) {
 			return
 		case c := <-back:
 			down = false
-			conn = ty.led.connected(ty.j, c.carried)
+			conn = ty.led.connected(ty.j, c)
 			continue
 		case leave := <-ty.away:
 			switch {
@@ -179,7 +189,7 @@ func (ty *typist) run(loops, ctx context.Context) {
 					return
 				}
 				out = false
-				conn = ty.led.connected(ty.j, false)
+				conn = ty.led.connected(ty.j, connRec{})
 			}
 			continue
 		case ev := <-ty.peer.Events():
@@ -187,7 +197,7 @@ func (ty *typist) run(loops, ctx context.Context) {
 				continue
 			}
 			down = true
-			if ty.keepDoc {
+			if ty.keepDoc && !ty.reloadNext.Swap(false) {
 				// The tab stays open and reconnects by itself while the person goes on typing.
 				reconnecting.Add(1)
 				go func() { defer reconnecting.Done(); ty.reconnect(loops, ctx, back) }()
@@ -198,7 +208,7 @@ func (ty *typist) run(loops, ctx context.Context) {
 				return
 			}
 			down = false
-			conn = ty.led.connected(ty.j, false)
+			conn = ty.led.connected(ty.j, connRec{})
 			continue
 		case <-time.After(ty.every):
 		}
@@ -221,6 +231,19 @@ func (ty *typist) run(loops, ctx context.Context) {
 	}
 }
 
+// reloadAfterNextKill makes a tab that stays open reload after the next kill, as its person must
+// when jupyter-collaboration rebuilt the room from a file saved since the room was first loaded
+// (its update store gone): the rebuild reuses the first load's ids for other content, and the
+// tab's old copy can never converge with it (docs/durability.md, "What survives a crash"; the
+// room, the file and every other peer hold everything once, the sidecar sees to that, but what
+// the tab shows and types into its own view is its own until it reloads). The browser test
+// TestTabTypingThroughServerCrash keeps a real tab open through such a restart.
+func (ty *typist) reloadAfterNextKill() {
+	if ty.keepDoc {
+		ty.reloadNext.Store(true)
+	}
+}
+
 // reconnect tries the old document until the server takes it (or refuses the old session: then
 // the tab is reloaded).
 func (ty *typist) reconnect(loops, ctx context.Context, back chan<- connRec) {
@@ -232,7 +255,18 @@ func (ty *typist) reconnect(loops, ctx context.Context, back chan<- connRec) {
 			for len(ty.peer.Events()) > 0 {
 				<-ty.peer.Events()
 			}
-			back <- connRec{carried: true}
+			c := connRec{carried: true}
+			if snap, err := ty.peer.Snapshot(ctx); err == nil { // the tab's copy right after the sync
+				c.synced = map[string]bool{}
+				texts := []string{snap.Text}
+				for _, cell := range snap.Cells {
+					texts = append(texts, cell.Source)
+				}
+				for tok := range tokenCounts(humanTokenRE, texts...) {
+					c.synced[tok] = true
+				}
+			}
+			back <- c
 			return
 		}
 		if strings.Contains(err.Error(), "closed 1003") {
@@ -283,6 +317,7 @@ type keyStats struct {
 	notReached int // typed ≥ 1 s before a kill, not held by the sidecar, and gone
 	dead       int // typed into a reloading tab on a connection a kill had ended (never left it)
 	carried    int // typed by a tab-like human while the server was down (must arrive)
+	dropped    int // of those, gone from the tab's own copy by the end of its reconnection's sync
 	kept       int // typed by a tab-like human on a live connection (its copy holds them)
 	lastPhase  int // typed on the last connection ≥ 1 s before the end
 	lost       int // required and gone
@@ -290,8 +325,8 @@ type keyStats struct {
 }
 
 func (s keyStats) String() string {
-	return fmt.Sprintf("%d keystrokes typed; %d typed ≥ 1 s before a kill on a live connection, %d of them held by the sidecar at the kill (%d not held and gone); %d typed into a reloading tab after a kill cut it (never sent); %d typed by tab-like humans while the server was down and %d while connected; %d typed after the last reconnection; LOST %d, DOUBLED %d",
-		s.typed, s.typed1s, s.held1s, s.notReached, s.dead, s.carried, s.kept, s.lastPhase, s.lost, s.doubled)
+	return fmt.Sprintf("%d keystrokes typed; %d typed ≥ 1 s before a kill on a live connection, %d of them held by the sidecar at the kill (%d not held and gone); %d typed into a reloading tab after a kill cut it (never sent); %d typed by tab-like humans while the server was down (%d of them deleted by the server's sync of the reconnection, not required) and %d while connected; %d typed after the last reconnection; LOST %d, DOUBLED %d",
+		s.typed, s.typed1s, s.held1s, s.notReached, s.dead, s.carried, s.dropped, s.kept, s.lastPhase, s.lost, s.doubled)
 }
 
 // checkKeys compares what the humans typed with counts (token → occurrences in the final
@@ -304,6 +339,12 @@ func (s keyStats) String() string {
 //
 // Keystrokes typed ≥ 1 s before a kill that the sidecar did not hold (it was away, rejoining
 // after an earlier fault) are counted, not required: they reached only a server that died.
+// Keystrokes a tab-like human typed while the server was down that its own copy no longer held
+// right after its reconnection's sync are counted, not required: the server's answer deleted
+// them — on jupyter-collaboration, a reload of the file over the update store re-creates the
+// cells it moves (jupyter_ydoc's YNotebook._set deletes and inserts them), and what the tab
+// typed into the deleted originals is collected by the server before anyone else sees it, with
+// the sidecar or without it (docs/durability.md, "What survives a crash").
 func checkKeys(t *testing.T, led *keyLedger, kills []keyKill, counts map[string]int, end time.Time) keyStats {
 	t.Helper()
 	led.mu.Lock()
@@ -354,6 +395,10 @@ func checkKeys(t *testing.T, led *keyLedger, kills []keyKill, counts map[string]
 		if kill, cut := cutAt(key.human, key.conn, key.at); cut {
 			if h.keepDoc && carriedAfter(key.human, key.conn) {
 				st.carried++
+				if next := h.conns[key.conn+1]; next.synced != nil && !next.synced[key.tok] {
+					st.dropped++
+					continue
+				}
 				if _, ok := required[key.tok]; !ok {
 					required[key.tok] = fmt.Sprintf("typed by the %s at %s while the server was down (killed at %s); the tab kept it and reconnected with it",
 						h.name, key.at.Format("15:04:05.000"), kill.Format("15:04:05.000"))
