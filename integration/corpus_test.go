@@ -217,6 +217,13 @@ func TestNotebookCorpus(t *testing.T) {
 		results[i] = openCorpusNotebook(ctx, a, nb)
 	}
 
+	// The bound is the 2 s for what an agent waits; under the race detector (make test)
+	// the sidecar's own work — parsing a 6 MB notebook, rendering its first answer — runs several
+	// times slower, and the bound allows twice that.
+	bound := 2 * time.Second
+	if raceEnabled {
+		bound = 4 * time.Second
+	}
 	var times []time.Duration
 	var refused []opened
 	byFormat := map[string]int{}
@@ -224,7 +231,7 @@ func TestNotebookCorpus(t *testing.T) {
 		byFormat[r.nb.info.format]++
 		if r.err != "" {
 			refused = append(refused, r)
-			if r.took > 2*time.Second {
+			if r.took > bound {
 				t.Errorf("%s (%s): refused after %s: %s", r.nb.source, r.nb.info.format, r.took.Round(time.Millisecond), r.err)
 			}
 			if strings.Contains(r.err, "<html") || strings.Contains(r.err, shared.Token) || !strings.Contains(r.err, filepath.Base(r.nb.path)) && !strings.Contains(strings.ToLower(r.err), "notebook") {
@@ -233,8 +240,8 @@ func TestNotebookCorpus(t *testing.T) {
 			continue
 		}
 		times = append(times, r.took)
-		if r.took > 2*time.Second {
-			t.Errorf("%s (%s, %d cells): opened in %s (the bound is 2 s)", r.nb.source, r.nb.info.format, r.cells, r.took.Round(time.Millisecond))
+		if r.took > bound {
+			t.Errorf("%s (%s, %d cells): opened in %s (the bound is %s)", r.nb.source, r.nb.info.format, r.cells, r.took.Round(time.Millisecond), bound)
 		}
 		if len(r.formats) != 4 {
 			t.Errorf("%s: read in %v only", r.nb.source, r.formats)

@@ -360,6 +360,7 @@ func checkKeys(t *testing.T, led *keyLedger, kills []keyKill, counts map[string]
 		}
 	}
 	required := map[string]string{} // token → why it must be there
+	droppedBy := map[string]int{}   // human → keystrokes typed while down that its sync deleted
 	for k, kill := range kills {
 		for tok := range kill.held {
 			if humanTokenRE.MatchString(tok) {
@@ -397,6 +398,7 @@ func checkKeys(t *testing.T, led *keyLedger, kills []keyKill, counts map[string]
 				st.carried++
 				if next := h.conns[key.conn+1]; next.synced != nil && !next.synced[key.tok] {
 					st.dropped++
+					droppedBy[h.name]++
 					continue
 				}
 				if _, ok := required[key.tok]; !ok {
@@ -435,6 +437,9 @@ func checkKeys(t *testing.T, led *keyLedger, kills []keyKill, counts map[string]
 				required[key.tok] = fmt.Sprintf("typed by the %s at %s on its last connection (from %s)", h.name, key.at.Format("15:04:05.000"), h.conns[last].at.Format("15:04:05.000"))
 			}
 		}
+	}
+	for name, n := range droppedBy {
+		t.Logf("%s: %d keystrokes typed while the server was down were gone from its copy right after its reconnection's sync", name, n)
 	}
 	var lost []string
 	for tok, why := range required {
