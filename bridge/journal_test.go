@@ -305,50 +305,53 @@ func TestIdleRoomWithWorkAtRiskStays(t *testing.T) {
 // risk for good: it stays while idle for less than AtRiskIdle, then it is closed with its journal
 // kept (the journal lists it at risk), and opening the document again brings nothing twice.
 func TestIdleRoomNeverSavedClosedAfterBound(t *testing.T) {
-	srv := newServer(t)
-	var mu sync.Mutex
-	now := time.Unix(1_700_000_000, 0)
-	clock := func() time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		return now
-	}
-	advance := func(d time.Duration) {
-		mu.Lock()
-		now = now.Add(d)
-		mu.Unlock()
-	}
-	j, _ := newJournal(t, "")
-	m := newManager(t, srv, func(o *bridge.ManagerOptions) {
-		o.IdleTimeout, o.AtRiskIdle, o.Now, o.Room.Now, o.Journal = 40*time.Millisecond, time.Hour, clock, nil, j
+	synctest.Test(t, func(t *testing.T) {
+		srv := newServer(t)
+		var mu sync.Mutex
+		now := time.Unix(1_700_000_000, 0)
+		clock := func() time.Time {
+			mu.Lock()
+			defer mu.Unlock()
+			return now
+		}
+		advance := func(d time.Duration) {
+			mu.Lock()
+			now = now.Add(d)
+			mu.Unlock()
+		}
+		j, _ := newJournal(t, "")
+		m := newManager(t, srv, func(o *bridge.ManagerOptions) {
+			o.IdleTimeout, o.AtRiskIdle, o.Now, o.Room.Now, o.Journal = 40*time.Millisecond, time.Hour, clock, nil, j
+		})
+		room := openRoom(t, m, nbPath, ydoc.KindNotebook)
+		if _, err := room.Apply(testutil.Context(t), durableInsert("unsaved")); err != nil {
+			t.Fatal(err)
+		}
+		testutil.Eventually(t, "the room at risk with unsaved changes only", room.UnsavedOnly)
+		runManager(t, m)
+		advance(59 * time.Minute)
+		time.Sleep(100 * time.Millisecond) // virtual: exactly ten idle checks
+		synctest.Wait()
+		select {
+		case <-room.Done():
+			t.Fatal("closed before AtRiskIdle")
+		default:
+		}
+		advance(2 * time.Minute)
+		select {
+		case <-room.Done():
+		case <-time.After(testutil.WaitLimit):
+			t.Fatalf("a room idle past AtRiskIdle was not closed within %v", testutil.WaitLimit)
+		}
+		testutil.Eventually(t, "the journal keeps the document at risk", func() bool {
+			docs, err := j.AtRisk()
+			return err == nil && len(docs) == 1 && docs[0].Path == nbPath
+		})
+		again := openRoom(t, m, nbPath, ydoc.KindNotebook)
+		if n := slices.Index(roomCellIDs(t, again), "unsaved"); n < 0 || slices.Contains(roomCellIDs(t, again)[n+1:], "unsaved") {
+			t.Fatalf("the unsaved cell is not there once after reopening: %v", roomCellIDs(t, again))
+		}
 	})
-	room := openRoom(t, m, nbPath, ydoc.KindNotebook)
-	if _, err := room.Apply(testutil.Context(t), durableInsert("unsaved")); err != nil {
-		t.Fatal(err)
-	}
-	testutil.Eventually(t, "the room at risk with unsaved changes only", room.UnsavedOnly)
-	runManager(t, m)
-	advance(59 * time.Minute)
-	time.Sleep(100 * time.Millisecond) // ten idle checks
-	select {
-	case <-room.Done():
-		t.Fatal("closed before AtRiskIdle")
-	default:
-	}
-	advance(2 * time.Minute)
-	select {
-	case <-room.Done():
-	case <-time.After(testutil.WaitLimit):
-		t.Fatalf("a room idle past AtRiskIdle was not closed within %v", testutil.WaitLimit)
-	}
-	testutil.Eventually(t, "the journal keeps the document at risk", func() bool {
-		docs, err := j.AtRisk()
-		return err == nil && len(docs) == 1 && docs[0].Path == nbPath
-	})
-	again := openRoom(t, m, nbPath, ydoc.KindNotebook)
-	if n := slices.Index(roomCellIDs(t, again), "unsaved"); n < 0 || slices.Contains(roomCellIDs(t, again)[n+1:], "unsaved") {
-		t.Fatalf("the unsaved cell is not there once after reopening: %v", roomCellIDs(t, again))
-	}
 }
 
 // The server loses the room, and the file is gone when it comes back: the room fails for good,
