@@ -202,9 +202,10 @@ func (s *Replica) rescueByID(lost *lostReplica, plan rescuePlan, report *RescueR
 		tx.byWords = true // others may be typing: see diffTextWords
 		if s.kind == KindText {
 			theirs := textString(tx.d.source)
-			if loaders := loaderClients(tx.d.source, lostSV); len(loaders) > 0 {
-				// The file loaded into a fresh document: the room's own text is the load and what
-				// was typed into it; the lost replica's text replaces the load.
+			if loaders := tx.d.textLoaders(lostSV); len(loaders) > 0 {
+				// The file loaded into a fresh document (or reloaded over a cleared text): the
+				// room's own text is the load and what was typed into it; the lost replica's
+				// text replaces the load.
 				own, runs := splitText(tx.d.source, lostSV, loaders)
 				theirs = own
 				for k := len(runs) - 1; k >= 0; k-- {
