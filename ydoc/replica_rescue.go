@@ -2,6 +2,7 @@ package ydoc
 
 import (
 	"fmt"
+	"unicode/utf16"
 )
 
 // The replica's side of the crash rescue: after the sync with a room the server rebuilt, the
@@ -182,6 +183,33 @@ func (s *Replica) rescueByID(lost *lostReplica, plan rescuePlan, report *RescueR
 			deletes = append(deletes, r)
 		}
 	}
+	// Likewise a text's: the lost replica's items the room lacks come back into a text a reload
+	// cleared, and its deletions reach items a deterministic load reused for other content
+	// (collected on the lost replica's side, they compare as agreeing): neither is the room's.
+	var syncText string
+	var textLoaders map[int]bool
+	if s.kind == KindText {
+		_ = s.doc.run(func() error {
+			syncText = textString(s.doc.source)
+			if textLoaders = s.doc.textLoaders(lostSV); len(textLoaders) > 0 {
+				// The file loaded into a fresh document (or reloaded over a cleared text): the
+				// room's own text is the load and what was typed into it; the lost replica's
+				// text replaces the load.
+				lostDeletes := IDSet{}
+				for _, r := range meta.Deletes {
+					lostDeletes.Add(r)
+				}
+				var load []uint16 // the file, when client 0 loaded exactly it
+				if plan.file != nil {
+					if u := utf16.Encode([]rune(plan.file.Text)); svBefore[0] == uint64(len(u)) {
+						load = u
+					}
+				}
+				syncText, _ = splitText(s.doc.source, lostSV, textLoaders, load, lostDeletes)
+			}
+			return nil
+		})
+	}
 	if len(structs)+len(deletes) > 0 {
 		_, ch, err := s.doc.Apply(diff)
 		if err != nil {
@@ -201,13 +229,9 @@ func (s *Replica) rescueByID(lost *lostReplica, plan rescuePlan, report *RescueR
 	fn := func(tx *Txn) error {
 		tx.byWords = true // others may be typing: see diffTextWords
 		if s.kind == KindText {
-			theirs := textString(tx.d.source)
-			if loaders := tx.d.textLoaders(lostSV); len(loaders) > 0 {
-				// The file loaded into a fresh document (or reloaded over a cleared text): the
-				// room's own text is the load and what was typed into it; the lost replica's
-				// text replaces the load.
-				own, runs := splitText(tx.d.source, lostSV, loaders)
-				theirs = own
+			theirs := syncText
+			if len(textLoaders) > 0 {
+				_, runs := splitText(tx.d.source, lostSV, textLoaders, nil, nil)
 				for k := len(runs) - 1; k >= 0; k-- {
 					tx.d.source.Delete(runs[k].pos, runs[k].n)
 				}

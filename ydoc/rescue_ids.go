@@ -304,12 +304,26 @@ type textRun struct{ pos, n int }
 // splitText walks a text's live items and returns the rebuilt room's own text (the items the lost
 // replica does not hold, and all of the loaders', which a deterministic load shares with it) and
 // the runs the items the lost replica does not hold occupy.
-func splitText(t *y.YText, lostSV StateVector, loaders map[int]bool) (string, []textRun) {
+//
+// A deterministic load (client 0 a loader) is the file, load, from clock 0: of its items, those
+// deleted by the lost replica's own deletions (lostDeletes) — a tab's old copy merged before the
+// sync brings them — are the load's too. Under ids the load reused they deleted other content
+// (the lost replica's first load, collected on its side: the ids compare as agreeing), and the
+// merge must not take that for the room's edit; they are read back from the file.
+func splitText(t *y.YText, lostSV StateVector, loaders map[int]bool, load []uint16, lostDeletes IDSet) (string, []textRun) {
 	var own []uint16
 	var runs []textRun
 	pos := 0
 	for n := t.StartItem(); n != nil; n = n.Right {
-		if n.Deleted() || !n.Countable() {
+		if n.Deleted() {
+			// (Collected: its content is gone, ContentDeleted, not countable.)
+			if n.ID.Client == 0 && loaders[0] && n.ID.Clock+n.Length <= len(load) &&
+				lostDeletes.Contains(IDRange{Client: 0, Clock: uint64(n.ID.Clock), Len: uint64(n.Length)}) {
+				own = append(own, load[n.ID.Clock:n.ID.Clock+n.Length]...)
+			}
+			continue
+		}
+		if !n.Countable() {
 			continue
 		}
 		length := n.Length
