@@ -183,9 +183,10 @@ func (s *Replica) rescueByID(lost *lostReplica, plan rescuePlan, report *RescueR
 			deletes = append(deletes, r)
 		}
 	}
-	// Likewise a text's: the lost replica's items the room lacks come back into a text a reload
-	// cleared, and its deletions reach items a deterministic load reused for other content
-	// (collected on the lost replica's side, they compare as agreeing): neither is the room's.
+	// A text's own content, too, is what the room held at the sync: the lost replica's items the
+	// room lacks come back into a text a reload cleared, and its deletions reach items a
+	// deterministic load reused for other content (collected on the lost replica's side, they
+	// compare as agreeing); neither is the room's edit.
 	var syncText string
 	var textLoaders map[int]bool
 	if s.kind == KindText {
