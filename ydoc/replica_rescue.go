@@ -2,6 +2,7 @@ package ydoc
 
 import (
 	"fmt"
+	"unicode/utf16"
 )
 
 // The replica's side of the crash rescue: after the sync with a room the server rebuilt, the
@@ -166,15 +167,6 @@ func (s *Replica) rescueByID(lost *lostReplica, plan rescuePlan, report *RescueR
 	// some of them into the room's cells and text (a text a reload over the store cleared keeps
 	// the replica's items the store lacked), and a merge against that would take them twice.
 	roomCells := s.doc.cellsAtSync(lostSV)
-	var textAtSync string
-	if s.kind == KindText {
-		t, err := s.doc.Text()
-		if err != nil {
-			report.Reason = "the rebuilt room's text could not be read: " + err.Error()
-			return out, false
-		}
-		textAtSync = t
-	}
 	diff, err := lost.doc.EncodeStateAsUpdate(svBefore.Encode())
 	if err != nil {
 		report.Reason = "the lost replica could not be encoded: " + err.Error()
@@ -190,6 +182,34 @@ func (s *Replica) rescueByID(lost *lostReplica, plan rescuePlan, report *RescueR
 		if !s.serverDeletes.Contains(r) {
 			deletes = append(deletes, r)
 		}
+	}
+	// A text's own content, too, is what the room held at the sync: the lost replica's items the
+	// room lacks come back into a text a reload cleared, and its deletions reach items a
+	// deterministic load reused for other content (collected on the lost replica's side, they
+	// compare as agreeing); neither is the room's edit.
+	var syncText string
+	var textLoaders map[int]bool
+	if s.kind == KindText {
+		_ = s.doc.run(func() error {
+			syncText = textString(s.doc.source)
+			if textLoaders = s.doc.textLoaders(lostSV); len(textLoaders) > 0 {
+				// The file loaded into a fresh document (or reloaded over a cleared text): the
+				// room's own text is the load and what was typed into it; the lost replica's
+				// text replaces the load.
+				lostDeletes := IDSet{}
+				for _, r := range meta.Deletes {
+					lostDeletes.Add(r)
+				}
+				var load []uint16 // the file, when client 0 loaded exactly it
+				if plan.file != nil {
+					if u := utf16.Encode([]rune(plan.file.Text)); svBefore[0] == uint64(len(u)) {
+						load = u
+					}
+				}
+				syncText, _ = splitText(s.doc.source, lostSV, textLoaders, load, lostDeletes)
+			}
+			return nil
+		})
 	}
 	if len(structs)+len(deletes) > 0 {
 		_, ch, err := s.doc.Apply(diff)
@@ -210,15 +230,9 @@ func (s *Replica) rescueByID(lost *lostReplica, plan rescuePlan, report *RescueR
 	fn := func(tx *Txn) error {
 		tx.byWords = true // others may be typing: see diffTextWords
 		if s.kind == KindText {
-			// As the room held it at the sync, not with the lost replica's items just applied:
-			// those a stale store lacked come back into the text a reload cleared, and a merge
-			// against that takes them a second time (a keystroke doubled, another one cut).
-			theirs := textAtSync
-			if loaders := loaderClients(tx.d.source, lostSV); len(loaders) > 0 {
-				// The file loaded into a fresh document: the room's own text is the load and what
-				// was typed into it; the lost replica's text replaces the load.
-				own, runs := splitText(tx.d.source, lostSV, loaders)
-				theirs = own
+			theirs := syncText
+			if len(textLoaders) > 0 {
+				_, runs := splitText(tx.d.source, lostSV, textLoaders, nil, nil)
 				for k := len(runs) - 1; k >= 0; k-- {
 					tx.d.source.Delete(runs[k].pos, runs[k].n)
 				}

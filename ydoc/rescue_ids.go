@@ -254,18 +254,76 @@ func loaderClients(t y.IAbstractType, lostSV StateVector) map[int]bool {
 	return out
 }
 
+// textLoaders is loaderClients for a text, with the client that reloaded the file over the
+// text by clearing it (clearingReloader).
+func (d *Doc) textLoaders(lostSV StateVector) map[int]bool {
+	out := loaderClients(d.source, lostSV)
+	if c, ok := clearingReloader(d.yd.Store, d.source, lostSV); ok {
+		out[c] = true
+	}
+	return out
+}
+
+// clearingReloader finds the client that reloaded the file over a text of the lost replica's
+// lineage by clearing it, as jupyter_ydoc's YUnicode.set does on jupyter-collaboration with its
+// store when difflib finds the texts "very different" (its autojunk heuristic says so of nearly
+// any long text of few distinct characters): the text is deleted and the file appended, which
+// pycrdt places after the last, now deleted, item. That client's first item not the lost
+// replica's has for origin a deleted item of the lost replica's and no right origin; a client
+// typing (JupyterLab's yjs) never inserts after a deleted item at the end. What it put there is
+// the reload's copy of a file the lost replica holds as it was, as a loader's is: the lost
+// replica's items the store lacked, which its state brings back (or a tab's old copy does)
+// into the cleared text, must not be taken for the room's own text beside it.
+func clearingReloader(store *y.StructStore, t *y.YText, lostSV StateVector) (int, bool) {
+	first := map[int]*y.Item{}
+	for n := t.StartItem(); n != nil; n = n.Right {
+		if heldBy(lostSV, n.ID) {
+			continue
+		}
+		if f, ok := first[n.ID.Client]; !ok || n.ID.Clock < f.ID.Clock {
+			first[n.ID.Client] = n
+		}
+	}
+	for c, it := range first {
+		if it.RightOrigin != nil || it.Origin == nil || !heldBy(lostSV, *it.Origin) {
+			continue
+		}
+		if _, ok := store.Clients[it.Origin.Client]; !ok {
+			continue
+		}
+		if o, err := y.Find(store, *it.Origin); err == nil && o.Deleted() {
+			return c, true
+		}
+	}
+	return 0, false
+}
+
 // textRun is a run of live text: UTF-16 position and length.
 type textRun struct{ pos, n int }
 
 // splitText walks a text's live items and returns the rebuilt room's own text (the items the lost
 // replica does not hold, and all of the loaders', which a deterministic load shares with it) and
 // the runs the items the lost replica does not hold occupy.
-func splitText(t *y.YText, lostSV StateVector, loaders map[int]bool) (string, []textRun) {
+//
+// A deterministic load (client 0 a loader) is the file, load, from clock 0: of its items, those
+// deleted by the lost replica's own deletions (lostDeletes) — a tab's old copy merged before the
+// sync brings them — are the load's too. Under ids the load reused they deleted other content
+// (the lost replica's first load, collected on its side: the ids compare as agreeing), and the
+// merge must not take that for the room's edit; they are read back from the file.
+func splitText(t *y.YText, lostSV StateVector, loaders map[int]bool, load []uint16, lostDeletes IDSet) (string, []textRun) {
 	var own []uint16
 	var runs []textRun
 	pos := 0
 	for n := t.StartItem(); n != nil; n = n.Right {
-		if n.Deleted() || !n.Countable() {
+		if n.Deleted() {
+			// (Collected: its content is gone, ContentDeleted, not countable.)
+			if n.ID.Client == 0 && loaders[0] && n.ID.Clock+n.Length <= len(load) &&
+				lostDeletes.Contains(IDRange{Client: 0, Clock: uint64(n.ID.Clock), Len: uint64(n.Length)}) {
+				own = append(own, load[n.ID.Clock:n.ID.Clock+n.Length]...)
+			}
+			continue
+		}
+		if !n.Countable() {
 			continue
 		}
 		length := n.Length

@@ -27,7 +27,7 @@ func (s *Replica) loadedContent(lostSV StateVector) (Snapshot, bool) {
 	var loaders map[int]bool
 	_ = s.doc.run(func() error {
 		if s.kind == KindText {
-			loaders = loaderClients(s.doc.source, lostSV)
+			loaders = s.doc.textLoaders(lostSV)
 		} else {
 			loaders = loaderClients(s.doc.cells, lostSV)
 		}

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,6 +39,9 @@ import (
 
 // humanTokenRE matches a human's keystroke: «h<human>k<n>».
 var humanTokenRE = regexp.MustCompile(`«h\d+k\d+»`)
+
+// humanOfToken finds the human's number in a keystroke token.
+var humanOfToken = regexp.MustCompile(`^«h(\d+)k`)
 
 type keystroke struct {
 	tok   string
@@ -449,6 +453,21 @@ func checkKeys(t *testing.T, led *keyLedger, kills []keyKill, counts map[string]
 	}
 	sort.Strings(lost)
 	st.lost = len(lost)
+	if len(lost) > 20 { // the list below is cut: say whose they are
+		per := make([]int, len(led.humans))
+		for _, l := range lost {
+			if m := humanOfToken.FindStringSubmatch(l); len(m) > 1 {
+				if j, err := strconv.Atoi(m[1]); err == nil && j < len(per) {
+					per[j]++
+				}
+			}
+		}
+		var parts []string
+		for j, n := range per {
+			parts = append(parts, fmt.Sprintf("%s: %d", led.humans[j].name, n))
+		}
+		t.Errorf("LOST per human: %s", strings.Join(parts, ", "))
+	}
 	for i, l := range lost {
 		if i == 20 {
 			t.Errorf("LOST: … and %d more keystrokes", len(lost)-20)
