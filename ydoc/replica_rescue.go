@@ -33,6 +33,7 @@ type rescuePlan struct {
 // (then out.Rescue.Reason says why; a partial change may have been sent).
 func (s *Replica) rescue(lost *lostReplica, plan rescuePlan, covered []*pendingEdit) (Output, bool) {
 	why := s.reconsider(lost, &plan)
+	s.rebase(lost, &plan)
 	report := &RescueReport{FileWins: plan.kind == planFileWins, Reconsidered: why}
 	if report.FileWins {
 		report.Reason = plan.reason

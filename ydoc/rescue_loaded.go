@@ -118,3 +118,37 @@ func (s *Replica) reconsider(lost *lostReplica, plan *rescuePlan) string {
 	*plan = rescuePlan{kind: planRestore, base: &loaded, file: &loaded}
 	return "the room was rebuilt from a version the replica held; the file's content the replica never held was typed into the rebuilt room since and saved by the server, not changed outside: restored over the rebuilt room"
 }
+
+// rebase gives a FileWins plan of a notebook the version the file was saved from, when the file
+// is such a version plus cells added outside Jupyter: the file without the cells the replica never
+// held (ids that neither the lost replica nor the base have) is looked up among the versions the
+// replica held before the loss. The base a FileWins plan comes with is the last save the replica
+// heard of; a save the server made by itself and never announced (jupyter-collaboration's
+// autosave, whose publication a keystroke cancels) is newer, and against the older base the
+// typing between the two saves counts as changed on both sides and is lost to the file.
+func (s *Replica) rebase(lost *lostReplica, plan *rescuePlan) {
+	if plan.kind != planFileWins || s.history == nil || plan.file == nil || plan.base == nil || plan.file.Kind != KindNotebook {
+		return
+	}
+	known := map[string]bool{}
+	for _, c := range lost.snap.Notebook.Cells {
+		known[c.ID] = true
+	}
+	for _, c := range plan.base.Notebook.Cells {
+		known[c.ID] = true
+	}
+	candidate := *plan.file
+	candidate.Notebook.Cells = nil
+	for _, c := range plan.file.Notebook.Cells {
+		if c.ID == "" {
+			return // cells without ids cannot be told apart: keep the plan
+		}
+		if known[c.ID] {
+			candidate.Notebook.Cells = append(candidate.Notebook.Cells, c)
+		}
+	}
+	if !s.history.heldBefore(candidate, s.lostMark) && !(s.serverHist != nil && s.serverHist.Held(candidate)) {
+		return
+	}
+	plan.base = &candidate
+}

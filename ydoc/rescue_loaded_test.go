@@ -90,3 +90,75 @@ func TestRescueFileHoldsTypingSavedSinceTheRebuild(t *testing.T) {
 		}
 	}
 }
+
+// The file was changed outside Jupyter while the server was down (a cell added), and the server
+// had saved by itself before the crash without the sidecar hearing of it: the last save the
+// replica knows is older than the one the file came from. The rescue merges against the save the
+// file came from (the file without the cell added outside is a version the replica held), so the
+// typing between the two saves and after them stays, once, beside the cell added outside
+// (TestFaultInjection's rounds that change the file outside lost up to 19 keystrokes this way).
+func TestRescueFileWinsAgainstTheSaveTheFileCameFrom(t *testing.T) {
+	for _, mode := range []rebuildMode{rebuildFresh, rebuildDeterministic} {
+		t.Run(fmt.Sprint(mode), func(t *testing.T) {
+			sc := lostScenario{mode: mode, save: true, cells: 8}
+			lr := sc.run(t)
+			// After the save nobody heard of, the human types on where they typed before it.
+			lr.tab.propose(2000, func(tx *Txn, _ bool) error {
+				i := tx.CellIndex("cell-01")
+				c, err := tx.Cell(i)
+				if err != nil {
+					return err
+				}
+				return tx.SetSource(i, c.Source+" and on after it")
+			})
+			lr.srv.flush()
+			lr.held = readNotebook(t, lr.srv.doc)
+			// The file: the save, and a cell added outside Jupyter while the server was down.
+			loaded := asRead(t, lr.saved, false)
+			loaded.Cells = append(loaded.Cells, Cell{ID: "outside-1", Type: CellMarkdown, Source: "added outside", Metadata: map[string]any{}})
+			file := Snapshot{Kind: KindNotebook, Notebook: loaded}
+			srv2 := roomFrom(t, mode, file, lr.srv.doc)
+			moveTo(lr.agent, srv2)
+			if err := lr.agent.replica.ResetServerLost(freshClientID()); err != nil {
+				t.Fatal(err)
+			}
+			h := lr.agent.replica.History()
+			if h == nil {
+				var err error
+				if h, err = NewHistory(KindNotebook, MatchOptions{}, lr.agent.replica.log); err != nil {
+					t.Fatal(err)
+				}
+				h.NoteSaved(Snapshot{Kind: KindNotebook, Notebook: asRead(t, lr.saved, false)})
+				h.NoteSaved(Snapshot{Kind: KindNotebook, Notebook: asRead(t, lr.held, false)})
+				if err := lr.agent.replica.KeepHistory(h); err != nil {
+					t.Fatal(err)
+				}
+			}
+			old := Snapshot{Kind: KindNotebook, Notebook: lr.first} // the last save the replica heard of
+			lr.agent.replica.FileWins(&old, file, "the file changed outside Jupyter")
+			lr.agent.connect()
+			srv2.flush()
+			rep := lr.agent.rescue
+			if rep == nil || !rep.Restored || !rep.FileWins {
+				t.Fatalf("report %+v", rep)
+			}
+			for id, wants := range map[string][]string{
+				"cell-01": {"# typed before the save", " and on after it"},
+				"cell-02": {"# typed after the save"},
+			} {
+				src := cellSource(t, srv2.doc, id)
+				for _, want := range wants {
+					if n := strings.Count(src, want); n != 1 {
+						t.Errorf("%s %q holds %q %d times", id, src, want, n)
+					}
+				}
+			}
+			for _, id := range []string{"agent-1", "agent-2", "agent-3", "outside-1"} {
+				if n := countCells(t, srv2.doc, id); n != 1 {
+					t.Errorf("%s there %d times", id, n)
+				}
+			}
+			srv2.requireConverged()
+		})
+	}
+}
