@@ -154,6 +154,18 @@ type Replica struct {
 	// pendingAsked is the pending set we last asked the server to heal with a step 1: the same
 	// stuck set is not asked about again on every frame (the periodic Tick retries it).
 	pendingAsked string
+	// unanswered counts the step 1s sent on this connection whose step 2 has not arrived (the
+	// server answers each, in order). While one is on its way, pending structs wait for it
+	// instead of asking again: a replica that is still empty at the join would otherwise ask,
+	// with an empty state vector, once per broadcast that arrives before the server's step 2,
+	// and get the whole document back each time.
+	unanswered int
+}
+
+// askState returns a sync step 1 with the replica's state vector, counted as unanswered.
+func (s *Replica) askState() []byte {
+	s.unanswered++
+	return EncodeSync(SyncStep1, s.doc.StateVector().Encode())
 }
 
 // NewReplica creates a replica with a fresh, empty document.
@@ -180,13 +192,13 @@ func (s *Replica) InFlight() int { return len(s.inflight) }
 // Connect starts the handshake on a fresh transport: it returns our sync step 1. The replica is
 // not synced until the server's step 2 arrives.
 func (s *Replica) Connect() Output {
-	s.synced = false
-	return Output{Frames: [][]byte{EncodeSync(SyncStep1, s.doc.StateVector().Encode())}}
+	s.synced, s.unanswered = false, 0
+	return Output{Frames: [][]byte{s.askState()}}
 }
 
 // Disconnected marks the transport gone. Edits in flight stay in the replica; the next
 // handshake delivers whatever the server lacks.
-func (s *Replica) Disconnected() { s.synced = false }
+func (s *Replica) Disconnected() { s.synced, s.unanswered = false, 0 }
 
 // Reset discards the replica (new server session, conflict, long absence, broken doc) and starts
 // a fresh one under a new client id. Unconfirmed edits, and confirmed ones not yet saved, are
@@ -425,6 +437,9 @@ func (s *Replica) Receive(f Frame) (Output, error) {
 		out.Done = append(out.Done, s.confirm()...)
 		out.SaveNow = s.takeWantSave()
 	case SyncStep2, SyncUpdate:
+		if f.Sync == SyncStep2 && s.unanswered > 0 {
+			s.unanswered--
+		}
 		var pre *Snapshot
 		if s.guard != nil && s.synced {
 			if m, err := ParseUpdate(f.Payload); err == nil && s.guard.brings(m, s.doc.StateVector()) {
@@ -467,13 +482,16 @@ func (s *Replica) Receive(f Frame) (Output, error) {
 			out.merge(s.heal(*pre))
 		}
 		if f.Sync == SyncStep2 && !s.synced {
-			if s.lost != nil && s.doc.HasPending() && s.rescueWaits < maxRescueWaits {
+			if s.lost != nil && s.doc.HasPending() && (s.unanswered > 0 || s.rescueWaits < maxRescueWaits) {
 				// The replica is not whole yet (y-crdt kept structs pending, and may have lost
 				// deletes of them): a merge against it would restore the wrong text. Heal first:
-				// the step 1 below makes the server send its state again.
-				s.rescueWaits++
-				s.pendingAsked = ""
-				s.log.Info().Int("attempt", s.rescueWaits).Msg("the replica has pending structs: healing before bringing back the lost replica")
+				// the step 1 below makes the server send its state again — or the answer to a
+				// step 1 still on its way does.
+				if s.unanswered == 0 {
+					s.rescueWaits++
+					s.pendingAsked = ""
+					s.log.Info().Int("attempt", s.rescueWaits).Msg("the replica has pending structs: healing before bringing back the lost replica")
+				}
 			} else {
 				s.rescueWaits = 0
 				s.synced = true
@@ -484,12 +502,13 @@ func (s *Replica) Receive(f Frame) (Output, error) {
 		}
 		out.Done = append(out.Done, s.confirm()...)
 		out.SaveNow = out.SaveNow || s.takeWantSave()
-		if fp := s.doc.PendingFingerprint(); fp != "" && fp != s.pendingAsked {
+		if fp := s.doc.PendingFingerprint(); fp != "" && fp != s.pendingAsked && s.unanswered == 0 {
 			// y-crdt loses deletes that arrive before their inserts; a step 1 makes the server
 			// send the missing structs and its full delete set again. Asked once per pending
-			// set, so a set that cannot be healed does not ping-pong.
+			// set, so a set that cannot be healed does not ping-pong, and only when no step 2
+			// is on its way: that one may bring what is missing, and is checked again then.
 			s.pendingAsked = fp
-			out.Frames = append(out.Frames, EncodeSync(SyncStep1, s.doc.StateVector().Encode()))
+			out.Frames = append(out.Frames, s.askState())
 			out.Resynced = true
 		}
 	default:
@@ -728,7 +747,7 @@ func (s *Replica) apply(e *pendingEdit) Output {
 		// A delete-only update the server already holds (someone deleted the same thing first)
 		// produces no echo. A step 1 right behind it makes the server answer with its full delete
 		// set, which confirms the edit in one round trip.
-		out.Frames = append(out.Frames, EncodeSync(SyncStep1, s.doc.StateVector().Encode()))
+		out.Frames = append(out.Frames, s.askState())
 	}
 	if !change.Empty() {
 		out.Changes = append(out.Changes, change)
@@ -750,7 +769,7 @@ func (s *Replica) Tick() Output {
 	if !s.synced {
 		return Output{}
 	}
-	return Output{Frames: [][]byte{EncodeSync(SyncStep1, s.doc.StateVector().Encode())}}
+	return Output{Frames: [][]byte{s.askState()}}
 }
 
 // Abort ends every pending edit (the room is closing or failed for good). notApplied are the
@@ -776,5 +795,5 @@ func (s *Replica) Abort() (notApplied, unconfirmed []EditResult) {
 
 // Resync returns a sync step 1 whatever the state (to retry a handshake that did not complete).
 func (s *Replica) Resync() Output {
-	return Output{Frames: [][]byte{EncodeSync(SyncStep1, s.doc.StateVector().Encode())}}
+	return Output{Frames: [][]byte{s.askState()}}
 }

@@ -405,7 +405,7 @@ func (s *Replica) trackRestore(out *Output, report *RescueReport, structs, delet
 	if len(structs) == 0 {
 		// Deletions only: the server may hold them already and then sends no echo; a step 1
 		// makes it answer with its full delete set.
-		out.Frames = append(out.Frames, EncodeSync(SyncStep1, s.doc.StateVector().Encode()))
+		out.Frames = append(out.Frames, s.askState())
 	}
 }
 

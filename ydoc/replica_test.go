@@ -858,6 +858,111 @@ func TestReplicaPendingStep1NotRepeated(t *testing.T) {
 	}
 }
 
+// A replica that joins a busy room receives the server's broadcasts before the step 2 answering
+// its handshake: each leaves structs pending (the replica is still empty), a new pending set
+// every time. Asking the server to heal each one — a step 1 with an empty state vector, answered
+// with the whole document — made a join with a large notebook and fast typists bring the whole
+// document back dozens of times, and the server and the sidecar spent minutes on it. While a step
+// 1 is unanswered, pending structs wait for its answer; after it, one still pending set is asked
+// about once.
+func TestReplicaPendingWaitsForTheUnansweredStep1(t *testing.T) {
+	srv := newFakeServer(t, sessionNotebook())
+	b := srv.newClient("b")
+	b.connect()
+	srv.flush()
+	// Typing by b: each keystroke's update depends on the one before.
+	var keys [][]byte
+	for i := 0; i < 6; i++ {
+		b.toServer = nil
+		src := fmt.Sprintf("typed %d", i)
+		b.propose(uint64(i+1), func(tx *Txn, _ bool) error { return tx.SetSource(0, src) })
+		if len(b.toServer) != 1 {
+			t.Fatalf("keystroke %d: %d frames, want 1 update", i, len(b.toServer))
+		}
+		keys = append(keys, b.toServer[0])
+	}
+	srv.flush()
+
+	countStep1s := func(out Output) int {
+		n := 0
+		for _, fr := range out.Frames {
+			if g, _ := DecodeFrame(fr); g.Type == MsgSync && g.Sync == SyncStep1 {
+				n++
+			}
+		}
+		return n
+	}
+	receive := func(r *Replica, b []byte) Output {
+		t.Helper()
+		f, err := DecodeFrame(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := r.Receive(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+
+	a, err := NewReplica(KindNotebook, freshClientID(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := countStep1s(a.Connect()); n != 1 {
+		t.Fatalf("Connect sent %d step 1s, want 1", n)
+	}
+	// The broadcasts of keystrokes 2..6 arrive before the server's step 2: all pending.
+	asked := 0
+	for _, k := range keys[1:] {
+		asked += countStep1s(receive(a, k))
+	}
+	if !a.doc.HasPending() {
+		t.Fatal("the keystrokes did not leave the empty replica with pending structs")
+	}
+	if asked != 0 {
+		t.Errorf("%d step 1s sent for pending structs while the handshake's step 1 was unanswered, want 0", asked)
+	}
+	// The server's step 2 answers the handshake with everything; a set y-crdt still keeps pending
+	// (deletes that came before their inserts) is asked about once, with a whole state vector.
+	full, err := srv.doc.EncodeStateAsUpdate(StateVector{}.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv1 := EncodeSync(SyncStep1, srv.doc.StateVector().Encode())
+	receive(a, srv1)
+	out := receive(a, EncodeSync(SyncStep2, full))
+	if !out.Synced {
+		t.Fatal("not synced after the step 2")
+	}
+	if n, want := countStep1s(out), map[bool]int{false: 0, true: 1}[a.doc.HasPending()]; n != want {
+		t.Errorf("%d step 1s after the handshake's step 2 (pending left: %v), want %d", n, a.doc.HasPending(), want)
+	}
+	if got := readNotebook(t, a.doc); !reflect.DeepEqual(got, readNotebook(t, srv.doc)) {
+		t.Errorf("the replica does not hold the server's notebook after the step 2")
+	}
+
+	// Another fresh replica whose handshake answer does not heal (it predates the typing): the
+	// still pending set is asked about once, after the answer, and not again on every frame.
+	c, err := NewReplica(KindNotebook, freshClientID(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Connect()
+	asked = 0
+	for _, k := range keys[2:4] {
+		asked += countStep1s(receive(c, k))
+	}
+	receive(c, srv1)
+	asked += countStep1s(receive(c, EncodeSync(SyncStep2, []byte{0, 0})))
+	for _, k := range keys[4:] {
+		asked += countStep1s(receive(c, k))
+	}
+	if asked != 1 {
+		t.Errorf("%d step 1s for a pending set the handshake's answer left, want 1 (after the answer)", asked)
+	}
+}
+
 // AddAll merges like repeated Add, in bulk.
 func TestIDSetAddAllMatchesAdd(t *testing.T) {
 	var rs []IDRange
