@@ -111,6 +111,14 @@ func crashRun(t *testing.T, v crashVariant) {
 			t.Fatal(err)
 		}
 		t.Cleanup(sidecar.Stop)
+		t.Cleanup(func() { // registered after Stop: runs before it
+			if t.Failed() { // the sidecar's log beside the screenshots, to find why
+				f := filepath.Join(env.artifacts, "crash-"+v.name+"-sidecar.log")
+				if err := os.WriteFile(f, []byte(sidecar.Log.String()), 0o644); err == nil {
+					t.Logf("sidecar log kept: %s", f)
+				}
+			}
+		})
 		mcp, err = integration.StartMCPClient()
 		if err != nil {
 			t.Fatal(err)
