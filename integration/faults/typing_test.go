@@ -32,10 +32,12 @@ import (
 //   - as a tab that stays open (keepDoc true), which is what JupyterLab does: its provider
 //     (y-websocket) reconnects by itself with the same Y.Doc and the same session id, and the sync
 //     sends the server everything the old copy holds that the server lacks. It goes on typing
-//     while the server is down; all of it must arrive once (jupyter-collaboration #594/#621: a
-//     room rebuilt from the file under the ids of its first load takes such a copy as new and
-//     doubles it, or as known and drops it). A server that refuses the old session (1003) makes
-//     the tab ask for a reload: it then connects afresh.
+//     while the server is down; all of it must arrive once, except what the server's own sync
+//     deleted from the tab's copy (checkKeys says when) — and after a restart that deleted the
+//     update store the tab reloads instead (jupyter-collaboration #594/#621: a room rebuilt from
+//     the file under the ids of its first load takes such a copy as new and doubles it, or as
+//     known and drops it; reloadAfterNextKill). A server that refuses the old session (1003)
+//     makes the tab ask for a reload: it then connects afresh.
 
 // humanTokenRE matches a human's keystroke: «h<human>k<n>».
 var humanTokenRE = regexp.MustCompile(`«h\d+k\d+»`)
