@@ -270,15 +270,7 @@ func TestRescueAfterSaveThenRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	typeInto(t, srv, nbPath, "cell-b", " typed")
-	testutil.Eventually(t, "the typing in the replica", func() bool {
-		var ok bool
-		_ = h.room.View(ctx, func(d *ydoc.Doc) error {
-			nb, _ := d.Notebook()
-			ok = len(nb.Cells) == 4 && nb.Cells[1].Source == "# Title typed"
-			return nil
-		})
-		return ok
-	})
+	awaitTypedWithInsert(t, h.room)
 	srv.Restart(bridgetest.RestartOptions{})
 	h.await("the rescue notice", kindIs(bridge.EventNotice))
 	awaitServer(t, srv, "everything back", func() bool {
@@ -311,15 +303,7 @@ func TestRescueAfterUnreportedSaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	typeInto(t, srv, nbPath, "cell-b", " typed")
-	testutil.Eventually(t, "the typing in the replica", func() bool {
-		var ok bool
-		_ = h.room.View(ctx, func(d *ydoc.Doc) error {
-			nb, _ := d.Notebook()
-			ok = len(nb.Cells) == 4 && nb.Cells[1].Source == "# Title typed"
-			return nil
-		})
-		return ok
-	})
+	awaitTypedWithInsert(t, h.room)
 	srv.Restart(bridgetest.RestartOptions{})
 	notice := h.await("the rescue notice", kindIs(bridge.EventNotice)).Notice
 	if notice.Kind != "rescued" {

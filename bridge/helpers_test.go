@@ -267,3 +267,19 @@ func mustJSON(t *testing.T, v any) json.RawMessage {
 	}
 	return b
 }
+
+// awaitTypedWithInsert waits until the room's replica holds the fixture with one cell inserted
+// (4 cells) and " typed" at the end of its title cell (typeInto on cell-b).
+func awaitTypedWithInsert(t *testing.T, room *bridge.Room) {
+	t.Helper()
+	ctx := testutil.Context(t)
+	testutil.Eventually(t, "the typing in the replica", func() bool {
+		var ok bool
+		_ = room.View(ctx, func(d *ydoc.Doc) error {
+			nb, _ := d.Notebook()
+			ok = len(nb.Cells) == 4 && nb.Cells[1].Source == "# Title typed"
+			return nil
+		})
+		return ok
+	})
+}

@@ -184,15 +184,7 @@ func TestJournalRescuesAfterSidecarRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	typeInto(t, srv, nbPath, "cell-b", " typed")
-	testutil.Eventually(t, "the typing in the replica", func() bool {
-		var ok bool
-		_ = h.room.View(ctx, func(d *ydoc.Doc) error {
-			nb, _ := d.Notebook()
-			ok = len(nb.Cells) == 4 && nb.Cells[1].Source == "# Title typed"
-			return nil
-		})
-		return ok
-	})
+	awaitTypedWithInsert(t, h.room)
 	h.room.Close()
 	stopJournal()
 	srv.Restart(bridgetest.RestartOptions{}) // rebuilt from the file: "saved" only
