@@ -61,6 +61,14 @@ type History struct {
 	count    map[fp]int
 	versions int // versions recorded in all
 
+	// The cell versions held (notebooks): each cell's id with its content as some version held
+	// it (cellKey), and the version it first appeared in; the last MaxVersions distinct ones.
+	// A file saved by the server in its own order of updates, or when nobody heard, is not a
+	// version the replica held as a whole, but each of its cells usually is (cellHeldBefore).
+	cellSeen map[fp]int
+	cellRing []fp
+	cellNext int
+
 	lastSaved *Snapshot // the content when the server last said it saved
 }
 
@@ -74,7 +82,8 @@ type MatchOptions struct {
 }
 
 // DefaultMaxVersions is how many versions a History remembers unless told otherwise: about a
-// day of an agent editing every second; 16 bytes each.
+// day of an agent editing every second; 16 bytes each, and as many cell versions (about 50 bytes
+// each with their index).
 const DefaultMaxVersions = 1 << 17
 
 // fp is a 128-bit fingerprint (two independently seeded 64-bit hashes).
@@ -92,7 +101,7 @@ func NewHistory(kind Kind, opts MatchOptions, log zerolog.Logger) (*History, err
 		opts.MaxVersions = DefaultMaxVersions
 	}
 	return &History{kind: kind, opts: opts, log: log, seed: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}, cells: map[*y.YMap]fp{},
-		stale: true, empty: true, count: map[fp]int{}}, nil
+		stale: true, empty: true, count: map[fp]int{}, cellSeen: map[fp]int{}}, nil
 }
 
 // Apply feeds the history one update the replica applied (the log's base state first, then each
@@ -168,6 +177,24 @@ func (h *History) heldBefore(content Snapshot, n int) bool {
 	return false
 }
 
+// cellHeldBefore reports whether one of the first n versions recorded (a Versions count taken
+// earlier) held a cell with c's id and, as ContentKey compares, c's content. A cell without an id
+// is never held (ids tell cells apart).
+func (h *History) cellHeldBefore(c Cell, n int) bool {
+	at, ok := h.cellFirstHeld(c)
+	return ok && at < n
+}
+
+// cellFirstHeld returns the first version (counted from 0 in the order recorded) that held a cell
+// with c's id and content; ok is false when none did (or it was forgotten).
+func (h *History) cellFirstHeld(c Cell) (int, bool) {
+	if h.kind != KindNotebook || c.ID == "" {
+		return 0, false
+	}
+	at, ok := h.cellSeen[h.cellKey(c.ID, h.cellFP(c))]
+	return at, ok
+}
+
 // LastSaved returns the content the replica held when the server last said it saved the
 // document (its state hash changed, or dirty turned false), or nil: the base to merge a file
 // changed outside the server against (Replica.FileWins).
@@ -187,6 +214,11 @@ func (h *History) NoteSaved(content Snapshot) {
 	}
 	c := content
 	h.lastSaved = &c
+	if content.Kind == KindNotebook {
+		for _, cell := range content.Notebook.Cells {
+			h.recordCell(cell.ID, h.cellFP(cell))
+		}
+	}
 	h.record(h.fingerprint(content))
 }
 
@@ -254,7 +286,7 @@ func (h *History) observeNotebook(d *Doc, c Change) {
 			continue
 		}
 		old, had := h.cells[m]
-		nh := h.cellFP(readCell(m))
+		nh := h.cellVersion(readCell(m))
 		h.cells[m] = nh
 		if structural || !had {
 			structural = true
@@ -282,7 +314,7 @@ func (h *History) rebuildOrder(o *cellOrder) {
 	for i, m := range o.maps {
 		v, ok := h.cells[m]
 		if !ok {
-			v = h.cellFP(readCell(m))
+			v = h.cellVersion(readCell(m))
 			h.cells[m] = v
 		}
 		live[m] = true
@@ -337,6 +369,44 @@ func (h *History) record(v fp) {
 	h.ring[h.next] = v
 	h.next = (h.next + 1) % len(h.ring)
 	h.count[v]++
+}
+
+// cellVersion is cellFP of a live cell, noting the cell version as held (in the version about
+// to be recorded).
+func (h *History) cellVersion(c Cell) fp {
+	v := h.cellFP(c)
+	h.recordCell(c.ID, v)
+	return v
+}
+
+// recordCell notes the cell version (id, content hash v) as held from the next version recorded
+// on, unless it was held before; the oldest is forgotten beyond MaxVersions.
+func (h *History) recordCell(id string, v fp) {
+	if id == "" {
+		return
+	}
+	k := h.cellKey(id, v)
+	if _, ok := h.cellSeen[k]; ok {
+		return
+	}
+	if len(h.cellRing) < h.opts.MaxVersions {
+		h.cellRing = append(h.cellRing, k)
+	} else {
+		delete(h.cellSeen, h.cellRing[h.cellNext])
+		h.cellRing[h.cellNext] = k
+		h.cellNext = (h.cellNext + 1) % len(h.cellRing)
+	}
+	h.cellSeen[k] = h.versions
+}
+
+// cellKey is the fingerprint of a cell version: its id and its content hash.
+func (h *History) cellKey(id string, v fp) fp {
+	b := make([]byte, 0, len(id)+17)
+	b = append(b, id...)
+	b = append(b, 0)
+	b = binary.LittleEndian.AppendUint64(b, v.a)
+	b = binary.LittleEndian.AppendUint64(b, v.b)
+	return h.hashBytes(b)
 }
 
 // fingerprint computes a content's fingerprint from scratch, as observe keeps it.

@@ -382,11 +382,12 @@ func slideWords(a, ins []string, e wordEdit, lo, hi int) wordEdit {
 // base must carry the cell ids of the file (nbformat 4.5): a base without them matches nothing,
 // so the caller should not merge then.
 func MergeNotebooks(base, ours, theirs Notebook) (Notebook, MergeStats) {
-	return mergeNotebooks(base, ours, theirs, false)
+	return mergeNotebooks(base, ours, theirs, nil)
 }
 
-// mergeNotebooks is MergeNotebooks; fileWins merges sources as mergeText does with it.
-func mergeNotebooks(base, ours, theirs Notebook, fileWins bool) (Notebook, MergeStats) {
+// mergeNotebooks is MergeNotebooks; the sources of the cells fileWins names (nil: none) merge as
+// mergeText does with fileWins.
+func mergeNotebooks(base, ours, theirs Notebook, fileWins func(id string) bool) (Notebook, MergeStats) {
 	var st MergeStats
 	bIdx, oIdx, tIdx := cellIndex(base), cellIndex(ours), cellIndex(theirs)
 	out := Notebook{NBFormat: ours.NBFormat, NBFormatMinor: ours.NBFormatMinor}
@@ -444,7 +445,7 @@ func mergeNotebooks(base, ours, theirs Notebook, fileWins bool) (Notebook, Merge
 			if bi, inB := bIdx[id]; inB {
 				b = base.Cells[bi]
 			}
-			out.Cells = append(out.Cells, mergeCell(b, ours.Cells[oi], theirs.Cells[ti], fileWins, &st))
+			out.Cells = append(out.Cells, mergeCell(b, ours.Cells[oi], theirs.Cells[ti], fileWins != nil && fileWins(id), &st))
 		case inO:
 			out.Cells = append(out.Cells, ours.Cells[oi])
 		default:

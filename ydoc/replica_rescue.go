@@ -26,14 +26,21 @@ type rescuePlan struct {
 	base   *Snapshot
 	file   *Snapshot
 	reason string
+	// savedCells (FileWins, notebooks) are the file's cells in a version the replica held: saved
+	// by the server, not changed outside (rebase). Their merge is a restore's: what the rebuilt
+	// room typed into them since is kept beside the replica's changes, not over them.
+	savedCells map[string]bool
 }
+
+// fileWins reports whether the file wins conflicts in the cell with the id.
+func (p rescuePlan) fileWins(id string) bool { return p.kind == planFileWins && !p.savedCells[id] }
 
 // rescue brings the lost replica back onto the room as one edit: by id where the rebuilt room
 // allows it (rescueByID), by content otherwise (rescueByContent). ok is false when it could not
 // (then out.Rescue.Reason says why; a partial change may have been sent).
 func (s *Replica) rescue(lost *lostReplica, plan rescuePlan, covered []*pendingEdit) (Output, bool) {
 	why := s.reconsider(lost, &plan)
-	s.rebase(lost, &plan)
+	s.rebase(lost, &plan, covered)
 	report := &RescueReport{FileWins: plan.kind == planFileWins, Reconsidered: why}
 	if report.FileWins {
 		report.Reason = plan.reason
@@ -249,7 +256,7 @@ func (s *Replica) rescueByID(lost *lostReplica, plan rescuePlan, report *RescueR
 		split := tx.rebuildCopies(lostSV, noIDs, mergedBack, roomCells, plan)
 		base, ours := alignBase(plan, lost.snap.Notebook, split.theirs)
 		ours = withCells(ours, split.settled)
-		target, st := mergeNotebooks(base, ours, split.theirs, plan.kind == planFileWins)
+		target, st := mergeNotebooks(base, ours, split.theirs, plan.fileWins)
 		merge = st
 		for _, l := range split.lost {
 			merge.lose(l)
@@ -338,7 +345,7 @@ func (s *Replica) rescueByContent(lost *lostReplica, plan rescuePlan, report *Re
 			theirs = canonicalOrSelf(plan.file.Notebook)
 		}
 		base, ours := alignBase(plan, lost.snap.Notebook, theirs)
-		target, st := mergeNotebooks(base, ours, theirs, plan.kind == planFileWins)
+		target, st := mergeNotebooks(base, ours, theirs, plan.fileWins)
 		merge = st
 		// Cells being worked on since the restart, and big ones, are the last to be moved (a
 		// move re-creates a cell: typing in it meanwhile would be lost).
@@ -515,7 +522,7 @@ func (tx *Txn) rebuildCopies(lostSV StateVector, noIDs bool, mergedBack map[stri
 			continue // no live copy of the rebuild's
 		}
 		n := 0
-		orig.Source, n = mergeText(baseSrc[id], orig.Source, sp.theirs.Cells[j].Source, plan.kind == planFileWins)
+		orig.Source, n = mergeText(baseSrc[id], orig.Source, sp.theirs.Cells[j].Source, plan.fileWins(id))
 		for range n {
 			sp.lost = append(sp.lost, "cell "+id+": part of the source, changed on both sides")
 		}

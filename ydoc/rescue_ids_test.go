@@ -117,6 +117,7 @@ type lostScenario struct {
 	save       bool // the server saved between the two rounds of edits
 	cells      int  // cells in the first file
 	trustedNow bool // the rebuilt room's reads mark code cells trusted (signed on the save)
+	history    bool // the agent's replica keeps its history from the first sync on
 }
 
 type lostRoom struct {
@@ -148,6 +149,15 @@ func (sc lostScenario) run(t *testing.T) *lostRoom {
 	lr.agent.connect()
 	lr.tab.connect()
 	lr.srv.flush()
+	if sc.history {
+		h, err := NewHistory(KindNotebook, MatchOptions{}, lr.agent.replica.log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lr.agent.replica.KeepHistory(h); err != nil {
+			t.Fatal(err)
+		}
+	}
 	insert := func(id uint64, at int, cellID string) {
 		lr.agent.record(lr.agent.replica.proposeDurable(id, func(tx *Txn, replaying bool) error {
 			if replaying && tx.CellIndex(cellID) >= 0 {

@@ -1,6 +1,8 @@
 package ydoc
 
 import (
+	"slices"
+
 	y "github.com/skyterra/y-crdt"
 )
 
@@ -119,36 +121,104 @@ func (s *Replica) reconsider(lost *lostReplica, plan *rescuePlan) string {
 	return "the room was rebuilt from a version the replica held; the file's content the replica never held was typed into the rebuilt room since and saved by the server, not changed outside: restored over the rebuilt room"
 }
 
-// rebase gives a FileWins plan of a notebook the version the file was saved from, when the file
-// is such a version plus cells added outside Jupyter: the file without the cells the replica never
-// held (ids that neither the lost replica nor the base have) is looked up among the versions the
-// replica held before the loss. The base a FileWins plan comes with is the last save the replica
-// heard of; a save the server made by itself and never announced (jupyter-collaboration's
-// autosave, whose publication a keystroke cancels) is newer, and against the older base the
-// typing between the two saves counts as changed on both sides and is lost to the file.
-func (s *Replica) rebase(lost *lostReplica, plan *rescuePlan) {
-	if plan.kind != planFileWins || s.history == nil || plan.file == nil || plan.base == nil || plan.file.Kind != KindNotebook {
+// rebase gives a FileWins plan of a notebook, cell by cell, the version each cell of the file
+// was saved from. The base a FileWins plan comes with is the last save the replica heard of, and
+// it is the wrong ancestor for cells the server saved since: a save the server made by itself
+// and never announced (jupyter-collaboration's autosave, whose publication a keystroke cancels)
+// is newer, and the content noted when a save was announced is newer than what the server wrote
+// (typing and agents' cells went on while it wrote). Against the older base, typing between the
+// two counts as changed on both sides; against the newer one, as deleted by the file: lost
+// either way. Nor is the file, saved by the server in its own order of everyone's updates,
+// usually a version the replica held as a whole. But each of its cells that nobody changed
+// outside Jupyter is a version of that cell the replica held (same id, same content):
+//   - that version is the cell's base: the replica's changes since are its own (a cell the
+//     replica held and deleted since is in the base, so that the deletion stands), and what
+//     people typed into it in the rebuilt room is merged beside them as a restore merges it
+//     (savedCells), not over them;
+//   - a cell of the base that the file lacks is newer than the save when the replica first held
+//     its version after every cell version the file holds (the others' cells: the replica
+//     applies them in the server's order), or when one of the replica's own edits not proven
+//     saved at the loss made it (pending: its own edits it may have applied before others' that
+//     the server applied first). The file then does not say it was deleted: it leaves the base
+//     and stays. Otherwise a file that lacks it deletes it, as a cell deleted outside;
+//   - the file's other cells (changed outside, or never held) merge against the base as before.
+func (s *Replica) rebase(lost *lostReplica, plan *rescuePlan, pending []*pendingEdit) {
+	if plan.kind != planFileWins || s.history == nil || plan.file == nil || plan.base == nil ||
+		plan.file.Kind != KindNotebook || !notebookHasIDs(plan.base.Notebook) {
+		if plan.kind == planFileWins {
+			s.log.Debug().Bool("history", s.history != nil).Bool("base_ids", plan.base != nil && notebookHasIDs(plan.base.Notebook)).
+				Msg("file wins: merged against the last save known (no cell-by-cell base)")
+		}
 		return
 	}
-	known := map[string]bool{}
-	for _, c := range lost.snap.Notebook.Cells {
-		known[c.ID] = true
-	}
-	for _, c := range plan.base.Notebook.Cells {
-		known[c.ID] = true
-	}
-	candidate := *plan.file
-	candidate.Notebook.Cells = nil
+	var outside []string
+	saved := map[string]bool{}
+	base := *plan.base
+	base.Notebook.Cells = slices.Clone(plan.base.Notebook.Cells)
+	at := cellIndex(base.Notebook)
+	inFile := map[string]bool{}
+	savedAt, rebased := -1, false // the last version that first held a cell version the file holds
 	for _, c := range plan.file.Notebook.Cells {
 		if c.ID == "" {
 			return // cells without ids cannot be told apart: keep the plan
 		}
-		if known[c.ID] {
-			candidate.Notebook.Cells = append(candidate.Notebook.Cells, c)
+		inFile[c.ID] = true
+		first, ok := s.history.cellFirstHeld(c)
+		if ok && first < s.lostMark {
+			savedAt = max(savedAt, first)
+		} else if !(s.serverHist != nil && s.serverHist.cellHeldBefore(c, s.serverHist.Versions()+1)) {
+			outside = append(outside, c.ID)
+			continue // changed outside (or never held): merged against the last save
 		}
+		saved[c.ID] = true
+		if i, ok := at[c.ID]; ok {
+			base.Notebook.Cells[i] = c
+		} else {
+			at[c.ID] = len(base.Notebook.Cells)
+			base.Notebook.Cells = append(base.Notebook.Cells, c)
+		}
+		rebased = true
 	}
-	if !s.history.heldBefore(candidate, s.lostMark) && !(s.serverHist != nil && s.serverHist.Held(candidate)) {
+	if len(outside) > 8 {
+		outside = append(outside[:8], "…")
+	}
+	defer func() {
+		s.log.Debug().Bool("rebased", rebased).Int("file_cells", len(plan.file.Notebook.Cells)).Strs("not_held", outside).
+			Int("saved_at", savedAt).Int("lost_mark", s.lostMark).Msg("file wins: each cell the replica held merged against that version")
+	}()
+	if !rebased {
 		return
 	}
-	plan.base = &candidate
+	base.Notebook.Cells = slices.DeleteFunc(base.Notebook.Cells, func(c Cell) bool {
+		if inFile[c.ID] {
+			return false
+		}
+		if first, ok := s.history.cellFirstHeld(c); ok && first > savedAt {
+			return true
+		}
+		return lost.doc.cellMadeBy(c.ID, pending)
+	})
+	plan.base, plan.savedCells = &base, saved
+}
+
+// cellMadeBy reports whether the live cell with the id was created by one of the edits.
+func (d *Doc) cellMadeBy(id string, edits []*pendingEdit) bool {
+	made := false
+	_ = d.run(func() error {
+		m, ok := d.ord.byID[id]
+		if !ok || m.Item == nil {
+			return nil
+		}
+		at := m.Item.ID
+		for _, e := range edits {
+			for _, r := range e.structs {
+				if uint64(at.Client) == r.Client && uint64(at.Clock) >= r.Clock && uint64(at.Clock) < r.Clock+r.Len {
+					made = true
+					return nil
+				}
+			}
+		}
+		return nil
+	})
+	return made
 }
