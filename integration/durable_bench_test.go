@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -125,7 +128,11 @@ func processCPU(b *testing.B, pid int) time.Duration {
 // compares the default with it), then saves off
 // (--save-interval 0), the default (60s: saves only when the server's own autosave did not come,
 // or once a minute for a document that never pauses, spaced by five times a save's duration),
-// and 5s (the file at most 5 s behind), then off again (the machine's drift). Reported: the small room's edit latency (p50, p99, max:
+// and 5s (the file at most 5 s behind), then off again (the machine's drift), and last the
+// default with the big notebook's three writers as independent yjs peers instead of the
+// sidecar's agents (the server's share of the interference). JCM_SAVE_PROBE_SETTINGS picks a
+// subset by label; JCM_SAVE_PROBE_MUTEX_PROFILES names a directory for each setting's mutex
+// and CPU profiles of this process (the sidecar runs in it). Reported: the small room's edit latency (p50, p99, max:
 // an edit returns once the server confirmed it), the busy room's edits, the save requests and the
 // saves the server wrote.
 func BenchmarkSaveStall(b *testing.B) {
@@ -143,16 +150,34 @@ func BenchmarkSaveStall(b *testing.B) {
 	type result struct {
 		label          string
 		p50, p99, maxL time.Duration
+		srvCPU, ownCPU float64 // % of one core: jupyter-server; this process (the sidecar, the agents, the probe)
 		edits, busy    int
 		saves          int
 		stats          bridge.SaveStats
 	}
 	var results []result
+	only := os.Getenv("JCM_SAVE_PROBE_SETTINGS") // a comma-separated subset of the labels below
+	// Each peer's pace: three agents through the sidecar make about 350 edits/s here (they wait
+	// for each edit's confirmation); peers that do not wait would flood the server instead.
+	peerEvery := 9 * time.Millisecond
+	if v := os.Getenv("JCM_SAVE_PROBE_PEER_EVERY"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		peerEvery = d
+	}
+	mutexDir := os.Getenv("JCM_SAVE_PROBE_MUTEX_PROFILES")
 	for _, setting := range []struct {
 		label    string
 		interval time.Duration
 		alone    bool // nobody edits the big notebook (open, idle): the small room alone
-	}{{"alone", 60 * time.Second, true}, {"off", 0, false}, {"default-60s", 60 * time.Second, false}, {"5s", 5 * time.Second, false}, {"off-again", 0, false}} {
+		peers    bool // the big notebook's three writers are independent yjs peers, not the sidecar's agents
+	}{{"alone", 60 * time.Second, true, false}, {"off", 0, false, false}, {"default-60s", 60 * time.Second, false, false},
+		{"5s", 5 * time.Second, false, false}, {"off-again", 0, false, false}, {"peers", 60 * time.Second, false, true}} {
+		if only != "" && !slices.Contains(strings.Split(only, ","), setting.label) {
+			continue
+		}
 		// A fresh server per setting: nothing of the one before (rooms it still holds, its
 		// memory) weighs on the next.
 		srv, err := StartJupyter(ctx, ServerOptions{})
@@ -186,9 +211,52 @@ func BenchmarkSaveStall(b *testing.B) {
 		savesBefore := strings.Count(srv.Log(), "Saving file:")
 		before := sc.manager.SaveStats()
 		pctx, stop := context.WithTimeout(ctx, dur)
+		started := time.Now()
+		srvCPU, ownCPU := processCPU(b, srv.Pid()), processCPU(b, os.Getpid())
 		var wg sync.WaitGroup
 		var busy atomic.Int64
-		for a := range 3 * btoi(!setting.alone) { // three agents on the big notebook, without pause
+		var cpuProfile *os.File
+		if mutexDir != "" {
+			runtime.SetMutexProfileFraction(1)
+			f, err := os.Create(filepath.Join(mutexDir, "cpu-"+setting.label+".pprof"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				b.Fatal(err)
+			}
+			cpuProfile = f
+		}
+		for a := range 3 * btoi(setting.peers) { // three independent peers on the big notebook, without pause
+			p, err := StartPeer()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			if err := p.Connect(ctx, srv, bigName, "notebook"); err != nil {
+				b.Fatal(err)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rng := rand.New(rand.NewPCG(uint64(a), 26))
+				tick := time.NewTicker(peerEvery)
+				defer tick.Stop()
+				for i := 0; pctx.Err() == nil; i++ {
+					select { // paced: the agents' pace, not as fast as node can send
+					case <-tick.C:
+					case <-pctx.Done():
+						return
+					}
+					err := p.Transact(pctx, `const s = cells.get(args.cell).get('source'); s.insert(s.length, args.line)`,
+						map[string]any{"cell": rng.IntN(2000), "line": fmt.Sprintf("# peer %d edit %d\n", a, i)})
+					if err == nil {
+						busy.Add(1)
+					}
+				}
+			}()
+		}
+		for a := range 3 * btoi(!setting.alone && !setting.peers) { // three agents on the big notebook, without pause
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -228,6 +296,23 @@ func BenchmarkSaveStall(b *testing.B) {
 		}
 		wg.Wait()
 		stop()
+		wall := time.Since(started)
+		srvCPU, ownCPU = processCPU(b, srv.Pid())-srvCPU, processCPU(b, os.Getpid())-ownCPU
+		if cpuProfile != nil {
+			pprof.StopCPUProfile()
+			_ = cpuProfile.Close()
+		}
+		if mutexDir != "" {
+			f, err := os.Create(filepath.Join(mutexDir, "mutex-"+setting.label+".pprof"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := pprof.Lookup("mutex").WriteTo(f, 0); err != nil {
+				b.Fatal(err)
+			}
+			_ = f.Close()
+			runtime.SetMutexProfileFraction(0)
+		}
 		st := sc.manager.SaveStats()
 		st.Asked -= before.Asked
 		st.Marked -= before.Marked
@@ -236,6 +321,7 @@ func BenchmarkSaveStall(b *testing.B) {
 		slices.Sort(lat)
 		pct := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))] }
 		r := result{label: setting.label, p50: pct(0.5), p99: pct(0.99), maxL: pct(1), edits: len(lat), busy: int(busy.Load()),
+			srvCPU: 100 * srvCPU.Seconds() / wall.Seconds(), ownCPU: 100 * ownCPU.Seconds() / wall.Seconds(),
 			saves: strings.Count(srv.Log(), "Saving file:") - savesBefore, stats: st}
 		results = append(results, r)
 		b.ReportMetric(float64(r.p50.Microseconds())/1000, "small-p50-ms-"+r.label)
@@ -250,19 +336,27 @@ func BenchmarkSaveStall(b *testing.B) {
 		if r.stats.Timed > 0 {
 			meanTook = 1000 * r.stats.TookSeconds / float64(r.stats.Timed)
 		}
-		b.Logf("saves %-12s small room: %d edits, p50 %.1f ms, p99 %.1f ms, max %.1f ms | busy room: %d edits | requests %d (mean %.0f ms), saves reported %d, server saves %d",
-			r.label, r.edits, ms(r.p50), ms(r.p99), ms(r.maxL), r.busy, r.stats.Asked, meanTook, r.stats.Marked, r.saves)
+		b.Logf("saves %-12s small room: %d edits, p50 %.1f ms, p99 %.1f ms, max %.1f ms | busy room: %d edits | requests %d (mean %.0f ms), saves reported %d, server saves %d | CPU: jupyter-server %.0f%%, sidecar process %.0f%% of a core",
+			r.label, r.edits, ms(r.p50), ms(r.p99), ms(r.maxL), r.busy, r.stats.Asked, meanTook, r.stats.Marked, r.saves, r.srvCPU, r.ownCPU)
+	}
+	if len(results) < 6 {
+		return // a subset (JCM_SAVE_PROBE_SETTINGS): no ratios
 	}
 	// Against the two runs with saves off (before and after: the machine's drift shows between them).
-	alone, off, again := results[0], results[1], results[len(results)-1]
+	alone, off, again := results[0], results[1], results[4]
 	offP50, offP99 := (ms(off.p50)+ms(again.p50))/2, (ms(off.p99)+ms(again.p99))/2
-	for _, r := range results[2 : len(results)-1] {
+	for _, r := range results[2:4] {
 		b.Logf("%s vs off (mean of both): p50 %.2fx, p99 %.2fx (acceptance for saves on: p50 within 1.5x, p99 within 3x)", r.label, ms(r.p50)/offP50, ms(r.p99)/offP99)
 	}
 	// Issue 29's interference probe: the small room beside the busy one, saves on (the default),
 	// against the small room alone (the same settings, the big notebook open and idle).
 	def := results[2]
 	b.Logf("with the busy neighbour vs alone (saves at the default): p50 %.2fx, p99 %.2fx (acceptance: p50 within 1.5x, p99 within 3x)", ms(def.p50)/ms(alone.p50), ms(def.p99)/ms(alone.p99))
+	// The same neighbour load by independent peers, beside the sidecar rather than through it:
+	// what the server's side of the neighbour costs the small room.
+	peers := results[5]
+	b.Logf("with the neighbour's writers as independent peers vs alone: p50 %.2fx, p99 %.2fx (busy edits %d, the agents' %d)",
+		ms(peers.p50)/ms(alone.p50), ms(peers.p99)/ms(alone.p99), peers.busy, def.busy)
 }
 
 func btoi(b bool) int {
