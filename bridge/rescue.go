@@ -195,7 +195,10 @@ func (l *roomLoop) onRescue(rep *ydoc.RescueReport, now time.Time) {
 	ev.Bool("restored", rep.Restored).Str(logfield.Reason, rep.Reason).Int("inserted", rep.Stats.Inserted).
 		Int("deleted", rep.Stats.Deleted).Int("moved", rep.Stats.Moved).Int("changed", rep.Stats.Changed).
 		Int("conflicts", rep.Conflicts).Int("replayed", rep.Replayed).Int("failed", rep.Failed).
-		Strs("not_restored", rep.NotRestored).Str("reconsidered", rep.Reconsidered).Msg(rep.Summary())
+		Strs("not_restored", rep.NotRestored).Str("reconsidered", rep.Reconsidered).
+		Str("method", string(rep.Method)).Str("method_reason", rep.MethodReason).Bool("stale_merge", rep.StaleMerge).
+		Int("items", rep.Items).Int("superseded", rep.Superseded).Strs("brought", rep.Brought).
+		Str("room_state", rep.RoomState).Str("lost_state", rep.LostState).Msg(rep.Summary())
 	if rep.Restored && !rep.Changed && rep.Lossless() && !rep.FileWins {
 		return // nothing was missing: nothing to tell
 	}

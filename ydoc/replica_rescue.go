@@ -41,7 +41,8 @@ func (p rescuePlan) fileWins(id string) bool { return p.kind == planFileWins && 
 func (s *Replica) rescue(lost *lostReplica, plan rescuePlan, covered []*pendingEdit) (Output, bool) {
 	why := s.reconsider(lost, &plan)
 	s.rebase(lost, &plan, covered)
-	report := &RescueReport{FileWins: plan.kind == planFileWins, Reconsidered: why}
+	report := &RescueReport{FileWins: plan.kind == planFileWins, Reconsidered: why,
+		RoomState: s.doc.StateVector().String(), LostState: lost.doc.StateVector().String()}
 	if report.FileWins {
 		report.Reason = plan.reason
 	}

@@ -61,6 +61,10 @@ type RescueReport struct {
 	// copy of the lost room into the rebuilt one under ids the rebuild reused
 	// (jupyter-collaboration #621); the room was brought back to the sidecar's copy.
 	StaleMerge bool `json:"stale_merge,omitempty"`
+	// RoomState and LostState are the state vectors of the rebuilt room at the sync and of the
+	// lost replica ("client:clock …"), for logs: who loaded and who merged before the rescue.
+	RoomState string `json:"room_state,omitempty"`
+	LostState string `json:"lost_state,omitempty"`
 	// Items counts the lost replica's items (clock units) applied by id; Superseded the
 	// rebuild's copies deleted for them (cells, or runs of text).
 	Items      int          `json:"items,omitempty"`

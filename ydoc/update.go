@@ -3,7 +3,9 @@ package ydoc
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 )
 
 // Our own reader for Yjs update v1 and state vectors. Every update from the network is parsed
@@ -392,6 +394,23 @@ func (sv StateVector) Encode() []byte {
 
 // Covers reports whether every struct in r is below the state vector's clock for its client.
 func (sv StateVector) Covers(r IDRange) bool { return sv[r.Client] >= r.Clock+r.Len }
+
+// String lists the clients and their clocks, by client ("client:clock …"), for logs.
+func (sv StateVector) String() string {
+	clients := make([]uint64, 0, len(sv))
+	for c := range sv {
+		clients = append(clients, c)
+	}
+	slices.Sort(clients)
+	var b strings.Builder
+	for i, c := range clients {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%d:%d", c, sv[c])
+	}
+	return b.String()
+}
 
 // IDSet is a set of item IDs kept as sorted, merged ranges per client (like a Yjs delete set).
 type IDSet map[uint64][]IDRange
