@@ -48,8 +48,8 @@ func TestDocumentPresenceFromGlobalAwareness(t *testing.T) {
 			o.Room.Now = clk.Now
 		})
 		runManager(t, m)
-		testutil.Eventually(t, "the global room to list bob and carol", func() bool {
-			ps, err := m.GlobalPeers(testutil.Context(t))
+		testutil.Eventually(t, "the global room to list bob and carol, in sync", func() bool {
+			ps, _, err := m.SyncedGlobalPeers(testutil.Context(t)) // the warm-up counts from the sync
 			return err == nil && len(ps) == 2
 		})
 
@@ -160,8 +160,8 @@ func TestAwaitPresenceBoundedByRenewal(t *testing.T) {
 		o.Room.Now = clk.Now
 	})
 	runManager(t, m)
-	testutil.Eventually(t, "the global room to list bob", func() bool {
-		ps, err := m.GlobalPeers(testutil.Context(t))
+	testutil.Eventually(t, "the global room to list bob, in sync", func() bool {
+		ps, _, err := m.SyncedGlobalPeers(testutil.Context(t)) // the warm-up counts from the sync
 		return err == nil && len(ps) == 1
 	})
 	room := openRoom(t, m, nbPath, ydoc.KindNotebook)

@@ -85,9 +85,11 @@ func TestPresenceFromGlobalAwarenessAtJoin(t *testing.T) {
 	if err := tab.SetFields(testutil.Context(t), map[string]any{"current": "notebook:" + bridgetest.NotebookPath, "documents": []any{bridgetest.NotebookPath}}); err != nil {
 		t.Fatal(err)
 	}
-	// Her tab joins the room before its fields arrive: wait for the document in front of her.
-	testutil.Eventually(t, "the sidecar to see alice's tab in global awareness", func() bool {
-		ps, _ := m.GlobalPeers(testutil.Context(t))
+	// Her tab joins the room before its fields arrive: wait for the document in front of her,
+	// and for the sidecar's global room to be in sync (awareness arrives before the sync: the
+	// warm-up counts from the sync, and the clock moves on below).
+	testutil.Eventually(t, "the sidecar to see alice's tab in global awareness, in sync", func() bool {
+		ps, _, _ := m.SyncedGlobalPeers(testutil.Context(t))
 		return len(ps) == 1 && ps[0].State["current"] != nil
 	})
 	clk.Advance(bridge.GlobalWarm) // the sidecar has been running long enough to know every tab
