@@ -150,9 +150,16 @@ func mergeText(base, ours, theirs string, fileWins bool) (string, int) {
 
 // combineInserts joins two inserts made at one point. When one of them is what the other begins
 // and ends with (the other went on from it: typing both sides hold over a base older than both),
-// it is the longer one; otherwise both, ours first.
+// it is the longer one; otherwise both, ours first. Whole words are compared, except that one
+// insert the other starts with counts to the character: the typing one side holds may end in the
+// middle of a word the other side's went on to finish (a kill between two keystrokes).
 func combineInserts(ours, theirs string) string {
-	if ours == theirs {
+	switch {
+	case ours == theirs:
+		return ours
+	case strings.HasPrefix(theirs, ours):
+		return theirs
+	case strings.HasPrefix(ours, theirs):
 		return ours
 	}
 	wo, wt := words(ours), words(theirs)

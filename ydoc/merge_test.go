@@ -230,6 +230,11 @@ func TestMergeTextInsertsBothHold(t *testing.T) {
 		{"a\nz", "a\nU1 T\nz", "a\nU1 U2 T\nz", "a\nU1 U2 T\nz"},
 		{"«k1»", "«k1»«k2»", "«k1»«k3»", "«k1»«k2»«k3»"},
 		{"x", "x«h0k00142»", "x«h1k00596»", "x«h0k00142»«h1k00596»"},
+		// The replica held the typing up to a keystroke in the middle of a word (the server was
+		// killed between two keys); the tab that reconnected went on from there (found by the
+		// real-tab store-deleted crash test: every token typed before the kill was doubled).
+		{"# typed:", "# typed:@t0001@@t0002@@t003", "# typed:@t0001@@t0002@@t0035@@t0036@", "# typed:@t0001@@t0002@@t0035@@t0036@"},
+		{"# typed:", "# typed:@t0001@@t0002@@t0035@@t0036@", "# typed:@t0001@@t0002@@t003", "# typed:@t0001@@t0002@@t0035@@t0036@"},
 	} {
 		if got, n := MergeText(c.base, c.ours, c.theirs); got != c.want || n != 0 {
 			t.Errorf("MergeText(%q, %q, %q) = %q (%d conflicts), want %q", c.base, c.ours, c.theirs, got, n, c.want)
