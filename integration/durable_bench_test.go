@@ -31,14 +31,7 @@ import (
 // (user + system, % of one core), the saves it wrote, and the requests the sidecar sent.
 func BenchmarkSaveGuardCost(b *testing.B) {
 	const rooms = 50
-	dur := 30 * time.Second
-	if v := os.Getenv("JCM_SAVE_BENCH_DURATION"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			b.Fatal(err)
-		}
-		dur = d
-	}
+	dur := envDuration(b, "JCM_SAVE_BENCH_DURATION", 30*time.Second)
 	ctx := ctxT(b, 10*time.Minute)
 	srv, err := StartJupyter(ctx, ServerOptions{})
 	if err != nil {
@@ -136,14 +129,7 @@ func processCPU(b *testing.B, pid int) time.Duration {
 // an edit returns once the server confirmed it), the busy room's edits, the save requests and the
 // saves the server wrote.
 func BenchmarkSaveStall(b *testing.B) {
-	dur := 60 * time.Second
-	if v := os.Getenv("JCM_SAVE_PROBE_DURATION"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			b.Fatal(err)
-		}
-		dur = d
-	}
+	dur := envDuration(b, "JCM_SAVE_PROBE_DURATION", 60*time.Second)
 	ctx := ctxT(b, 60*time.Minute)
 	small, big := generatedNotebook(20, 600), generatedNotebook(2000, 600)
 	b.Logf("notebooks: small %d kB, big %d kB", len(small)/1000, len(big)/1000)
@@ -159,14 +145,7 @@ func BenchmarkSaveStall(b *testing.B) {
 	only := os.Getenv("JCM_SAVE_PROBE_SETTINGS") // a comma-separated subset of the labels below
 	// Each peer's pace: three agents through the sidecar make about 350 edits/s here (they wait
 	// for each edit's confirmation); peers that do not wait would flood the server instead.
-	peerEvery := 9 * time.Millisecond
-	if v := os.Getenv("JCM_SAVE_PROBE_PEER_EVERY"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			b.Fatal(err)
-		}
-		peerEvery = d
-	}
+	peerEvery := envDuration(b, "JCM_SAVE_PROBE_PEER_EVERY", 9*time.Millisecond)
 	mutexDir := os.Getenv("JCM_SAVE_PROBE_MUTEX_PROFILES")
 	for _, setting := range []struct {
 		label    string
@@ -357,6 +336,19 @@ func BenchmarkSaveStall(b *testing.B) {
 	peers := results[5]
 	b.Logf("with the neighbour's writers as independent peers vs alone: p50 %.2fx, p99 %.2fx (busy edits %d, the agents' %d)",
 		ms(peers.p50)/ms(alone.p50), ms(peers.p99)/ms(alone.p99), peers.busy, def.busy)
+}
+
+// envDuration is the duration the environment variable name gives, or def when it is unset.
+func envDuration(b *testing.B, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		b.Fatalf("%s: %v", name, err)
+	}
+	return d
 }
 
 func btoi(b bool) int {

@@ -110,6 +110,18 @@ func (c *fakeConn) propose(id uint64, fn EditFunc) {
 	c.record(c.replica.Propose(id, Proposal{Edit: fn}))
 }
 
+// appendSource is an edit that types text at the end of a cell's source, as a person would.
+func appendSource(cellID, text string) EditFunc {
+	return func(tx *Txn, _ bool) error {
+		i := tx.CellIndex(cellID)
+		c, err := tx.Cell(i)
+		if err != nil {
+			return err
+		}
+		return tx.SetSource(i, c.Source+text)
+	}
+}
+
 // proposeDurable proposes a function as a durable edit.
 func (s *Replica) proposeDurable(id uint64, fn func(*Txn, bool) error) Output {
 	return s.Propose(id, Proposal{Edit: DurableFunc(fn)})

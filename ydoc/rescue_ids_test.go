@@ -167,14 +167,7 @@ func (sc lostScenario) run(t *testing.T) *lostRoom {
 		}))
 	}
 	typeInto := func(cellID, text string) {
-		lr.tab.propose(uint64(1000+len(lr.tab.done)), func(tx *Txn, _ bool) error {
-			i := tx.CellIndex(cellID)
-			c, err := tx.Cell(i)
-			if err != nil {
-				return err
-			}
-			return tx.SetSource(i, c.Source+text)
-		})
+		lr.tab.propose(uint64(1000+len(lr.tab.done)), appendSource(cellID, text))
 	}
 	insert(1, 2, "agent-1")
 	typeInto("cell-01", "\n# typed before the save")
@@ -692,14 +685,7 @@ func TestRescueByIDStaleStore(t *testing.T) {
 	tab.connect()
 	srv.flush()
 	typeInto := func(cellID, text string) {
-		tab.propose(uint64(1000+len(tab.done)+len(tab.changes)), func(tx *Txn, _ bool) error {
-			i := tx.CellIndex(cellID)
-			c, err := tx.Cell(i)
-			if err != nil {
-				return err
-			}
-			return tx.SetSource(i, c.Source+text)
-		})
+		tab.propose(uint64(1000+len(tab.done)+len(tab.changes)), appendSource(cellID, text))
 		srv.flush()
 	}
 	typeInto("cell-02", " «saved»")

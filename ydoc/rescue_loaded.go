@@ -189,6 +189,12 @@ func (s *Replica) rebase(lost *lostReplica, plan *rescuePlan, pending []*pending
 	if !rebased {
 		return
 	}
+	made := IDSet{} // what the replica's own edits not proven saved created
+	for _, e := range pending {
+		for _, r := range e.structs {
+			made.Add(r)
+		}
+	}
 	base.Notebook.Cells = slices.DeleteFunc(base.Notebook.Cells, func(c Cell) bool {
 		if inFile[c.ID] {
 			return false
@@ -196,29 +202,19 @@ func (s *Replica) rebase(lost *lostReplica, plan *rescuePlan, pending []*pending
 		if first, ok := s.history.cellFirstHeld(c); ok && first > savedAt {
 			return true
 		}
-		return lost.doc.cellMadeBy(c.ID, pending)
+		return lost.doc.cellMadeBy(c.ID, made)
 	})
 	plan.base, plan.savedCells = &base, saved
 }
 
-// cellMadeBy reports whether the live cell with the id was created by one of the edits.
-func (d *Doc) cellMadeBy(id string, edits []*pendingEdit) bool {
-	made := false
+// cellMadeBy reports whether the live cell with the id was created within the ranges made.
+func (d *Doc) cellMadeBy(id string, made IDSet) bool {
+	in := false
 	_ = d.run(func() error {
-		m, ok := d.ord.byID[id]
-		if !ok || m.Item == nil {
-			return nil
-		}
-		at := m.Item.ID
-		for _, e := range edits {
-			for _, r := range e.structs {
-				if uint64(at.Client) == r.Client && uint64(at.Clock) >= r.Clock && uint64(at.Clock) < r.Clock+r.Len {
-					made = true
-					return nil
-				}
-			}
+		if m, ok := d.ord.byID[id]; ok && m.Item != nil {
+			in = made.Contains(IDRange{Client: uint64(m.Item.ID.Client), Clock: uint64(m.Item.ID.Clock), Len: 1})
 		}
 		return nil
 	})
-	return made
+	return in
 }

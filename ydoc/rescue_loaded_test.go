@@ -30,14 +30,7 @@ func TestRescueFileHoldsTypingSavedSinceTheRebuild(t *testing.T) {
 				human := newConn(t, srv2, "human", KindNotebook)
 				human.connect()
 				srv2.flush()
-				human.propose(900, func(tx *Txn, _ bool) error {
-					i := tx.CellIndex("cell-02")
-					c, err := tx.Cell(i)
-					if err != nil {
-						return err
-					}
-					return tx.SetSource(i, c.Source+" typed since the restart")
-				})
+				human.propose(900, appendSource("cell-02", " typed since the restart"))
 				srv2.flush()
 				// The server saved the rebuilt room: the file the sidecar reads.
 				file := Snapshot{Kind: KindNotebook, Notebook: asRead(t, readNotebook(t, srv2.doc), false)}
@@ -103,14 +96,7 @@ func TestRescueFileWinsAgainstTheSaveTheFileCameFrom(t *testing.T) {
 			sc := lostScenario{mode: mode, save: true, cells: 8}
 			lr := sc.run(t)
 			// After the save nobody heard of, the human types on where they typed before it.
-			lr.tab.propose(2000, func(tx *Txn, _ bool) error {
-				i := tx.CellIndex("cell-01")
-				c, err := tx.Cell(i)
-				if err != nil {
-					return err
-				}
-				return tx.SetSource(i, c.Source+" and on after it")
-			})
+			lr.tab.propose(2000, appendSource("cell-01", " and on after it"))
 			lr.srv.flush()
 			lr.held = readNotebook(t, lr.srv.doc)
 			// The file: the save, and a cell added outside Jupyter while the server was down.
@@ -180,14 +166,7 @@ func TestRescueFileWinsMergesEachCellAgainstTheVersionItWasSavedFrom(t *testing.
 				sc := lostScenario{mode: mode, save: true, cells: 8, history: true}
 				lr := sc.run(t)
 				saved02 := cellSource(t, lr.srv.doc, "cell-02") // typed after the save
-				lr.tab.propose(2000, func(tx *Txn, _ bool) error {
-					i := tx.CellIndex("cell-01")
-					c, err := tx.Cell(i)
-					if err != nil {
-						return err
-					}
-					return tx.SetSource(i, c.Source+" and on after it")
-				})
+				lr.tab.propose(2000, appendSource("cell-01", " and on after it"))
 				lr.srv.flush()
 				announced := asRead(t, readNotebook(t, lr.srv.doc), false)
 				// The file: the save before the agent's cells, with the human's typing in cell-02
@@ -213,14 +192,7 @@ func TestRescueFileWinsMergesEachCellAgainstTheVersionItWasSavedFrom(t *testing.
 				human := newConn(t, srv2, "human", KindNotebook)
 				human.connect()
 				srv2.flush()
-				human.propose(900, func(tx *Txn, _ bool) error {
-					i := tx.CellIndex("cell-01")
-					c, err := tx.Cell(i)
-					if err != nil {
-						return err
-					}
-					return tx.SetSource(i, c.Source+" typed since the restart")
-				})
+				human.propose(900, appendSource("cell-01", " typed since the restart"))
 				srv2.flush()
 				if err := lr.agent.replica.ResetServerLost(freshClientID()); err != nil {
 					t.Fatal(err)
