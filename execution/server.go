@@ -267,7 +267,14 @@ func (x *ServerExecutor) runJob(cj *trackedJob, room *bridge.Room, opts RunOptio
 			nb.lastCount = *c
 		}
 		if run.Status == CellAborted && strings.Contains(run.Note, "kernel") {
+			// The run was lost because the kernel process ended (the server restarted it, or it
+			// died): say so on the job, not only on the cell. The next count is no guide: the
+			// new process may already have run the lost cell itself (jupyter-server-documents
+			// 0.3.3 can hand it the queued cell when the kernel is attached again), so the
+			// count our next run gets can be above the last one we saw.
+			j.Update(func(s *JobState) { s.Note = joinNotes(s.Note, noteKernelLostInRun) })
 			x.kernelNotice(room.Path(), bridge.NoticeWarning, "lost", nb.session.KernelID, "the kernel was lost during a run: "+run.Note)
+			nb.lastCount = 0
 		}
 		return run, nil
 	})
@@ -276,6 +283,9 @@ func (x *ServerExecutor) runJob(cj *trackedJob, room *bridge.Room, opts RunOptio
 		s.Status, s.Ended, s.Note, s.KernelID = status, x.now(), joinNotes(s.Note, jobNote), kernelID
 	})
 }
+
+// noteKernelLostInRun is the job's note when a cell's run was lost with its kernel process.
+const noteKernelLostInRun = "the kernel restarted or died during this job; variables from earlier runs are lost"
 
 // session finds the notebook's kernel session (the one a human's tab uses, if any) or starts
 // one, and says what the caller must know (the kernel changed since the notebook's last job).

@@ -421,6 +421,9 @@ func TestServerExecutorLostRuns(t *testing.T) {
 	if got := e.notices(); !slices.Contains(got, "lost") {
 		t.Errorf("agents were not told the kernel was lost: notices %v", got)
 	}
+	if !strings.Contains(v.Note, "variables from earlier runs are lost") {
+		t.Errorf("the job does not say the kernel's state is gone: %q", v.Note)
+	}
 	// Idle without a count, the kernel busy meanwhile: aborted after the grace, no attach.
 	e.k.setState("busy")
 	j = e.start(t, []string{"b"}, execution.RunOptions{})
