@@ -120,6 +120,11 @@ func newDoc(kind Kind, clientID uint32, log zerolog.Logger) (*Doc, error) {
 			d.source = d.yd.GetText(rootSource)
 		}
 		d.yd.On("update", y.NewObserverHandler(func(v ...any) {
+			// Only Transact reads the update: one a remote update produced (a first sync
+			// holds the whole document) is neither copied nor kept.
+			if len(v) < 2 || v[1] != originLocal {
+				return
+			}
 			if b, ok := v[0].([]byte); ok {
 				d.lastUpdate = append([]byte(nil), b...)
 			}

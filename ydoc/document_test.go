@@ -510,6 +510,21 @@ func TestRemoteChangeIsNotLocal(t *testing.T) {
 	}
 }
 
+// A remote update is not kept after it is applied: only a local transaction's update is read
+// (Transact), and a first sync's update is the whole document.
+func TestApplyKeepsNoCopyOfTheUpdate(t *testing.T) {
+	a, _ := loadNotebook(t, baseNotebook())
+	b := newTestDoc(t, KindNotebook)
+	apply(t, b, fullUpdate(t, a))
+	if b.lastUpdate != nil {
+		t.Errorf("the doc keeps a %d-byte copy of the remote update it applied", len(b.lastUpdate))
+	}
+	u, _ := transact(t, b, func(tx *Txn) error { return tx.SetSource(0, "local") })
+	if len(u) == 0 {
+		t.Fatal("a local transaction returned no update")
+	}
+}
+
 func wantOrder(t *testing.T, nb Notebook, ids ...string) {
 	t.Helper()
 	var got []string
