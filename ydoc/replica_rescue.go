@@ -3,6 +3,8 @@ package ydoc
 import (
 	"fmt"
 	"unicode/utf16"
+
+	y "github.com/skyterra/y-crdt"
 )
 
 // The replica's side of the crash rescue: after the sync with a room the server rebuilt, the
@@ -552,7 +554,21 @@ func (d *Doc) cellsAtSync(lostSV StateVector) map[string]Cell {
 			if _, seen := out[id]; seen && (own[id] || !mine) {
 				continue
 			}
-			out[id], own[id] = readCell(m), mine
+			c := readCell(m)
+			// A source a reload over the store cleared (jupyter_ydoc clears a changed cell's
+			// source and appends the file) holds, next to the reload's text, the lost replica's
+			// items the store lacked that a tab reconnecting with its old document brought back
+			// before the sync: they are the lost replica's, not the room's own typing (the
+			// merge would take them twice); the room's own source is the reload and what was
+			// typed since, as for a text (splitText).
+			if raw, _ := mapGet(m, "source"); raw != nil {
+				if t, ok := raw.(*y.YText); ok {
+					if rc, ok := clearingReloader(d.yd.Store, t, lostSV); ok {
+						c.Source, _ = splitText(t, lostSV, map[int]bool{rc: true}, nil, nil)
+					}
+				}
+			}
+			out[id], own[id] = c, mine
 		}
 		return nil
 	})
