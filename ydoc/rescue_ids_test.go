@@ -672,22 +672,29 @@ func TestRescueFileWinsText(t *testing.T) {
 	}
 }
 
+// staleStoreRoom is the room of the stale-store rescues: a six-cell notebook with the agent and a
+// tab connected, and typeInto, which has the tab type at the end of a cell.
+func staleStoreRoom(t *testing.T) (srv *fakeServer, agent, tab *fakeConn, typeInto func(cellID, text string)) {
+	first := asRead(t, bigNotebook(6), false)
+	srv = roomFrom(t, rebuildStore, Snapshot{Kind: KindNotebook, Notebook: first}, nil)
+	agent = newConn(t, srv, "agent", KindNotebook)
+	tab = newConn(t, srv, "tab", KindNotebook)
+	agent.connect()
+	tab.connect()
+	srv.flush()
+	typeInto = func(cellID, text string) {
+		tab.propose(uint64(1000+len(tab.done)+len(tab.changes)), appendSource(cellID, text))
+		srv.flush()
+	}
+	return srv, agent, tab, typeInto
+}
+
 // jupyter-collaboration with its store, which lacked the last updates when the server died
 // (written asynchronously): the reload of the file clears the texts it differs from and the
 // replica's items the store lacked come back by id into the cleared texts. The room's own
 // content is what it held at the sync, so nothing the replica typed is taken twice.
 func TestRescueByIDStaleStore(t *testing.T) {
-	first := asRead(t, bigNotebook(6), false)
-	srv := roomFrom(t, rebuildStore, Snapshot{Kind: KindNotebook, Notebook: first}, nil)
-	agent := newConn(t, srv, "agent", KindNotebook)
-	tab := newConn(t, srv, "tab", KindNotebook)
-	agent.connect()
-	tab.connect()
-	srv.flush()
-	typeInto := func(cellID, text string) {
-		tab.propose(uint64(1000+len(tab.done)+len(tab.changes)), appendSource(cellID, text))
-		srv.flush()
-	}
+	srv, agent, _, typeInto := staleStoreRoom(t)
 	typeInto("cell-02", " «saved»")
 	saved := asRead(t, readNotebook(t, srv.doc), false)
 	typeInto("cell-02", " «u1»")
@@ -738,17 +745,7 @@ func TestRescueByIDStaleStore(t *testing.T) {
 // ends is not checked: typed into the cleared text, it stays ahead of the reload (offset 0), not
 // where the human typed it (docs/durability.md, known gaps).
 func TestRescueByIDStaleStoreTabBackFirst(t *testing.T) {
-	first := asRead(t, bigNotebook(6), false)
-	srv := roomFrom(t, rebuildStore, Snapshot{Kind: KindNotebook, Notebook: first}, nil)
-	agent := newConn(t, srv, "agent", KindNotebook)
-	tab := newConn(t, srv, "tab", KindNotebook)
-	agent.connect()
-	tab.connect()
-	srv.flush()
-	typeInto := func(cellID, text string) {
-		tab.propose(uint64(1000+len(tab.done)+len(tab.changes)), appendSource(cellID, text))
-		srv.flush()
-	}
+	srv, agent, tab, typeInto := staleStoreRoom(t)
 	typeInto("cell-02", " «saved»")
 	saved := asRead(t, readNotebook(t, srv.doc), false)
 	typeInto("cell-02", " «u1»")
