@@ -31,6 +31,23 @@ func TestFreshReadShowsAnEditOnItsWay(t *testing.T) {
 	}
 }
 
+// A collaborator's edit that reached the server before the read's step 1 but that the server read
+// after it (it answered the step 1 without it) is in the read: a fresh read asks twice (fresh.go).
+func TestFreshReadShowsAnEditTheServerReadLate(t *testing.T) {
+	srv := newServer(t)
+	h := startSynced(t, srv, nil)
+	srv.HoldEchoes()
+	defer srv.ReleaseEchoes()
+	srv.EditAfterNextStepOne(bridgetest.NotebookPath, func(tx *ydoc.Txn) error { return tx.SetSource(0, "print('read late')") })
+	cells, err := readCells(testutil.Context(t), h.room)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cells[0].Source != "print('read late')" {
+		t.Errorf("the read shows %q, not the edit the server read after the read's first step 1", cells[0].Source)
+	}
+}
+
 // A fresh read of a room whose connection is down shows what the replica holds, at once.
 func TestFreshReadWhileDisconnected(t *testing.T) {
 	srv := newServer(t)

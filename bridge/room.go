@@ -103,7 +103,7 @@ type RoomOptions struct {
 	// streams in progressively (jupyter-collaboration 5.0; outputs.go) (10s).
 	LoadWait time.Duration
 	// NoFreshReads lets a read show what the replica holds without asking the server first
-	// for what it lacks (fresh.go): one round trip less, but an edit on its way is not shown.
+	// for what it lacks (fresh.go): two round trips less, but an edit on its way is not shown.
 	NoFreshReads bool
 	// ReadyWait bounds how long a read waits for the replica to be in sync with the server (after
 	// a reconnect) before it fails saying so (20s).

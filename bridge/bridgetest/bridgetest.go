@@ -193,6 +193,7 @@ type Server struct {
 	load         RoomLoad
 	store        map[string][]byte // LoadStore: path → the room's state as the store kept it
 	loader       bool              // rooms are written by client 0, as jupyter-collaboration's loader writes them
+	afterStepOne []lateEdit        // edits applied right after the next step 1 of their room is answered
 
 	openCalls, dialCalls int
 	conns                []*Conn // every conn ever dialled, in order
@@ -207,6 +208,12 @@ type room struct {
 	kind     ydoc.Kind
 	doc      *ydoc.Doc
 	conns    []*Conn
+}
+
+// lateEdit is a collaborator's edit the server reads just after a client's step 1 (EditAfterNextStepOne).
+type lateEdit struct {
+	path string
+	fn   func(*ydoc.Txn) error
 }
 
 type heldFrame struct {
@@ -603,6 +610,7 @@ func (s *Server) handle(c *Conn, data []byte) {
 			if s.stepTwoFirst { // jupyter-server-documents asks back after its step 2
 				c.pushLocked(ydoc.EncodeSync(ydoc.SyncStep1, r.doc.StateVector().Encode()))
 			}
+			s.applyLateEditsLocked(r)
 		case ydoc.SyncStep2, ydoc.SyncUpdate:
 			meta, _, err := r.doc.Apply(f.Payload)
 			if err != nil {
@@ -772,6 +780,25 @@ func (s *Server) ReadFile(ctx context.Context, p string, kind ydoc.Kind, content
 		fc.Doc = &snap
 	}
 	return fc, nil
+}
+
+// applyLateEditsLocked applies the edits EditAfterNextStepOne left for room r, as a peer's.
+func (s *Server) applyLateEditsLocked(r *room) {
+	kept := s.afterStepOne[:0]
+	var due []lateEdit
+	for _, e := range s.afterStepOne {
+		if e.path == r.path {
+			due = append(due, e)
+		} else {
+			kept = append(kept, e)
+		}
+	}
+	s.afterStepOne = kept
+	for _, e := range due {
+		if update, _, err := r.doc.Transact(e.fn); err == nil && update != nil {
+			s.broadcastUpdateLocked(r, update)
+		}
+	}
 }
 
 // broadcastUpdateLocked sends an update to every client of the room, or holds it back.

@@ -215,6 +215,14 @@ func (s *Server) BlockedOpens() int {
 	return s.openBlocked
 }
 
+// EditAfterNextStepOne changes the server document of path as a peer would, right after the server
+// answered the next sync step 1 of that room: a collaborator's update that reached the server
+// before the step 1 but was read after it (a server reads its sockets in the order its event loop
+// polls them). Its broadcast is subject to HoldEchoes.
+func (s *Server) EditAfterNextStepOne(p string, fn func(*ydoc.Txn) error) {
+	s.set(func() { s.afterStepOne = append(s.afterStepOne, lateEdit{path: p, fn: fn}) })
+}
+
 // HoldEchoes holds back update broadcasts (the echo of a client's own edit and peers' edits)
 // until ReleaseEchoes. Updates are still applied to the server document.
 func (s *Server) HoldEchoes() { s.set(func() { s.holding = true }) }
