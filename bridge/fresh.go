@@ -32,7 +32,7 @@ import (
 // replica holds (a server that stopped answering is found out by the loop's tick).
 const freshWait = 5 * time.Second
 
-// freshRead is a read waiting for the server's answer to its step 1.
+// freshRead is a read waiting for the server's answers to its two step 1s.
 type freshRead struct {
 	rc     *readCall
 	after  uint64    // the step 2s of the link that must have been applied
@@ -47,8 +47,9 @@ func (k *link) countSent(f []byte) {
 	}
 }
 
-// freshen sends a sync step 1 for a read and holds the read until the server's answer has been
-// applied. It reports false when the read cannot be fresh (not connected, not synced): run it now.
+// freshen sends a sync step 1 for a read and holds the read until the server has answered it and
+// a second step 1, sent once the first answer is in (stepTwoArrived), and that answer is applied.
+// It reports false when the read cannot be fresh (not connected, not synced): run it now.
 func (l *roomLoop) freshen(rc *readCall) bool {
 	if l.link == nil || !l.replica.Synced() {
 		return false
