@@ -735,6 +735,30 @@ func TestExecRestartWhileRequestWaitsNeverDelivered(t *testing.T) {
 	})
 }
 
+// A restart nobody hears of (found by the fault injection: the sidecar's kernel connection was
+// made 300 ms before it) takes our request before it began: the liveness check finds the kernel
+// idle, the run follows it as a restart, and the cell ends lost — not left running forever.
+func TestExecRestartNobodyToldUsBeforeBegin(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		e, k, j := restartSetup(t, "print:again")
+		e.ks.RestartKernel(k, bridgetest.KernelRestartOptions{LosePending: true, Unsignalled: true})
+		v := awaitJob(t, j)
+		if n := e.ks.Received(k); n != 2 {
+			t.Errorf("kernel received %d requests, want 2 (the lost one is not sent again)", n)
+		}
+		r := cellRun(t, v, "c1")
+		if r.Status != execution.CellAborted || v.Status != execution.JobFailed {
+			t.Errorf("cell %s, want aborted, job failed", describeJob(v))
+		}
+		mustContainStr(t, "c1 note", r.Note, "did not run in the new kernel")
+		c := serverCell(t, e.srv, execPath, "c1")
+		if len(c.Outputs) != 0 || c.ExecutionState != "idle" || c.ExecutionCount != nil {
+			t.Errorf("room cell %s, want idle, no outputs, no count", describeCell(c))
+		}
+	})
+}
+
 func TestExecRestartDuringTheRunAborts(t *testing.T) {
 	e := newExecEnv(t, oneNotebook(codeCell("c1", "print:half\nblock:"+gateNever+"\nprint:rest"), codeCell("c2", "print:next")), nil)
 	j := e.start(execPath, []string{"c1", "c2"}, execution.RunOptions{StopOnError: true})

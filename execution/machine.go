@@ -19,8 +19,9 @@ import (
 //     writes after it; its confirmation is not waited for), the request sent once (never
 //     twice: after a restart nobody can tell whether the old process had partly run it), its
 //     messages folded into outputs, the kernel's liveness looked at when it is silent, a
-//     restart before our request began followed into the new kernel until a kernel_info_request
-//     sent behind it is answered, a reply without idle (or idle without reply) given a grace,
+//     restart before our request began (signalled, or guessed from an idle kernel while ours
+//     never began) followed into the new kernel until a kernel_info_request sent behind it is
+//     answered, a reply without idle (or idle without reply) given a grace,
 //     a cancel turned into an interrupt once our request has begun;
 //   - the room side mirrors the outputs into the cell: one write in flight at a time, operations
 //     accumulating meanwhile (bounded: past MaxPending they become one rewrite of the whole
@@ -378,6 +379,13 @@ func (m *machine) kernelState(now time.Time, state string, gone bool, err error)
 			m.endKernel(now, "the kernel is idle but this cell never finished (the kernel was probably restarted)")
 			return
 		}
+	case err == nil && !m.begun && state == "idle" && !m.lastMsg.After(m.checkSentAt) && !m.probing && m.lostAt.IsZero():
+		// Ours never began, the kernel is idle, nothing came for a heartbeat: a restart whose
+		// signal did not reach us (a connection made just before it, its iopub not yet joined)
+		// may have taken it with the old process. Follow it as a restart: the kernel_info_request
+		// sent behind ours on the in-order shell channel is answered after ours, if ours is there.
+		m.probing = true
+		m.emit(askKernelInfo{})
 	default:
 		m.idleLooks = 0
 	}

@@ -620,6 +620,53 @@ func TestMachineRestartNobodyToldUs(t *testing.T) {
 	mustNote(t, h.finishRoom().Note, "idle but this cell never finished")
 }
 
+// A restart whose signal never reaches us before ours began (found by the fault injection: our
+// connection was made 300 ms before the restart): silence, and the kernel idle at the liveness
+// check. It is followed as a restart: the kernel_info_request behind ours is answered and ours
+// never begins: lost, reported, never sent again — not left running.
+func TestMachineRestartBeforeBeginNobodyToldUs(t *testing.T) {
+	h := newMH(t, testConfig())
+	h.running()
+	h.after(5 * time.Second)
+	grab[checkKernel](h)
+	h.m.kernelState(h.now, "idle", false, nil)
+	h.collect()
+	grab[askKernelInfo](h)
+	h.after(10 * time.Second)
+	none[checkKernel](h, "while the probe is out")
+	h.m.kernelInfo(h.now, nil)
+	h.collect()
+	h.after(time.Second)
+	grab[abandonRequest](h)
+	none[sendRequest](h, "again")
+	run := h.finishRoom()
+	if run.Status != CellAborted || run.ExecutionCount != nil {
+		t.Errorf("result %+v", run)
+	}
+	mustNote(t, run.Note, "did not run in the new kernel", "not sent again")
+}
+
+// The same look on a request that is only slow to show (the kernel idle at the look, ours
+// begins once asked behind): it runs to its end as usual.
+func TestMachineIdleLookBeforeBeginThenItRuns(t *testing.T) {
+	h := newMH(t, testConfig())
+	h.running()
+	h.after(5 * time.Second)
+	grab[checkKernel](h)
+	h.m.kernelState(h.now, "idle", false, nil)
+	h.collect()
+	grab[askKernelInfo](h)
+	h.msgs(status("busy"), stream("late\n"), replyOK(1), status("idle"))
+	h.roomWrite()
+	h.m.ended(h.now, nil)
+	h.collect()
+	h.m.kernelInfo(h.now, nil)
+	h.collect()
+	if run := h.finishRoom(); run.Status != CellOK || run.Note != "" || texts(run.Outputs) != "late\n" {
+		t.Errorf("result %+v", run)
+	}
+}
+
 // An idle look made stale by a message that came while it was asked does not count.
 func TestMachineStaleIdleLookDoesNotCount(t *testing.T) {
 	h := newMH(t, testConfig())

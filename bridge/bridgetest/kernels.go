@@ -149,7 +149,7 @@ func (ks *Kernels) StartSession(ctx context.Context, path, kernelName string) (e
 }
 
 // KernelState implements execution.Kernels: "dead" for a dead kernel, a 404 *Error for one that
-// is gone, "busy" while a request runs, else "idle".
+// is gone, "busy" while a request runs (or waits in a silent kernel), else "idle".
 func (ks *Kernels) KernelState(ctx context.Context, id string) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
@@ -248,7 +248,8 @@ func (k *kernel) stateLocked() string {
 		return "dead"
 	}
 	for _, r := range k.running {
-		if r.started && r.gen == k.restarts {
+		// A silent kernel holding a request stands for one busy with someone else's cell.
+		if (r.started || k.silent) && r.gen == k.restarts {
 			return "busy"
 		}
 	}
@@ -305,6 +306,9 @@ type KernelRestartOptions struct {
 	LosePending bool
 	// Late delays their delivery to the new process (zero: at once).
 	Late time.Duration
+	// Unsignalled tells nobody: no MsgKernelRestarting, Restarts() does not move (a connection
+	// made just before the restart, its iopub not yet joined, hears nothing of it).
+	Unsignalled bool
 }
 
 // RestartKernel restarts a kernel as jupyter-server does when it died (or on POST restart):
@@ -324,13 +328,15 @@ func (ks *Kernels) restartLocked(k *kernel, opts KernelRestartOptions) {
 	k.count = 0
 	k.dead, k.silent = false, false
 	for _, c := range k.chans {
-		if !c.closed {
+		if !c.closed && !opts.Unsignalled {
 			c.restarts++
 		}
 	}
 	now := time.Now()
 	for _, r := range k.running {
-		r.queue = append(r.queue, execution.KernelMsg{Channel: "server", Type: execution.MsgKernelRestarting, Content: json.RawMessage(`{}`)})
+		if !opts.Unsignalled {
+			r.queue = append(r.queue, execution.KernelMsg{Channel: "server", Type: execution.MsgKernelRestarting, Content: json.RawMessage(`{}`)})
+		}
 		if r.started {
 			continue // its process is gone: nothing more will come
 		}
