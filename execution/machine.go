@@ -48,6 +48,7 @@ type machine struct {
 	idleAt        time.Time // the kernel went idle for our request, with no reply yet
 	lastMsg       time.Time
 	probing       bool      // a kernel_info_request follows a restart that came before we began
+	guessed       bool      // the probe follows a restart guessed from an idle kernel, not one we were told of
 	lostAt        time.Time // the new kernel answered it: ours is lost unless it begins by then
 	checking      bool      // a liveness check is in flight
 	checkSentAt   time.Time
@@ -305,6 +306,7 @@ func (m *machine) messages(now time.Time, msgs []KernelMsg) {
 		m.lastMsg = now
 		switch {
 		case msg.Type == MsgKernelRestarting:
+			m.guessed = false // a probe already out now follows a restart we were told of
 			switch {
 			case m.cfg.Scratch:
 				m.status = CellAborted
@@ -384,7 +386,7 @@ func (m *machine) kernelState(now time.Time, state string, gone bool, err error)
 		// signal did not reach us (a connection made just before it, its iopub not yet joined)
 		// may have taken it with the old process. Follow it as a restart: the kernel_info_request
 		// sent behind ours on the in-order shell channel is answered after ours, if ours is there.
-		m.probing = true
+		m.probing, m.guessed = true, true
 		m.emit(askKernelInfo{})
 	default:
 		m.idleLooks = 0
@@ -395,10 +397,19 @@ func (m *machine) kernelState(now time.Time, state string, gone bool, err error)
 // kernelInfo is the answer to askKernelInfo.
 func (m *machine) kernelInfo(now time.Time, err error) {
 	m.probing = false
+	guessed := m.guessed
+	m.guessed = false
 	if m.phase != phaseRunning || m.begun {
 		return
 	}
 	if err != nil {
+		if guessed {
+			// Nobody said the kernel restarted: a kernel running ours with its messages lost
+			// answers only after it. Wait on, looking at the kernel again.
+			m.lastMsg = now
+			m.advance(now)
+			return
+		}
 		m.endKernel(now, "the kernel restarted and did not answer afterwards: "+err.Error())
 		return
 	}

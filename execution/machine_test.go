@@ -667,6 +667,32 @@ func TestMachineIdleLookBeforeBeginThenItRuns(t *testing.T) {
 	}
 }
 
+// A guessed restart whose kernel_info_request is not answered (a kernel running ours with every
+// message of it lost answers only after ours): the run waits on and looks at the kernel again.
+func TestMachineGuessedRestartUnansweredWaitsOn(t *testing.T) {
+	h := newMH(t, testConfig())
+	h.running()
+	h.after(5 * time.Second)
+	grab[checkKernel](h)
+	h.m.kernelState(h.now, "idle", false, nil)
+	h.collect()
+	grab[askKernelInfo](h)
+	h.m.kernelInfo(h.now, errors.New("context deadline exceeded"))
+	h.collect()
+	none[finishCell](h, "on a guessed restart's unanswered probe")
+	h.after(5 * time.Second)
+	grab[checkKernel](h)
+	h.m.kernelState(h.now, "busy", false, nil)
+	h.collect()
+	h.msgs(stream("done\n"), replyOK(1), status("idle"))
+	h.roomWrite()
+	h.m.ended(h.now, nil)
+	h.collect()
+	if run := h.finishRoom(); run.Status != CellOK || run.Note != "" || texts(run.Outputs) != "done\n" {
+		t.Errorf("result %+v", run)
+	}
+}
+
 // An idle look made stale by a message that came while it was asked does not count.
 func TestMachineStaleIdleLookDoesNotCount(t *testing.T) {
 	h := newMH(t, testConfig())
