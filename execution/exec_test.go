@@ -712,51 +712,34 @@ func TestExecRestartWhileRequestWaitsDeliveredLate(t *testing.T) {
 // process had partly run it (its last outputs die with it), and running code twice is worse.
 func TestExecRestartWhileRequestWaitsNeverDelivered(t *testing.T) {
 	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		e, k, j := restartSetup(t, "print:again")
-		e.ks.RestartKernel(k, bridgetest.KernelRestartOptions{LosePending: true})
-		v := awaitJob(t, j)
-		if n := e.ks.Received(k); n != 2 {
-			t.Errorf("kernel received %d requests, want 2 (the lost one is not sent again)", n)
-		}
-		if n := e.ks.Executions(k); n != 1 {
-			t.Errorf("kernel ran %d requests, want 1", n)
-		}
-		r := cellRun(t, v, "c1")
-		if r.Status != execution.CellAborted || v.Status != execution.JobFailed {
-			t.Errorf("cell %s, want aborted, job failed", describeJob(v))
-		}
-		mustContainStr(t, "c1 note", r.Note, "did not run in the new kernel")
-		mustContainStr(t, "c1 note", r.Note, "not sent again")
-		c := serverCell(t, e.srv, execPath, "c1")
-		if len(c.Outputs) != 0 || c.ExecutionState != "idle" || c.ExecutionCount != nil {
-			t.Errorf("room cell %s, want idle, no outputs, no count", describeCell(c))
-		}
-	})
-}
-
-// A restart nobody hears of (found by the fault injection: the sidecar's kernel connection was
-// made 300 ms before it) takes our request before it began: the liveness check finds the kernel
-// idle, the run follows it as a restart, and the cell ends lost — not left running forever.
-func TestExecRestartNobodyToldUsBeforeBegin(t *testing.T) {
-	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		e, k, j := restartSetup(t, "print:again")
-		e.ks.RestartKernel(k, bridgetest.KernelRestartOptions{LosePending: true, Unsignalled: true})
-		v := awaitJob(t, j)
-		if n := e.ks.Received(k); n != 2 {
-			t.Errorf("kernel received %d requests, want 2 (the lost one is not sent again)", n)
-		}
-		r := cellRun(t, v, "c1")
-		if r.Status != execution.CellAborted || v.Status != execution.JobFailed {
-			t.Errorf("cell %s, want aborted, job failed", describeJob(v))
-		}
-		mustContainStr(t, "c1 note", r.Note, "did not run in the new kernel")
-		c := serverCell(t, e.srv, execPath, "c1")
-		if len(c.Outputs) != 0 || c.ExecutionState != "idle" || c.ExecutionCount != nil {
-			t.Errorf("room cell %s, want idle, no outputs, no count", describeCell(c))
-		}
-	})
+	// Unsignalled: a restart nobody hears of (found by the fault injection: the sidecar's kernel
+	// connection was made 300 ms before it). The liveness check finds the kernel idle and the
+	// run follows it as a restart: the cell ends lost, not left running forever.
+	for name, unsignalled := range map[string]bool{"signalled": false, "unsignalled": true} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e, k, j := restartSetup(t, "print:again")
+				e.ks.RestartKernel(k, bridgetest.KernelRestartOptions{LosePending: true, Unsignalled: unsignalled})
+				v := awaitJob(t, j)
+				if n := e.ks.Received(k); n != 2 {
+					t.Errorf("kernel received %d requests, want 2 (the lost one is not sent again)", n)
+				}
+				if n := e.ks.Executions(k); n != 1 {
+					t.Errorf("kernel ran %d requests, want 1", n)
+				}
+				r := cellRun(t, v, "c1")
+				if r.Status != execution.CellAborted || v.Status != execution.JobFailed {
+					t.Errorf("cell %s, want aborted, job failed", describeJob(v))
+				}
+				mustContainStr(t, "c1 note", r.Note, "did not run in the new kernel")
+				mustContainStr(t, "c1 note", r.Note, "not sent again")
+				c := serverCell(t, e.srv, execPath, "c1")
+				if len(c.Outputs) != 0 || c.ExecutionState != "idle" || c.ExecutionCount != nil {
+					t.Errorf("room cell %s, want idle, no outputs, no count", describeCell(c))
+				}
+			})
+		})
+	}
 }
 
 func TestExecRestartDuringTheRunAborts(t *testing.T) {

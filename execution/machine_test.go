@@ -620,11 +620,10 @@ func TestMachineRestartNobodyToldUs(t *testing.T) {
 	mustNote(t, h.finishRoom().Note, "idle but this cell never finished")
 }
 
-// A restart whose signal never reaches us before ours began (found by the fault injection: our
-// connection was made 300 ms before the restart): silence, and the kernel idle at the liveness
-// check. It is followed as a restart: the kernel_info_request behind ours is answered and ours
-// never begins: lost, reported, never sent again — not left running.
-func TestMachineRestartBeforeBeginNobodyToldUs(t *testing.T) {
+// idleLookBeforeBegin starts a run whose request never begins: after a silent heartbeat the
+// liveness check finds the kernel idle, and the run asks for a kernel_info behind ours.
+func idleLookBeforeBegin(t *testing.T) *mh {
+	t.Helper()
 	h := newMH(t, testConfig())
 	h.running()
 	h.after(5 * time.Second)
@@ -632,6 +631,15 @@ func TestMachineRestartBeforeBeginNobodyToldUs(t *testing.T) {
 	h.m.kernelState(h.now, "idle", false, nil)
 	h.collect()
 	grab[askKernelInfo](h)
+	return h
+}
+
+// A restart whose signal never reaches us before ours began (found by the fault injection: our
+// connection was made 300 ms before the restart): silence, and the kernel idle at the liveness
+// check. It is followed as a restart: the kernel_info_request behind ours is answered and ours
+// never begins: lost, reported, never sent again — not left running.
+func TestMachineRestartBeforeBeginNobodyToldUs(t *testing.T) {
+	h := idleLookBeforeBegin(t)
 	h.after(10 * time.Second)
 	none[checkKernel](h, "while the probe is out")
 	h.m.kernelInfo(h.now, nil)
@@ -649,13 +657,7 @@ func TestMachineRestartBeforeBeginNobodyToldUs(t *testing.T) {
 // The same look on a request that is only slow to show (the kernel idle at the look, ours
 // begins once asked behind): it runs to its end as usual.
 func TestMachineIdleLookBeforeBeginThenItRuns(t *testing.T) {
-	h := newMH(t, testConfig())
-	h.running()
-	h.after(5 * time.Second)
-	grab[checkKernel](h)
-	h.m.kernelState(h.now, "idle", false, nil)
-	h.collect()
-	grab[askKernelInfo](h)
+	h := idleLookBeforeBegin(t)
 	h.msgs(status("busy"), stream("late\n"), replyOK(1), status("idle"))
 	h.roomWrite()
 	h.m.ended(h.now, nil)
@@ -670,13 +672,7 @@ func TestMachineIdleLookBeforeBeginThenItRuns(t *testing.T) {
 // A guessed restart whose kernel_info_request is not answered (a kernel running ours with every
 // message of it lost answers only after ours): the run waits on and looks at the kernel again.
 func TestMachineGuessedRestartUnansweredWaitsOn(t *testing.T) {
-	h := newMH(t, testConfig())
-	h.running()
-	h.after(5 * time.Second)
-	grab[checkKernel](h)
-	h.m.kernelState(h.now, "idle", false, nil)
-	h.collect()
-	grab[askKernelInfo](h)
+	h := idleLookBeforeBegin(t)
 	h.m.kernelInfo(h.now, errors.New("context deadline exceeded"))
 	h.collect()
 	none[finishCell](h, "on a guessed restart's unanswered probe")
