@@ -182,9 +182,18 @@ func (l *roomLoop) propose(pr *proposal) {
 		}
 		since = s
 	}
+	pace, inflight := l.pacing(), l.replica.InFlight()
 	out := l.replica.Propose(pr.id, ydoc.Proposal{Edit: pr.p.Edit, Since: since, Replay: pr.p.Replay, Prev: pr.p.Prev})
 	onItsWay := pr.p.Applied != nil && l.link != nil && appliedNow(out, pr.id)
-	l.handle(out)
+	if pace && len(out.Frames) > 0 {
+		l.holdFrames(out.Frames, max(0, l.replica.InFlight()-inflight), l.r.opts.Now())
+		l.handleHeld(out)
+	} else {
+		if len(out.Frames) > 0 {
+			l.sentEdit(l.r.opts.Now())
+		}
+		l.handle(out)
+	}
 	if onItsWay {
 		pr.p.Applied()
 	}

@@ -60,6 +60,8 @@ func (l *roomLoop) serve(ctx context.Context) error {
 			fn(l)
 		case <-l.guard.grant:
 			l.granted(l.r.opts.Now())
+		case <-l.paceWake():
+			l.releasePaced(l.r.opts.Now())
 		case <-tick.C:
 			if err := l.tick(l.r.opts.Now()); err != nil {
 				l.dropLink()
@@ -177,11 +179,18 @@ func (l *roomLoop) receive(in inbound) error {
 }
 
 // handle carries out a session output.
-func (l *roomLoop) handle(out ydoc.Output) {
+func (l *roomLoop) handle(out ydoc.Output) { l.carryOut(out, true) }
+
+// handleHeld carries out a local edit's output whose frames pacing holds back (pace.go).
+func (l *roomLoop) handleHeld(out ydoc.Output) { l.carryOut(out, false) }
+
+func (l *roomLoop) carryOut(out ydoc.Output, send bool) {
 	logged := l.logLocal(out) // the log has every update before the replica's next one
 	defer l.afterOutput()
-	for _, f := range out.Frames {
-		l.send(f)
+	if send {
+		for _, f := range out.Frames {
+			l.send(f)
+		}
 	}
 	now := l.r.opts.Now()
 	for _, c := range out.Changes {
@@ -279,6 +288,9 @@ func (l *roomLoop) handle(out ydoc.Output) {
 	if out.SaveNow {
 		l.maybeSave(now)
 	}
+	if len(out.Done) > 0 {
+		l.releasePaced(now)
+	}
 }
 
 // finishEdit hands an edit's outcome to its Pending, with the version it produced (the current
@@ -312,6 +324,7 @@ func (l *roomLoop) tick(now time.Time) error {
 	if err := l.releaseHeldAfter(now); err != nil {
 		return err
 	}
+	l.releasePaced(now)
 	if l.link != nil && !l.replica.Synced() && now.Sub(l.connectedAt) >= l.r.opts.HandshakeTimeout {
 		if l.handshakeAsked {
 			return fmt.Errorf("%w within %s", errNoStepTwo, 2*l.r.opts.HandshakeTimeout)
@@ -376,6 +389,7 @@ func (l *roomLoop) endLink(last [][]byte, graceful bool) {
 	l.releaseFresh(nil)
 	l.held = nil
 	l.outbox = nil
+	l.clearPaced() // in the replica: the next handshake sends what the server lacks
 	l.replica.Disconnected()
 	// Away since we last heard from the server, not since we noticed: a silent network
 	// failure is only detected by the read deadline.
@@ -483,7 +497,8 @@ func (l *roomLoop) stop(err error) {
 	l.deferred = nil
 	l.releaseFresh(cause)
 	if l.link != nil {
-		last := append(l.outbox, ydoc.EncodeAwarenessFrame(l.aw.ClearLocal(l.r.opts.Now())))
+		last := append(append(l.outbox, ydoc.ChainLocalUpdates(l.pace.frames)...), ydoc.EncodeAwarenessFrame(l.aw.ClearLocal(l.r.opts.Now())))
+		l.clearPaced()
 		l.link.closeGracefully(last, 2*time.Second)
 		l.link = nil
 	}

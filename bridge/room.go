@@ -105,6 +105,10 @@ type RoomOptions struct {
 	// NoFreshReads lets a read show what the replica holds without asking the server first
 	// for what it lacks (fresh.go): two round trips less, but an edit on its way is not shown.
 	NoFreshReads bool
+	// NoPacing sends every edit's update at once, even while the room's earlier edits are
+	// unconfirmed (pace.go): with it off, a room keeps at most one run of its updates at the
+	// server at a time.
+	NoPacing bool
 	// ReadyWait bounds how long a read waits for the replica to be in sync with the server (after
 	// a reconnect) before it fails saying so (20s).
 	ReadyWait time.Duration
@@ -502,6 +506,7 @@ type roomLoop struct {
 	ds         DocSession
 	link       *link
 	outbox     [][]byte
+	pace       paceState           // edits' frames waiting for the room's earlier edits (pace.go)
 	waiters    map[uint64]*Pending // edits whose outcome someone may wait for
 	proposals  []*proposal         // edits waiting for a sync to run (edits.go)
 	hist       *history
