@@ -273,6 +273,60 @@ func TestCrashAfterOutOfBandChange(t *testing.T) {
 	})
 }
 
+// The file changes on disk while jupyter-server runs, and the server reloads it over the room:
+// the agent's unsaved cell the reload removed is announced. A human's typing saved just before,
+// by a peer the sidecar may not know from awareness, is no reload: the first notice is the
+// reload's (jupyter-collaboration marks every save with dirty=false under the old hash first).
+func TestLiveReloadOverUnsavedWorkAnnounced(t *testing.T) {
+	requireSaveOnRequest(t)
+	ctx := ctxT(t, 3*time.Minute)
+	srv, err := StartJupyter(ctx, ServerOptions{ExtraArgs: []string{"--YDocExtension.document_save_delay=600"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	const name = "live.ipynb"
+	if err := srv.WriteFile(name, fixture(t, "jupyter_ydoc--nb0.ipynb")); err != nil {
+		t.Fatal(err)
+	}
+	a := newAgentWith(t, srv, nil, nil)
+	a.ok(ctx, "batch_insert_notebook_cells", map[string]any{"path": name, "start_position": 0, "exec": false, "cells": []any{
+		map[string]any{"id": "agent-saved", "content": "print('saved')"},
+	}})
+	room := mustRoom(t, ctx, a, name)
+	sub := a.sc.manager.Subscribe(256)
+	human := newPeer(t)
+	if err := human.Connect(ctx, srv, name, "notebook"); err != nil {
+		t.Fatal(err)
+	}
+	if err := human.Transact(ctx, `const c = cells.toArray().find(c => c.get('id') === args.id); c.get('source').insert(0, 'HUMAN TYPED ')`, map[string]any{"id": "agent-saved"}); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, ctx, "the typing in the replica", func() bool {
+		return strings.HasPrefix(replica(t, ctx, room).Cells[0].Source, "HUMAN TYPED ")
+	})
+	if _, err := room.Save(ctx); err != nil {
+		t.Fatal(err)
+	}
+	saved := waitDisk(t, srv, name, "the typing", func(nb ydoc.Notebook) bool { return strings.HasPrefix(nb.Cells[0].Source, "HUMAN TYPED ") })
+	a.ok(ctx, "batch_insert_notebook_cells", map[string]any{"path": name, "start_position": 0, "exec": false, "cells": []any{
+		map[string]any{"id": "agent-unsaved", "content": "print('unsaved')"},
+	}})
+	// Someone edits the saved file: it lacks the agent's unsaved cell.
+	saved.Cells[len(saved.Cells)-1].Source = "# edited outside Jupyter"
+	raw, err := json.Marshal(saved.JSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.WriteFile(name, raw); err != nil {
+		t.Fatal(err)
+	}
+	e := awaitEvent(t, ctx, sub, func(e bridge.Event) bool { return e.Kind == bridge.EventNotice })
+	if e.Notice.Kind != "outside_change" || strings.Join(e.Notice.Details, "\n") != "cell agent-unsaved: changed or removed by the reload" {
+		t.Fatalf("first notice %s %q, want the reload's of agent-unsaved", e.Notice.Message, e.Notice.Details)
+	}
+}
+
 // jupyter-server dies before saving (it saves only when asked here): a human's typing and the
 // agent's cells that had reached the sidecar come back after the restart, once, for a human who
 // reloads and in the file.
