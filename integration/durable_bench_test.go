@@ -123,7 +123,8 @@ func processCPU(b *testing.B, pid int) time.Duration {
 // or once a minute for a document that never pauses, spaced by five times a save's duration),
 // and 5s (the file at most 5 s behind), then off again (the machine's drift), and last the
 // default with the big notebook's three writers as independent yjs peers instead of the
-// sidecar's agents (the server's share of the interference). JCM_SAVE_PROBE_SETTINGS picks a
+// sidecar's agents (the server's share of the interference), and the default with the room's
+// pacing off ("unpaced": each agent's edit leaves at once, bridge NoPacing). JCM_SAVE_PROBE_SETTINGS picks a
 // subset by label; JCM_SAVE_PROBE_MUTEX_PROFILES names a directory for each setting's mutex
 // and CPU profiles of this process (the sidecar runs in it). Reported: the small room's edit latency (p50, p99, max:
 // an edit returns once the server confirmed it), the busy room's edits, the save requests and the
