@@ -38,6 +38,9 @@ type outsideWatch struct {
 	last    remoteChange    // the latest content change by someone else since the last save
 	stateBy []uint64        // the clients of the latest remote change to the state (the marker's writer)
 	hash    string          // the state's hash before the latest change
+	// halfSaved: the last marker was dirty=false alone, which jupyter-collaboration follows
+	// with the save's new hash in a transaction of its own.
+	halfSaved bool
 }
 
 // remoteChange is a content change by someone else: what a reload would have done, if the server
@@ -143,6 +146,13 @@ func (l *roomLoop) watchSaved(markerHash string, now time.Time) {
 		w.hash = ""
 		return
 	}
+	if w.halfSaved && markerHash != "" && markerHash != w.hash {
+		// The new hash of the save whose dirty=false came just before: the same save, marked in
+		// two transactions. The agent's changes since that first marker are not in the file:
+		// they stay watched.
+		w.hash, w.halfSaved = markerHash, false
+		return
+	}
 	if markerHash == w.hash && w.last.byServer(w.stateBy, now) {
 		var dropped []string
 		for id := range w.own {
@@ -157,7 +167,7 @@ func (l *roomLoop) watchSaved(markerHash string, now time.Time) {
 			l.log.Info().Msg("the server reloaded the file over the room (changed outside Jupyter); none of the agent's unsaved changes were replaced")
 		}
 	}
-	*w = outsideWatch{hash: markerHash}
+	*w = outsideWatch{hash: markerHash, halfSaved: markerHash == w.hash}
 }
 
 func (l *roomLoop) announceReload(cells []string, now time.Time) {

@@ -305,10 +305,22 @@ func TestLiveReloadOverUnsavedWorkAnnounced(t *testing.T) {
 	pollUntil(t, ctx, "the typing in the replica", func() bool {
 		return strings.HasPrefix(replica(t, ctx, room).Cells[0].Source, "HUMAN TYPED ")
 	})
+	stateHash := func() string {
+		var h string
+		if err := room.View(ctx, func(d *ydoc.Doc) error { h, _ = d.State()["hash"].(string); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	before := stateHash()
 	if _, err := room.Save(ctx); err != nil {
 		t.Fatal(err)
 	}
 	saved := waitDisk(t, srv, name, "the typing", func(nb ydoc.Notebook) bool { return strings.HasPrefix(nb.Cells[0].Source, "HUMAN TYPED ") })
+	// The save's markers (dirty=false, then the new hash) in the room before the agent's next
+	// edit: a save whose markers reach the room after an edit it did not include forgets that
+	// edit (docs/durability.md, known gaps), which this test is not about.
+	pollUntil(t, ctx, "the save's markers in the room", func() bool { return stateHash() != before })
 	a.ok(ctx, "batch_insert_notebook_cells", map[string]any{"path": name, "start_position": 0, "exec": false, "cells": []any{
 		map[string]any{"id": "agent-unsaved", "content": "print('unsaved')"},
 	}})
