@@ -24,12 +24,10 @@ type chainPart struct {
 }
 
 // splitLocalUpdate takes a v1 update apart if it can be chained: at most one client's structs,
-// no skips. It reports false for anything else (left as it is).
+// no skips. It reports false for anything else (left as it is). It reads the update with the
+// parser ParseUpdate uses (readStruct, readDeleteSet), so what it takes apart is valid.
 func splitLocalUpdate(b []byte) (chainPart, bool) {
 	var p chainPart
-	if _, err := ParseUpdate(b); err != nil {
-		return p, false
-	}
 	d := newDecoder(b)
 	nClients, err := d.length(3)
 	if err != nil || nClients > 1 {
@@ -49,7 +47,7 @@ func splitLocalUpdate(b []byte) (chainPart, bool) {
 		start, clock := d.pos, p.clock
 		for range n {
 			length, skip, err := readStruct(d)
-			if err != nil || skip {
+			if err != nil || skip || clock+length > maxClock || clock+length < clock {
 				return p, false
 			}
 			clock += length
