@@ -438,10 +438,12 @@ func (s *Store) run() {
 func (s *Store) service(l *Log, syncNow bool) {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	l.flushLocked()
+	// closing is read before the flush: every record handed over before Close is then written by
+	// this pass (read after it, a record that came between the flush and Close was closed unwritten).
 	l.mu.Lock()
 	closing, keep := l.closing, l.keep
 	l.mu.Unlock()
+	l.flushLocked()
 	if (syncNow || closing) && s.opts.SyncInterval >= 0 {
 		l.syncLocked()
 	}
