@@ -433,7 +433,7 @@ func (h *harness) checkHumans(ctx context.Context, typingEnd time.Time) {
 		sources = append(sources, c.Source)
 	}
 	counts := tokenCounts(humanTokenRE, strings.Join(sources, "\n"), text)
-	st := checkKeys(t, h.keys, h.keyKills, counts, typingEnd)
+	st := checkKeys(t, h.keys, h.keyKills, counts, typingEnd, h.srv.Log())
 	t.Logf("humans: %s", st)
 
 	// The agent's text markers: each reported done is there once; none is there twice.

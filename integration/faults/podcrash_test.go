@@ -265,7 +265,7 @@ func TestPodCrash(t *testing.T) {
 	if len(doubled) > 0 {
 		t.Errorf("DOUBLED: %d agent cells: %s", len(doubled), trim(strings.Join(doubled, " "), 600))
 	}
-	st := checkKeys(t, keys, []keyKill{{at: killAt, held: held}}, tokenCounts(humanTokenRE, final.text), end)
+	st := checkKeys(t, keys, []keyKill{{at: killAt, held: held}}, tokenCounts(humanTokenRE, final.text), end, srv.Log())
 	t.Logf("agent: %d inserts made, %d confirmed ≥ 1 s before the kill, %d of those lost, %d cells doubled; recovered before any agent call: %v", total, len(confirmed), len(lost), len(doubled), atStart)
 	t.Logf("human: %s", st)
 }

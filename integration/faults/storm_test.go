@@ -335,7 +335,7 @@ func TestStormWithCrashes(t *testing.T) {
 	final, finalText := settleStorm(t, ctx, srv, observer, peers)
 	checkStorm(t, led, final, finalText)
 	counts := tokenCounts(humanTokenRE, final.text, finalText)
-	st := checkKeys(t, keys, kills, counts, end)
+	st := checkKeys(t, keys, kills, counts, end, srv.Log())
 	t.Logf("humans: %s", st)
 	doubledIn := func(text string) (n int) {
 		for _, c := range tokenCounts(tokenRE, text) {
@@ -364,6 +364,10 @@ func TestStormWithCrashes(t *testing.T) {
 	}
 	if len(kills) > 0 && len(rescues) == 0 {
 		t.Errorf("%d kills but no rescue logged (a line with \"restored\" and \"path\"): %v", len(kills), sc.grepLog(10, "lost the room"))
+	}
+	for _, r := range staleReloads(srv.Log()) {
+		t.Logf("the server reloaded %s over its room from an older file %.1f s after loading it (a save the kill cut, put back by jupyter-server): %s",
+			r.path, r.at.Sub(r.loaded).Seconds(), r.line)
 	}
 	slow := strings.Count(srv.Log(), "slow save of")
 	t.Logf("slow, half-visible notebook saves made by jupyter-server: %d", slow)
