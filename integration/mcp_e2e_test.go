@@ -399,7 +399,7 @@ func runScenario(t *testing.T, ctx context.Context, c *MCPClient, name string, s
 func sidecarSees(t *testing.T, call func(string, map[string]any) map[string]any, name string, cond func([]textCell) bool) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		nb := call("get_notebook", map[string]any{"path": name, "include_outputs": false})
+		nb := call("get_notebook", map[string]any{"path": name, "include_outputs": false, "hashes": true})
 		if cond(textCells(t, nb)) {
 			return
 		}
@@ -416,10 +416,16 @@ type textCell struct {
 	handle, hash, source string
 }
 
-var textHeader = regexp.MustCompile(`^@(\d+) (\S+)(?: md| raw)?(?: \[(?:\d+|\*)\])?(?: tags=\S+)?(?: #([0-9a-f]{12}))?$`)
+var (
+	textHeader = regexp.MustCompile(`^@(\d+) (\S+)(?: md| raw)?(?: \[(?:\d+|\*)\])?(?: tags=\S+)?(?: #([0-9a-f]{12}))?$`)
+	// a sources-only read's header (no index), after a blank line; read with hashes: true here,
+	// so that it cannot be taken for a line of source
+	sourcesHeader = regexp.MustCompile(`^(\S+)(?: md| raw)?(?: tags=\S+)? #([0-9a-f]{12})$`)
+)
 
 // textCells parses a text-format read (structuredContent's content): the cells' header lines,
-// and their sources up to the first output ("→") or the next cell.
+// and their sources up to the first output ("→") or the next cell. A sources-only read must have
+// been made with hashes: true (its cells have no index: -1).
 func textCells(t *testing.T, read map[string]any) []textCell {
 	t.Helper()
 	text, _ := read["content"].(string)
@@ -429,10 +435,21 @@ func textCells(t *testing.T, read map[string]any) []textCell {
 	var out []textCell
 	inSource := false
 	// Every source is shown ending with a newline.
+	prev := ""
 	for _, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n")[1:] { // the first line is the header
+		blank := prev == ""
+		prev = line
 		if m := textHeader.FindStringSubmatch(line); m != nil {
 			i, _ := strconv.Atoi(m[1])
 			out = append(out, textCell{index: i, handle: m[2], hash: m[3]})
+			inSource = true
+			continue
+		}
+		if m := sourcesHeader.FindStringSubmatch(line); m != nil && blank {
+			if n := len(out); n > 0 { // the blank line before the header is not the source's
+				out[n-1].source = strings.TrimSuffix(out[n-1].source, "\n")
+			}
+			out = append(out, textCell{index: -1, handle: m[1], hash: m[2]})
 			inSource = true
 			continue
 		}

@@ -15,7 +15,7 @@ func (s *Server) instructions() string {
 	b.WriteString("jupyter-collab-mcp: live Jupyter notebooks and text files, shared with the people editing them in " +
 		"JupyterLab. You read a document as it is now; your edits appear in their browsers, and return once " +
 		"jupyter-server has confirmed them. Paths are relative to the Jupyter root.\n\n")
-	b.WriteString("Cells: name them by the handle a read shows (@index handle: a short prefix of the cell id) or by " +
+	b.WriteString("Cells: name them by the handle a read shows (a short prefix of the cell id, after @index; alone on its line in a read without outputs) or by " +
 		"the full id; indexes shift when others edit. Pass the version of your last read or edit as expected_version and an edit " +
 		"changes nothing if someone changed those cells since.\n\n")
 	b.WriteString("Toolsets. The default offers the loop of work in a notebook: read, search, edit, run, see who is " +

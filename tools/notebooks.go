@@ -423,15 +423,25 @@ func (s *Server) renderNotebook(c *call, a getNotebookArgs, r notebookRead) resu
 		}
 		handles = cellHandles(ids)
 	}
+	sourcesOnly := false // readformat.go: a sources-only read without "@index" and counts
+	if a.Format == "text" && !a.IncludeOutputs && a.SinceVersion == "" {
+		shownCells := make([]ydoc.Cell, len(r.idxs))
+		for k, i := range r.idxs {
+			shownCells[k] = r.nb.Cells[i]
+		}
+		sourcesOnly = handleLinesClear(shownCells, handles)
+	}
 	piece := func(k int) string {
 		i := r.idxs[k]
 		cell := r.nb.Cells[i]
-		switch a.Format {
-		case "text":
+		switch {
+		case sourcesOnly:
+			return sourceCell(handles[cell.ID], cell, a.Hashes)
+		case a.Format == "text":
 			return textCell(i, handles[cell.ID], cell, opts, a.Hashes)
-		case "outline":
+		case a.Format == "outline":
 			return outlineCell(i, handles[cell.ID], cell)
-		case "markdown":
+		case a.Format == "markdown":
 			return markdownCell(newCellView(i, cell, opts), lang)
 		}
 		b, _ := json.Marshal(newCellView(i, cell, opts))
@@ -445,6 +455,9 @@ func (s *Server) renderNotebook(c *call, a getNotebookArgs, r notebookRead) resu
 			return outlineCell(i, handles[cell.ID], cell)
 		case "text":
 			cell.Source, _ = capText(cell.Source, max(a.MaxContentLength/2, 200))
+			if sourcesOnly {
+				return sourceCell(handles[cell.ID], cell, a.Hashes)
+			}
 			return textCell(i, handles[cell.ID], cell, viewOpts{outputs: false}, a.Hashes)
 		}
 		view := newCellView(i, cell, viewOpts{outputs: false})

@@ -55,8 +55,47 @@ func TestTextFormat(t *testing.T) {
 	hashed := e.call("get_notebook", map[string]any{"path": richPath, "hashes": true, "include_outputs": false}).Texts[0]
 	json := e.ok("get_notebook", map[string]any{"path": richPath, "format": "json"})
 	h := str(asMap(t, cellsOf(t, json)[0])["source_hash"])
-	if !strings.Contains(hashed, "@0 c-co [3] tags=keep #"+h+"\nprint('hi')\nplot()\n@1 c-md md #") || strings.Contains(hashed, "→") {
+	if !strings.Contains(hashed, " · 4 cells\n\nc-co tags=keep #"+h+"\nprint('hi')\nplot()\n\nc-md md #") || strings.Contains(hashed, "→") {
 		t.Errorf("hashes: true, include_outputs: false:\n%s", hashed)
+	}
+}
+
+// A read without outputs is the sources, each after a blank line and its handle, unless a handle
+// line could be taken for source, or the read is of changes.
+func TestSourcesOnlyRead(t *testing.T) {
+	e, _ := richEnv(t)
+	read := func(args map[string]any) string {
+		args["path"] = richPath
+		args["include_outputs"] = false
+		r := e.call("get_notebook", args)
+		if r.IsError || len(r.Texts) != 1 {
+			t.Fatalf("get_notebook %v: %s", args, r)
+		}
+		return r.Texts[0]
+	}
+	text := read(map[string]any{})
+	_, body, _ := strings.Cut(text, "\n")
+	if body != "\nc-co tags=keep\nprint('hi')\nplot()\n\nc-md md\nintro\n# Heading\nbody\n\nc-ra raw\nraw text\n\nc-em\n" {
+		t.Errorf("sources-only read:\n%q", text)
+	}
+	part := read(map[string]any{"cell_range": map[string]any{"start": 1, "end": 2}})
+	if !strings.HasSuffix(part, " · cells 1–2\n\nc-md md\nintro\n# Heading\nbody\n\nc-ra raw\nraw text\n") {
+		t.Errorf("sources-only cell_range:\n%q", part)
+	}
+	// Changes since a version: where they are is news, so the index stays.
+	v := str(asMap(t, e.call("get_notebook", map[string]any{"path": richPath}).Structured)["version"])
+	if err := e.srv.EditDoc(richPath, func(tx *ydoc.Txn) error { return tx.SetSource(2, "raw changed") }); err != nil {
+		t.Fatal(err)
+	}
+	if since := read(map[string]any{"since_version": v}); !strings.Contains(since, "\n@2 c-ra raw\nraw changed\n") {
+		t.Errorf("sources-only since_version:\n%s", since)
+	}
+	// A source line that starts with a shown handle: the "@index" headers come back.
+	if err := e.srv.EditDoc(richPath, func(tx *ydoc.Txn) error { return tx.SetSource(2, "x = 1\nc-md is a cell") }); err != nil {
+		t.Fatal(err)
+	}
+	if clash := read(map[string]any{}); !strings.Contains(clash, "\n@1 c-md md\nintro\n") || !strings.Contains(clash, "\n@2 c-ra raw\nx = 1\nc-md is a cell\n") {
+		t.Errorf("a source line starting with a handle kept the bare handle lines:\n%s", clash)
 	}
 }
 
@@ -129,11 +168,15 @@ func TestHandlesAreAcceptedWhereCellIDsAre(t *testing.T) {
 // its first 39 cells again). Issue 14's acceptance, against what jupyter-mcp-server 2.2.4 returns
 // for the same notebook (docs/benchmarks/results.md, `make bench-compare`): the default read at
 // most 0.8 × its text and image tokens, the sources-only read at most 1.6 × the sources' own
-// tokens and 0.8 × its sources-only read; structuredContent at most 1.2 × the text.
+// tokens and 0.8 × its sources-only read; structuredContent at most 1.2 × the text. Issue 29's:
+// the sources-only read under jupyter-mcp-live's.
 const (
 	jmcpReadTokens       = 6409 // read_cell × 200, text items
 	jmcpReadImageTokens  = 1831 // its 11 images, estimated as w×h/750
 	jmcpSourceReadTokens = 6388 // read_notebook (detailed, limit 0)
+	// jupyter-mcp-live's sources-only read: a script keeping each cell's type and source of
+	// view_notebook's answer (JSON), the same 200 cells.
+	liveSourceReadTokens = 4055
 )
 
 func TestReadTokensOnTheComparisonNotebook(t *testing.T) {
@@ -194,6 +237,9 @@ func TestReadTokensOnTheComparisonNotebook(t *testing.T) {
 	}
 	if limit := rawTokens * 16 / 10; srcTokens > limit {
 		t.Errorf("sources-only read: %d tokens, over 1.6 × the sources' %d = %d", srcTokens, rawTokens, limit)
+	}
+	if srcTokens >= liveSourceReadTokens {
+		t.Errorf("sources-only read: %d tokens, not under jupyter-mcp-live's %d", srcTokens, liveSourceReadTokens)
 	}
 	if limit := jmcpSourceReadTokens * 8 / 10; srcTokens > limit {
 		t.Errorf("sources-only read: %d tokens, over 0.8 × jupyter-mcp-server's %d = %d", srcTokens, jmcpSourceReadTokens, limit)
