@@ -100,6 +100,9 @@ func BenchmarkSaveGuardCost(b *testing.B) {
 	}
 }
 
+// edgeSplit is one probe edit's latency and the part of it before the edit left for the server.
+type edgeSplit struct{ total, before time.Duration }
+
 // processCPU is a process's user + system CPU time so far (Linux /proc).
 func processCPU(b *testing.B, pid int) time.Duration {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -260,17 +263,27 @@ func BenchmarkSaveStall(b *testing.B) {
 			}()
 		}
 		var lat []time.Duration
+		var ours []edgeSplit                 // each edit's time until it left for the server (in this process) and after
 		for i := 0; pctx.Err() == nil; i++ { // the small notebook, every 50 ms
 			start := time.Now()
-			_, err := smallRoom.Apply(pctx, ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error {
+			var left atomic.Int64 // when the room handed the edit to the server's socket (unix ns)
+			pend, err := smallRoom.Propose(pctx, bridge.Proposal{Edit: ydoc.EditFunc(func(tx *ydoc.Txn, _ bool) error {
 				c, err := tx.Cell(i % 20)
 				if err != nil {
 					return err
 				}
 				return tx.SetSource(i%20, c.Source+"x")
-			}))
+			}), Applied: func() { left.Store(time.Now().UnixNano()) }})
 			if err == nil {
-				lat = append(lat, time.Since(start))
+				_, err = pend.Wait(pctx)
+			}
+			if err == nil {
+				took := time.Since(start)
+				lat = append(lat, took)
+				if l := left.Load(); l != 0 {
+					before := time.Unix(0, l).Sub(start)
+					ours = append(ours, edgeSplit{total: took, before: before})
+				}
 			}
 			select {
 			case <-pctx.Done():
@@ -303,6 +316,17 @@ func BenchmarkSaveStall(b *testing.B) {
 		st.TookSeconds -= before.TookSeconds
 		slices.Sort(lat)
 		pct := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))] }
+		if len(ours) > 0 { // where the slowest edits spent their time: in this process, or after it
+			slices.SortFunc(ours, func(x, y edgeSplit) int { return int(y.total - x.total) })
+			slow := ours[:max(1, len(ours)/100)]
+			var total, before time.Duration
+			for _, e := range slow {
+				total += e.total
+				before += e.before
+			}
+			b.Logf("saves %-12s small room's slowest 1%% (%d edits): mean %.1f ms, of which %.1f ms before the edit left for the server (room queue, y-crdt lock, encoding) and %.1f ms after (the socket, the server, and taking its confirmation here)",
+				setting.label, len(slow), ms(total/time.Duration(len(slow))), ms(before/time.Duration(len(slow))), ms((total-before)/time.Duration(len(slow))))
+		}
 		r := result{label: setting.label, p50: pct(0.5), p99: pct(0.99), maxL: pct(1), edits: len(lat), busy: int(busy.Load()),
 			srvCPU: 100 * srvCPU.Seconds() / wall.Seconds(), ownCPU: 100 * ownCPU.Seconds() / wall.Seconds(),
 			saves: strings.Count(srv.Log(), "Saving file:") - savesBefore, stats: st}
