@@ -34,7 +34,7 @@ import (
 // Without outputs (include_outputs: false) a whole read is the sources, each after a blank line
 // and its handle (the type, tags and hash as above): what such a read is for is the code, and the
 // index and execution count cost a model more than the source of a short cell (200 cells of the
-// benchmark's notebook: 3,938 tokens against 4,708 with "@index handle [n]" headers, the sources
+// benchmark's notebook: 3,888 tokens against 4,708 with "@index handle [n]" headers, the sources
 // alone 3,135). A read of the cells changed since a version keeps the index (where they are is
 // its news), and so does any read in which a source line starts with a shown cell's handle, or
 // a cell has no handle yet: then a handle line could be taken for a line of source.
