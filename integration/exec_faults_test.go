@@ -54,7 +54,16 @@ func TestExecuteKernelRestartedDuringARun(t *testing.T) {
 	a.ok(ctx, "restart_kernel", map[string]any{"path": name})
 	out = a.ok(ctx, "get_execution", map[string]any{"job_id": job, "timeout": 25})
 	run := cellResults(out)[0]
-	if out["status"] != "failed" || run["status"] != "aborted" || !strings.Contains(fmt.Sprint(run["note"]), "restarted") {
+	// Two orders, both told as they happened. Usually the server's "restarting" status comes
+	// first: the run is aborted, with the restart as its note. But jupyter_client interrupts a
+	// kernel before it shuts it down (KernelManager._async_shutdown_kernel), so the kernel may
+	// answer the run first — the reply (an error, KeyboardInterrupt) and idle reach us before the
+	// restart: the run then ended in that error, and the job says the kernel restarted (seen once
+	// in a fresh make test, 2026-11-28).
+	aborted := run["status"] == "aborted" && strings.Contains(fmt.Sprint(run["note"]), "restarted")
+	interrupted := run["status"] == "error" && strings.Contains(fmt.Sprint(run["outputs"]), "KeyboardInterrupt") &&
+		strings.Contains(fmt.Sprint(out["note"]), "restarted")
+	if out["status"] != "failed" || !aborted && !interrupted {
 		t.Errorf("a run whose kernel was restarted: %v", out)
 	}
 	if el := time.Since(start); el > 20*time.Second {
