@@ -43,11 +43,26 @@ import (
 func sourceCell(handle string, c ydoc.Cell, withHash bool) string {
 	var b strings.Builder
 	b.WriteString("\n" + handle)
+	writeCellRest(&b, c, false, withHash)
+	return b.String()
+}
+
+// writeCellRest writes what follows a cell's index and handle in a text read: the header's type,
+// execution count (when count), tags and hash (when withHash), then the source, ending with a
+// newline.
+func writeCellRest(b *strings.Builder, c ydoc.Cell, count, withHash bool) {
 	switch c.Type {
 	case ydoc.CellMarkdown:
 		b.WriteString(" md")
 	case ydoc.CellRaw:
 		b.WriteString(" raw")
+	}
+	switch {
+	case !count:
+	case c.ExecutionState == "running":
+		b.WriteString(" [*]")
+	case c.ExecutionCount != nil:
+		fmt.Fprintf(b, " [%d]", *c.ExecutionCount)
 	}
 	if tags := cellTags(c.Metadata); len(tags) > 0 {
 		b.WriteString(" tags=" + strings.Join(tags, ","))
@@ -62,7 +77,6 @@ func sourceCell(handle string, c ydoc.Cell, withHash bool) string {
 			b.WriteByte('\n')
 		}
 	}
-	return b.String()
 }
 
 // handleLinesClear reports whether the cells' handle lines cannot be taken for source: every
@@ -94,31 +108,7 @@ func textCell(i int, handle string, c ydoc.Cell, o viewOpts, withHash bool) stri
 	if handle != "" { // a cell read from a file without its id: no handle until the room has it
 		b.WriteString(" " + handle)
 	}
-	switch c.Type {
-	case ydoc.CellMarkdown:
-		b.WriteString(" md")
-	case ydoc.CellRaw:
-		b.WriteString(" raw")
-	}
-	switch {
-	case c.ExecutionState == "running":
-		b.WriteString(" [*]")
-	case c.ExecutionCount != nil:
-		fmt.Fprintf(&b, " [%d]", *c.ExecutionCount)
-	}
-	if tags := cellTags(c.Metadata); len(tags) > 0 {
-		b.WriteString(" tags=" + strings.Join(tags, ","))
-	}
-	if withHash {
-		b.WriteString(" #" + sourceHash(c.Source))
-	}
-	b.WriteByte('\n')
-	if c.Source != "" {
-		b.WriteString(c.Source)
-		if !strings.HasSuffix(c.Source, "\n") {
-			b.WriteByte('\n')
-		}
-	}
+	writeCellRest(&b, c, true, withHash)
 	if c.Type != ydoc.CellCode {
 		return b.String()
 	}
