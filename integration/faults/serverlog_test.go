@@ -22,13 +22,16 @@ import (
 // the load is deleted, by the server, with or without the sidecar (which rejoins a restarted
 // server about a second later and never saw those keystrokes). The content is the same file the
 // room was loaded from; only the mtime went back, which a change from outside never does.
-// docs/durability.md, "What the server loses by itself".
+// docs/durability.md, "Known gaps".
 type staleReload struct {
 	path   string    // the document's path
 	loaded time.Time // when the server loaded the room's content
 	at     time.Time // when it reloaded it
 	line   string    // the server's log line
 }
+
+// serverLogLayout is how jupyter-server's log lines give their time (local, milliseconds).
+const serverLogLayout = "2006-01-02 15:04:05.000"
 
 var (
 	serverLogTime   = regexp.MustCompile(`^\[[A-Z] (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) `)
@@ -49,7 +52,7 @@ func staleReloads(log string) []staleReload {
 		if m == nil {
 			continue
 		}
-		at, err := time.ParseInLocation("2006-01-02 15:04:05.000", m[1], time.Local)
+		at, err := time.ParseInLocation(serverLogLayout, m[1], time.Local)
 		if err != nil {
 			continue
 		}
@@ -92,7 +95,7 @@ func TestStaleReloadsFromServerLog(t *testing.T) {
 	}
 	r := got[0]
 	want := func(s string) time.Time {
-		v, err := time.ParseInLocation("2006-01-02 15:04:05.000", s, time.Local)
+		v, err := time.ParseInLocation(serverLogLayout, s, time.Local)
 		if err != nil {
 			t.Fatal(err)
 		}
